@@ -1,0 +1,230 @@
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+import respx
+
+from agent.config import AgentSettings, build_agent, build_model_provider, provider_summariser
+from agent.context.manager import WindowManager
+from agent.errors import ConfigurationError
+from agent.messages import Message, ToolCall
+from agent.prompts import DEFAULT_SYSTEM_PROMPT, SMALL_MODEL_SYSTEM_PROMPT
+from agent.providers.anthropic import AnthropicProvider
+from agent.providers.ollama import OllamaProvider
+from agent.providers.openai_compat import OpenAICompatProvider
+from agent.reasoning import SelfCheckStrategy
+from agent.retry import RetryingProvider
+from agent.store import InMemoryStore
+from agent.telemetry.tracing import TracedAgent, TracedProvider
+from agent.testing.fakes import ScriptedProvider, reply
+
+ENV_NAMES = (
+    "DETECTIVE_PROVIDER",
+    "DETECTIVE_MODEL",
+    "DETECTIVE_BASE_URL",
+    "DETECTIVE_API_KEY",
+    "DETECTIVE_API_URL",
+    "DETECTIVE_API_TOKEN",
+    "DETECTIVE_DATA_DIR",
+    "DETECTIVE_REASONING",
+    "DETECTIVE_MAX_STEPS",
+    "DETECTIVE_CONTEXT_STRATEGY",
+    "DETECTIVE_CONTEXT_WINDOW",
+    "DETECTIVE_PROMPT_PROFILE",
+    "DETECTIVE_CAPTURE_CONTENT",
+    "DETECTIVE_TOOL_TIMEOUT",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("DETECTIVE_PROVIDER", "openrouter")
+    monkeypatch.setenv("DETECTIVE_MODEL", "anthropic/claude-3.5-haiku")
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-secret-value")
+    monkeypatch.setenv("DETECTIVE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("DETECTIVE_API_URL", "http://api.test")
+    monkeypatch.setenv("DETECTIVE_API_TOKEN", "release-token-123")
+    monkeypatch.setenv("DETECTIVE_REASONING", "self_check")
+    monkeypatch.setenv("DETECTIVE_MAX_STEPS", "5")
+    monkeypatch.setenv("DETECTIVE_CAPTURE_CONTENT", "true")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    settings = AgentSettings()
+    assert settings.provider_name() == "openrouter"
+    assert settings.api_key_for("openrouter") == "sk-or-secret-value"
+    assert settings.max_steps == 5
+    assert settings.reasoning == "self_check"
+    assert settings.conversations_dir == tmp_path / "conversations"
+    telemetry = settings.telemetry_config()
+    assert telemetry.otlp_endpoint == "http://collector:4318"
+    assert telemetry.capture_content is True
+    assert telemetry.traces_dir == tmp_path / "traces"
+    assert "sk-or-secret-value" not in repr(settings)
+    assert "release-token-123" not in repr(settings)
+
+
+def test_defaults() -> None:
+    settings = AgentSettings()
+    assert settings.api_url == "http://127.0.0.1:8000"
+    assert str(settings.data_dir) == "data"
+    assert settings.reasoning == "direct"
+    assert settings.context_strategy == "truncation"
+    assert settings.capture_content is False
+
+
+def test_provider_is_detected_from_the_keys_or_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigurationError, match="No provider configured") as missing:
+        AgentSettings().provider_name()
+    # The message is what a failed run shows: both ways out, spelled out.
+    assert "uv run manage.py local_model install" in str(missing.value)
+    assert "ANTHROPIC_API_KEY" in str(missing.value)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-key")
+    assert AgentSettings().provider_name() == "openai"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-key")
+    assert AgentSettings().provider_name() == "anthropic"
+    assert AgentSettings(provider="claude").provider_name() == "anthropic"
+    with pytest.raises(ConfigurationError, match="unknown provider"):
+        AgentSettings(provider="watson").provider_name()
+
+
+@pytest.mark.parametrize(
+    ("settings", "cls"),
+    [
+        ({"provider": "anthropic", "anthropic_api_key": "sk-ant-12345678"}, AnthropicProvider),
+        ({"provider": "openai", "openai_api_key": "sk-12345678"}, OpenAICompatProvider),
+        ({"provider": "ollama", "model": "qwen2.5:1.5b"}, OllamaProvider),
+    ],
+)
+def test_build_model_provider(settings: dict, cls: type) -> None:
+    provider = build_model_provider(AgentSettings(**settings))
+    assert isinstance(provider, cls)
+
+
+def test_missing_key_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
+        build_model_provider(AgentSettings(provider="anthropic"))
+
+
+def test_context_window_override_reaches_the_adapter() -> None:
+    settings = AgentSettings(provider="ollama", model="qwen2.5:7b", context_window=4096)
+    assert build_model_provider(settings).capabilities().context_window == 4096
+
+
+def test_build_agent_composes_the_layers() -> None:
+    store = InMemoryStore()
+    settings = AgentSettings(provider="ollama", reasoning="self_check", max_steps=4)
+    agent = build_agent(
+        settings, release_id="v2.1.0", store=store, provider=ScriptedProvider([], model="big")
+    )
+    assert isinstance(agent, TracedAgent)
+    inner = agent._inner
+    assert isinstance(inner.provider, TracedProvider)
+    assert isinstance(inner.provider._inner, RetryingProvider)
+    assert isinstance(inner.reasoning, SelfCheckStrategy)
+    assert inner.store is store
+    assert inner.config.max_steps == 4
+    assert inner.config.system_prompt == DEFAULT_SYSTEM_PROMPT
+    assert {t.name for t in inner.tools.get_tools()} == {"get_release_summary", "file_risk_report"}
+    assert isinstance(inner.context._inner, WindowManager)
+    assert agent.conversation.metadata["release_id"] == "v2.1.0"
+    assert agent.conversation.metadata["prompt_profile"] == "default"
+
+
+def test_small_models_get_the_compact_profile() -> None:
+    provider = ScriptedProvider([], model="qwen2.5-coder:1.5b")
+    agent = build_agent(AgentSettings(), provider=provider)
+    assert agent.conversation.system_prompt == SMALL_MODEL_SYSTEM_PROMPT
+    assert agent._inner.config.temperature == 0.0  # the small-model profile (agent/prompts.py)
+    forced = build_agent(AgentSettings(prompt_profile="default"), provider=provider)
+    assert forced.conversation.system_prompt == DEFAULT_SYSTEM_PROMPT
+
+
+def test_unknown_names_are_configuration_errors() -> None:
+    provider = ScriptedProvider([])
+    with pytest.raises(ConfigurationError, match="reasoning"):
+        build_agent(AgentSettings(reasoning="vibes"), provider=provider)
+    with pytest.raises(ConfigurationError, match="context strategy"):
+        build_agent(AgentSettings(context_strategy="forget"), provider=provider)
+
+
+async def test_summarization_uses_the_model() -> None:
+    provider = ScriptedProvider([reply("The user asked about v1.")])
+    agent = build_agent(AgentSettings(context_strategy="summarisation"), provider=provider)
+    assert agent._inner.context._inner.strategy == "summarization"
+    summarise = provider_summariser(provider)
+    text = await summarise([Message.user("Assess v1"), Message.assistant("Looking.")])
+    assert text == "The user asked about v1."
+    request = provider.requests[0]
+    assert request.tools == []
+    assert "Assess v1" in request.messages[0].content
+
+
+async def test_release_tools_use_the_token_and_send_the_trace_context() -> None:
+    provider = ScriptedProvider([])
+    settings = AgentSettings(api_url="http://api.test", api_token="tok-abcdefgh")
+    async with httpx.AsyncClient() as client:
+        agent = build_agent(settings, provider=provider, http_client=client)
+        with respx.mock(assert_all_called=True) as router:
+            route = router.get("http://api.test/api/releases/v1/summary").respond(
+                json={"version": "v1"}
+            )
+            result = await agent._inner.tools.execute(
+                ToolCall(id="c1", name="get_release_summary", arguments={"release_id": "v1"})
+            )
+        assert result.success
+        assert route.calls.last.request.headers["Authorization"] == "Bearer tok-abcdefgh"
+        await agent.aclose()
+    assert provider.aclosed
+
+
+async def test_the_release_tools_wait_as_long_as_the_settings_say(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DETECTIVE_TOOL_TIMEOUT", "0.05")
+    settings = AgentSettings(api_url="http://api.test")
+    assert settings.tool_timeout == 0.05
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(1)
+        return httpx.Response(200, json={})
+
+    agent = build_agent(settings, provider=ScriptedProvider([]))
+    # The route is never "called": respx records a call when its answer is ready.
+    with respx.mock(assert_all_called=False) as router:
+        router.get("http://api.test/api/releases/v1/summary").mock(side_effect=slow)
+        result = await agent._inner.tools.execute(
+            ToolCall(id="c1", name="get_release_summary", arguments={"release_id": "v1"})
+        )
+    await agent.aclose()
+    assert not result.success
+    assert "within 0.05 seconds" in result.content
+
+
+async def test_adapters_can_share_one_http_client() -> None:
+    settings = AgentSettings(provider="openai-compatible", model="m", base_url="http://x/v1")
+    async with httpx.AsyncClient() as client:
+        first = build_model_provider(settings, client=client)
+        second = build_model_provider(settings, client=client)
+        assert first._http._client is client and second._http._client is client
+        await first.aclose()
+        assert not client.is_closed  # the caller's to close
+
+
+def test_capture_content_reaches_the_traced_wrappers() -> None:
+    provider = ScriptedProvider([])
+    agent = build_agent(AgentSettings(capture_content=True), provider=provider)
+    assert agent._capture is True
+    assert agent._inner.provider._capture is True
+    assert agent._inner.tools._capture is True
+    quiet = build_agent(AgentSettings(), provider=provider)
+    assert quiet._capture is False

@@ -1,0 +1,599 @@
+"""The agent: one conversation, driven message by message.
+
+`Agent.send_message(content)` is an async generator of `AgentEvent`s. Each step of a run:
+
+1. fit the history to the context window (`ContextTrimmed` when something had to go);
+2. ask the reasoning strategy for a response, relaying what streams in (`TextDelta`,
+   `RetryScheduled`), then `ModelResponded` and `UsageReported` for each model call;
+3. append the assistant message, then run its tool calls in order, appending each
+   result right after it (providers require the results to follow the assistant message
+   that asked for them, in the same order);
+4. stop when the report is filed (`RunFinished(reason="report_filed")`), when the model
+   answers without a tool call (`"answered"`), or after `max_steps` (`"max_steps"`);
+   everything done so far stays in the history.
+
+A reply with text only, in the middle of an investigation, does not end the run at once:
+small models often announce a tool call ("I will now fetch the summary") instead of
+making it, or write their assessment instead of filing it. The loop then adds one short
+user message asking the model to call the tools, at most `max_text_only_nudges` times
+per run (see `Agent._needs_nudge` for when a reply counts as such).
+
+Every message and event is saved through the store before the event is yielded. Expected
+failures end the run with `RunFailed` rather than an exception, and a `CancelToken` ends
+it with `RunCancelled`; the history stays valid for the next run either way (a tool call
+that never ran gets a "not run" result, so no call is left without its result).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.cancel import CancelToken, cancellable
+from agent.context.protocol import ContextFit, ContextManager
+from agent.errors import AgentError, RunCancelledError, StreamError
+from agent.events import (
+    AgentEvent,
+    ContextTrimmed,
+    ModelRequestStarted,
+    ModelResponded,
+    ReportFiled,
+    RetryScheduled,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    ToolCallRequested,
+    ToolResultReceived,
+    UsageReported,
+)
+from agent.messages import Conversation, Message, ToolCall, ToolResult, Usage
+from agent.pricing import estimate_cost
+from agent.prompts import DEFAULT_SYSTEM_PROMPT
+from agent.providers.protocol import (
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ProviderCapabilities,
+    StreamEnd,
+    StreamEvent,
+    StreamRetry,
+    StreamTextDelta,
+)
+from agent.reasoning import REPORT_TOOL, DirectStrategy, ReasoningStrategy
+from agent.store import ConversationStore
+from agent.telemetry.logging import scrub
+from agent.tools.protocol import ToolExecutor
+
+logger = logging.getLogger(__name__)
+
+NUDGE_MESSAGE = (
+    "You replied without calling a tool. Do not describe what you are going to do: "
+    "call the tool you need now. Once you have the release summary, file the report "
+    "with {report_tool}."
+)
+
+# A reply that announces its next action instead of taking it.
+_ANNOUNCES_ACTION = re.compile(
+    r"\b(i will|i'll|i am going to|i'm going to|let me|let's|i need to|i shall|"
+    r"next,? i|now i)\b",
+    re.IGNORECASE,
+)
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_steps: int = Field(default=8, ge=1)
+    temperature: float | None = None
+    max_tokens: int = Field(default=1024, ge=1)
+    # False: one `complete()` call per model call, no deltas (for servers that cannot
+    # stream tool calls).
+    stream: bool = True
+    # Filing the report ends the run; small models otherwise file again and again.
+    end_on_report: bool = True
+    max_text_only_nudges: int = Field(default=1, ge=0)
+    nudge_message: str = NUDGE_MESSAGE
+    report_tool: str = REPORT_TOOL
+
+
+DEFAULT_CONFIG = AgentConfig()
+
+
+class ConversationContext(BaseModel):
+    """What `Agent.get_context()` reports about the current conversation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str
+    message_count: int
+    estimated_tokens: int
+    context_window: int
+    utilisation: float
+    provider: str
+    model: str
+    reasoning: str
+    trace_id: str | None = None
+    tool_calls: dict[str, int] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    estimated_cost_usd: float | None = None
+
+
+class _Run:
+    """The bookkeeping of one `send_message` call."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.usage = Usage()
+        self.nudges = 0
+        self.tool_calls = 0
+        self.last_tool_failed = False
+        self.report_filed = False
+        self.partial_text = ""
+        self.final_text = ""
+
+
+class Agent:
+    def __init__(
+        self,
+        provider: Provider,
+        tools: ToolExecutor,
+        *,
+        context: ContextManager,
+        reasoning: ReasoningStrategy | None = None,
+        store: ConversationStore | None = None,
+        config: AgentConfig = DEFAULT_CONFIG,
+        conversation: Conversation | None = None,
+    ) -> None:
+        self.provider = provider
+        self.tools = tools
+        self.context = context
+        self.reasoning: ReasoningStrategy = reasoning or DirectStrategy()
+        self.store = store
+        self.config = config
+        self.conversation = conversation or self._fresh_conversation()
+        self._last_fit: ContextFit | None = None
+        self._closers: list[Callable[[], Awaitable[object]]] = []
+
+    # -- conversations ------------------------------------------------------------
+
+    def new_conversation(self) -> Conversation:
+        """Start afresh: same provider, tools, strategy and configuration."""
+        self.conversation = self._fresh_conversation()
+        self._forget_context_cache()
+        return self.conversation
+
+    def resume(self, conversation: Conversation | str) -> Conversation:
+        """Continue a saved conversation, given itself or its id in the store."""
+        if isinstance(conversation, str):
+            if self.store is None:
+                raise AgentError("No store to load the conversation from")
+            conversation = self.store.load(conversation)
+        self.conversation = conversation
+        self._forget_context_cache()
+        return conversation
+
+    def get_history(self, limit: int | None = None) -> list[Message]:
+        messages = list(self.conversation.messages)
+        if limit is not None:
+            return messages[-limit:] if limit > 0 else []
+        return messages
+
+    def get_context(self) -> ConversationContext:
+        conversation = self.conversation
+        system = conversation.system_prompt
+        tokens = self.provider.estimate_tokens(conversation.messages, system)
+        if self._last_fit is not None:
+            window = self._last_fit.context_window
+        else:
+            window = self._capabilities().context_window
+        counts: dict[str, int] = {}
+        for message in conversation.messages:
+            for call in message.tool_calls:
+                counts[call.name] = counts.get(call.name, 0) + 1
+        return ConversationContext(
+            conversation_id=conversation.id,
+            message_count=len(conversation.messages),
+            estimated_tokens=tokens,
+            context_window=window,
+            utilisation=tokens / window if window else 0.0,
+            provider=self.provider.name,
+            model=self.provider.model,
+            reasoning=self.reasoning.name,
+            trace_id=conversation.trace_id,
+            tool_calls=counts,
+            usage=_usage_total(conversation),
+            estimated_cost_usd=conversation.metadata.get("estimated_cost_usd"),
+        )
+
+    def close_with(self, closer: Callable[[], Awaitable[object]]) -> None:
+        """Have `aclose()` also release this (the release tools' HTTP client...)."""
+        self._closers.append(closer)
+
+    async def aclose(self) -> None:
+        """Release the provider's connections and whatever `close_with` registered."""
+        await self.provider.aclose()
+        for closer in self._closers:
+            await closer()
+
+    # -- the run ----------------------------------------------------------------
+
+    async def send_message(
+        self, content: str, cancel: CancelToken | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the agent on one user message, yielding its events as they happen.
+
+        The generator always ends with exactly one of RunFinished, RunFailed or
+        RunCancelled; expected failures do not raise out of it.
+        """
+        run = _Run()
+        conversation = self.conversation
+        try:
+            self._persist_conversation()
+            yield self._save(
+                RunStarted(
+                    conversation_id=conversation.id,
+                    provider=self.provider.name,
+                    model=self.provider.model,
+                    trace_id=conversation.trace_id,
+                    reasoning=self.reasoning.name,
+                )
+            )
+            self._append(Message.user(content))
+            while run.steps < self.config.max_steps:
+                _check(cancel)
+                run.steps += 1
+                async with aclosing(self._step(run, cancel)) as step_events:
+                    async for event in step_events:
+                        yield event
+                if run.report_filed and self.config.end_on_report:
+                    yield self._finish(run, "report_filed")
+                    return
+                last = conversation.messages[-1]
+                if last.role == "assistant" and not last.tool_calls:
+                    if self._needs_nudge(run, last):
+                        run.nudges += 1
+                        nudge = self.config.nudge_message.format(
+                            report_tool=self.config.report_tool
+                        )
+                        self._append(Message.user(nudge, nudge=True))
+                        continue
+                    yield self._finish(run, "answered")
+                    return
+            yield self._finish(run, "max_steps")
+        except RunCancelledError as exc:
+            if run.partial_text:
+                # What was shown to the user stays, marked as cut short.
+                self._append(Message.assistant(run.partial_text, partial=True, cancelled=True))
+            yield self._save(RunCancelled(reason=str(exc) or "cancelled", steps=run.steps))
+        except AgentError as exc:
+            logger.warning(
+                "run failed: %s: %s",
+                type(exc).__name__,
+                exc,
+                extra={"conversation_id": conversation.id},
+            )
+            # Adapters keep keys out of their messages; scrubbing the registered secrets
+            # is the safety net, since this message is saved and shown.
+            yield self._save(
+                RunFailed(error_type=type(exc).__name__, message=scrub(str(exc)), steps=run.steps)
+            )
+        except Exception as exc:
+            # A bug, not an expected failure: logged with its traceback, reported
+            # without details that could carry data from anywhere.
+            logger.exception("run crashed", extra={"conversation_id": conversation.id})
+            yield self._save(
+                RunFailed(
+                    error_type=type(exc).__name__,
+                    message="Unexpected internal error; see the logs for details",
+                    steps=run.steps,
+                )
+            )
+        finally:
+            self._complete_tool_results()
+            self._save_metadata()
+
+    async def _step(
+        self, run: _Run, cancel: CancelToken | None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        conversation = self.conversation
+        fit = await self.context.fit(conversation.system_prompt, conversation.messages)
+        self._last_fit = fit
+        if fit.trimmed:
+            yield self._save(
+                ContextTrimmed(
+                    strategy=fit.strategy,
+                    messages_before=fit.messages_before,
+                    messages_after=len(fit.messages),
+                    tokens_before=fit.tokens_before,
+                    tokens_after=fit.tokens,
+                    budget=fit.budget,
+                    utilisation=fit.utilisation,
+                )
+            )
+        yield self._save(
+            ModelRequestStarted(
+                step=run.steps,
+                message_count=len(fit.messages),
+                estimated_input_tokens=fit.tokens,
+            )
+        )
+        request = ModelRequest(
+            system=conversation.system_prompt,
+            messages=fit.messages,
+            tools=self.tools.get_tools(),
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+        )
+
+        response: ModelResponse | None = None
+        calls = 0
+        started = time.monotonic()
+        events = self.reasoning.respond(self._model(), request, cancel)
+        if not isinstance(events, AsyncGenerator):
+            events = _as_generator(events)
+        async with aclosing(cancellable(events, cancel)) as stream:
+            async for event in stream:
+                if isinstance(event, StreamTextDelta):
+                    run.partial_text += event.text
+                    yield self._save(TextDelta(step=run.steps, text=event.text))
+                elif isinstance(event, StreamRetry):
+                    if event.partial_discarded:
+                        run.partial_text = ""
+                    yield self._save(_retry_event(event))
+                elif isinstance(event, StreamEnd):
+                    response = event.response
+                    calls += 1
+                    run.partial_text = ""
+                    if calls == 1 and response.usage.input_tokens > 0:
+                        # The first call's prompt is the fitted history: its exact size.
+                        self.context.record_usage(response.usage.input_tokens, len(fit.messages))
+                    duration_ms = (time.monotonic() - started) * 1000
+                    started = time.monotonic()
+                    for usage_event in self._account(run, response, duration_ms):
+                        yield self._save(usage_event)
+        if response is None:
+            raise StreamError("The model returned no response")
+
+        message = response.message.model_copy(
+            update={
+                "metadata": {
+                    **response.message.metadata,
+                    "step": run.steps,
+                    "model": response.model or self.provider.model,
+                    "finish_reason": response.finish_reason,
+                    "usage": response.usage.model_dump(mode="json"),
+                }
+            }
+        )
+        self._append(message)
+        run.final_text = message.content or run.final_text
+        async with aclosing(self._run_tools(run, message.tool_calls, cancel)) as tools:
+            async for event in tools:
+                yield event
+
+    def _account(self, run: _Run, response: ModelResponse, duration_ms: float) -> list[AgentEvent]:
+        usage = response.usage
+        run.usage = run.usage + usage
+        metadata = self.conversation.metadata
+        total = _usage_total(self.conversation) + usage
+        metadata["usage"] = total.model_dump(mode="json")
+        cost = estimate_cost(response.model or self.provider.model, usage, self.provider.name)
+        if cost is not None:
+            metadata["estimated_cost_usd"] = (metadata.get("estimated_cost_usd") or 0.0) + cost
+        return [
+            ModelResponded(
+                step=run.steps,
+                text=response.message.content,
+                tool_call_count=len(response.message.tool_calls),
+                finish_reason=response.finish_reason,
+                response_model=response.model,
+                duration_ms=duration_ms,
+            ),
+            UsageReported(step=run.steps, usage=usage, total=total, estimated_cost_usd=cost),
+        ]
+
+    async def _run_tools(
+        self, run: _Run, calls: Sequence[ToolCall], cancel: CancelToken | None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        for index, call in enumerate(calls):
+            if run.report_filed and self.config.end_on_report:
+                self._skip(calls[index:], "Not run: the report was filed, which ends the run.")
+                return
+            if cancel is not None and cancel.is_set:
+                self._skip(calls[index:], "Not run: the run was cancelled.")
+                raise RunCancelledError(cancel.reason)
+            run.tool_calls += 1
+            yield self._save(ToolCallRequested(step=run.steps, tool_call=call))
+            result = await self.tools.execute(call)
+            self._append(Message.tool(result))
+            run.last_tool_failed = not result.success
+            yield self._save(ToolResultReceived(step=run.steps, result=result))
+            if result.terminal and result.success:
+                run.report_filed = True
+                yield self._save(_report_event(call, result))
+
+    def _skip(self, calls: Sequence[ToolCall], reason: str) -> None:
+        """Give each call that will not run a result, so that the history stays valid."""
+        for call in calls:
+            self._append(
+                Message.tool(
+                    ToolResult(
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content=reason,
+                        success=False,
+                        error_type="NotRun",
+                    )
+                )
+            )
+
+    def _complete_tool_results(self) -> None:
+        """Give a "not run" result to any call of the last assistant message left without
+        one (the run's task was cancelled mid-tool), so the next request stays valid."""
+        messages = self.conversation.messages
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].role == "assistant":
+                answered = {m.tool_call_id for m in messages[index + 1 :] if m.role == "tool"}
+                missing = [c for c in messages[index].tool_calls if c.id not in answered]
+                if missing:
+                    self._skip(missing, "Not run: the run was interrupted.")
+                return
+
+    def _needs_nudge(self, run: _Run, reply: Message) -> bool:
+        """Whether a text-only reply interrupted an investigation.
+
+        It did when tools are on offer, nudges remain, no report was filed in this run,
+        the last tool did not fail (a model reporting a missing release is right to stop
+        there) and either the reply announces an action it did not take, or tools already
+        ran in this run while the report, available, was never filed in this conversation
+        (the model wrote its assessment instead of filing it).
+        """
+        if run.nudges >= self.config.max_text_only_nudges or run.report_filed:
+            return False
+        if run.last_tool_failed:
+            return False
+        names = {tool.name for tool in self.tools.get_tools()}
+        if not names:
+            return False
+        if _ANNOUNCES_ACTION.search(reply.content):
+            return True
+        return (
+            run.tool_calls > 0
+            and self.config.report_tool in names
+            and not self._report_filed_before()
+        )
+
+    def _report_filed_before(self) -> bool:
+        return any(
+            m.role == "tool" and m.name == self.config.report_tool and not m.is_error
+            for m in self.conversation.messages
+        )
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _finish(self, run: _Run, reason: str) -> AgentEvent:
+        return self._save(
+            RunFinished(
+                reason=reason,  # type: ignore[arg-type]
+                final_text=run.final_text,
+                steps=run.steps,
+                usage=run.usage,
+            )
+        )
+
+    def _model(self) -> Provider:
+        return self.provider if self.config.stream else _CompleteAsStream(self.provider)
+
+    def _capabilities(self) -> ProviderCapabilities:
+        return self.provider.capabilities()
+
+    def _fresh_conversation(self) -> Conversation:
+        return Conversation(
+            system_prompt=self.config.system_prompt,
+            metadata={
+                "provider": self.provider.name,
+                "model": self.provider.model,
+                "reasoning": self.reasoning.name,
+            },
+        )
+
+    def _forget_context_cache(self) -> None:
+        # The exact token count cached for the previous conversation says nothing
+        # about this one.
+        self._last_fit = None
+        reset = getattr(self.context, "reset", None)
+        if callable(reset):
+            reset()
+
+    def _append(self, message: Message) -> None:
+        self.conversation.messages.append(message)
+        if self.store is not None:
+            self.store.append_message(self.conversation.id, message)
+
+    def _save(self, event: AgentEvent) -> AgentEvent:
+        if self.store is not None:
+            self.store.append_event(self.conversation.id, event)
+        return event
+
+    def _persist_conversation(self) -> None:
+        if self.store is not None:
+            self.store.create(self.conversation)
+            self._save_metadata()
+
+    def _save_metadata(self) -> None:
+        if self.store is not None:
+            try:
+                self.store.update_metadata(self.conversation.id, **self.conversation.metadata)
+            except AgentError:
+                logger.warning("could not save the conversation's metadata")
+
+
+def _check(cancel: CancelToken | None) -> None:
+    if cancel is not None and cancel.is_set:
+        raise RunCancelledError(cancel.reason)
+
+
+def _usage_total(conversation: Conversation) -> Usage:
+    saved = conversation.metadata.get("usage")
+    return Usage.model_validate(saved) if saved else Usage()
+
+
+def _retry_event(event: StreamRetry) -> RetryScheduled:
+    return RetryScheduled(
+        attempt=event.attempt,
+        max_attempts=event.max_attempts,
+        delay_s=event.delay_s,
+        reason=event.reason,
+        error_type=event.error_type,
+        partial_discarded=event.partial_discarded,
+    )
+
+
+def _report_event(call: ToolCall, result: ToolResult) -> ReportFiled:
+    data: dict[str, Any] = {**call.arguments, **(result.data or {})}
+    findings = data.get("findings") or []
+    if isinstance(findings, str):
+        findings = [findings]
+    return ReportFiled(
+        release_id=str(data.get("release_id", "")),
+        severity=str(data.get("severity", "")),
+        findings=[str(f) for f in findings],
+        report_id=str(data["report_id"]) if data.get("report_id") else None,
+        summary=str(data.get("summary") or ""),
+    )
+
+
+async def _as_generator(
+    events: AsyncIterator[StreamEvent],
+) -> AsyncGenerator[StreamEvent, None]:
+    """Any async iterator as an async generator, which `cancellable` can close."""
+    aclose = getattr(events, "aclose", None)
+    try:
+        async for event in events:
+            yield event
+    finally:
+        if aclose is not None:
+            await aclose()
+
+
+class _CompleteAsStream:
+    """A provider whose `stream()` makes one `complete()` call: `AgentConfig.stream`
+    off."""
+
+    def __init__(self, inner: Provider) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        yield StreamEnd(response=await self._inner.complete(request))

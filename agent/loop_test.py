@@ -1,0 +1,614 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from agent.cancel import CancelToken
+from agent.context.protocol import ContextFit
+from agent.errors import AuthenticationError, ServerError
+from agent.events import AgentEvent
+from agent.loop import Agent, AgentConfig
+from agent.messages import Conversation, Message, ToolResult
+from agent.providers.protocol import StreamEnd, StreamRetry, StreamTextDelta
+from agent.reasoning import SelfCheckStrategy
+from agent.store import InMemoryStore
+from agent.testing.fakes import FakeTools, PassThroughContext, ScriptedProvider, call, reply
+
+SUMMARY = {
+    "version": "v2.1.0",
+    "changes": ["Added payment processing"],
+    "tests": {"passed": 142, "failed": 2, "skipped": 5},
+    "deployment_metrics": {"error_rate": 0.06, "response_time_p95": 450},
+}
+
+
+def release_tools(summary: dict | Exception = SUMMARY) -> FakeTools:
+    def get_release_summary(release_id: str) -> dict:
+        """Fetch the release summary."""
+        if isinstance(summary, Exception):
+            raise summary
+        return summary
+
+    def file_risk_report(release_id: str, severity: str, findings: list[str]) -> dict:
+        """File the report."""
+        return {
+            "report_id": "rep_1",
+            "release_id": release_id,
+            "severity": severity,
+            "findings": findings,
+        }
+
+    return FakeTools(
+        {"get_release_summary": get_release_summary, "file_risk_report": file_risk_report},
+        terminal=["file_risk_report"],
+    )
+
+
+def assessment_turns() -> list:
+    return [
+        reply("Fetching.", call("get_release_summary", "c1", release_id="v2.1.0")),
+        reply(
+            "High risk.",
+            call(
+                "file_risk_report",
+                "c2",
+                release_id="v2.1.0",
+                severity="high",
+                findings=["error_rate 0.06"],
+            ),
+            input_tokens=300,
+        ),
+    ]
+
+
+def make_agent(
+    turns: Sequence,
+    tools: FakeTools | None = None,
+    *,
+    store: InMemoryStore | None = None,
+    context: PassThroughContext | None = None,
+    **config: object,
+) -> tuple[Agent, ScriptedProvider]:
+    provider = ScriptedProvider(turns)
+    agent = Agent(
+        provider,
+        tools if tools is not None else release_tools(),
+        context=context or PassThroughContext(),
+        store=store,
+        config=AgentConfig(**config),  # type: ignore[arg-type]
+    )
+    return agent, provider
+
+
+async def collect(agent: Agent, content: str, cancel: CancelToken | None = None) -> list:
+    return [event async for event in agent.send_message(content, cancel)]
+
+
+def kinds(events: list[AgentEvent]) -> list[str]:
+    return [e.kind for e in events if e.kind != "text_delta"]
+
+
+async def test_two_tool_assessment_events_history_and_store() -> None:
+    store = InMemoryStore()
+    context = PassThroughContext()
+    agent, provider = make_agent(assessment_turns(), store=store, context=context)
+
+    events = await collect(agent, "Assess the risk of release v2.1.0")
+
+    assert kinds(events) == [
+        "run_started",
+        "model_request_started",
+        "model_responded",
+        "usage",
+        "tool_call",
+        "tool_result",
+        "model_request_started",
+        "model_responded",
+        "usage",
+        "tool_call",
+        "tool_result",
+        "report_filed",
+        "run_finished",
+    ]
+    text = "".join(e.text for e in events if e.kind == "text_delta")
+    assert text == "Fetching.High risk."
+    report = next(e for e in events if e.kind == "report_filed")
+    assert (report.release_id, report.severity, report.report_id) == ("v2.1.0", "high", "rep_1")
+    assert report.findings == ["error_rate 0.06"]
+    finished = events[-1]
+    assert finished.reason == "report_filed"
+    assert finished.steps == 2
+    assert finished.usage.input_tokens == 400
+
+    roles = [(m.role, m.tool_call_id) for m in agent.conversation.messages]
+    assert roles == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "c1"),
+        ("assistant", None),
+        ("tool", "c2"),
+    ]
+    # The second request carries the whole exchange, results right after their call.
+    assert [m.role for m in provider.requests[1].messages] == ["user", "assistant", "tool"]
+    assert provider.requests[0].system == agent.config.system_prompt
+    assert {t.name for t in provider.requests[0].tools} == {
+        "get_release_summary",
+        "file_risk_report",
+    }
+    # Exact prompt sizes were handed to the context manager.
+    assert context.recorded == [(100, 1), (300, 3)]
+
+    saved = store.load(agent.conversation.id)
+    assert saved.messages == agent.conversation.messages
+    assert [s.event for s in store.load_events(saved.id)] == events
+    assert saved.metadata["usage"]["input_tokens"] == 400
+    assert agent.conversation.messages[1].metadata["step"] == 1
+
+
+async def test_each_event_is_saved_before_it_is_yielded() -> None:
+    store = InMemoryStore()
+    agent, _ = make_agent(assessment_turns(), store=store)
+    seen = 0
+    async for event in agent.send_message("Assess v2.1.0"):
+        seen += 1
+        assert len(store.load_events(agent.conversation.id)) == seen
+        assert store.load_events(agent.conversation.id)[-1].event == event
+
+
+async def test_reply_without_tool_calls_answers() -> None:
+    agent, _ = make_agent([reply("Hello! Ask me to assess a release.")])
+    events = await collect(agent, "hi")
+    assert kinds(events)[-1] == "run_finished"
+    assert events[-1].reason == "answered"
+    assert events[-1].final_text == "Hello! Ask me to assess a release."
+
+
+async def test_announced_action_is_nudged_once_then_continues() -> None:
+    turns = [
+        reply("I will now fetch the summary."),
+        *assessment_turns(),
+    ]
+    agent, provider = make_agent(turns)
+    events = await collect(agent, "Assess v2.1.0")
+    assert events[-1].reason == "report_filed"
+    nudge = agent.conversation.messages[2]
+    assert nudge.role == "user"
+    assert nudge.metadata == {"nudge": True}
+    assert "file_risk_report" in nudge.content
+    assert provider.requests[1].messages[-1] == nudge
+
+
+async def test_nudges_are_limited_per_run() -> None:
+    turns = [reply("Let me fetch it."), reply("I'll fetch it now.")]
+    agent, provider = make_agent(turns)
+    events = await collect(agent, "Assess v2.1.0")
+    assert events[-1].reason == "answered"
+    assert provider.remaining == 0
+    assert sum(1 for m in agent.conversation.messages if m.metadata.get("nudge")) == 1
+
+
+async def test_assessment_written_instead_of_filed_is_nudged() -> None:
+    turns = [
+        reply("", call("get_release_summary", "c1", release_id="v2.1.0")),
+        reply("This release looks high risk because of the error rate."),
+        reply(
+            "",
+            call("file_risk_report", "c2", release_id="v2.1.0", severity="high", findings=[]),
+        ),
+    ]
+    agent, _ = make_agent(turns)
+    events = await collect(agent, "Assess v2.1.0")
+    assert events[-1].reason == "report_filed"
+
+
+async def test_no_nudge_after_a_failed_tool() -> None:
+    tools = release_tools(summary=LookupError("release v9 not found"))
+    turns = [
+        reply("", call("get_release_summary", "c1", release_id="v9")),
+        reply("Release v9 does not exist, so I cannot file a report."),
+    ]
+    agent, provider = make_agent(turns, tools)
+    events = await collect(agent, "Assess v9")
+    assert events[-1].reason == "answered"
+    failed = next(e for e in events if e.kind == "tool_result")
+    assert not failed.result.success
+    assert provider.remaining == 0
+
+
+async def test_no_nudge_without_tools_or_when_disabled() -> None:
+    agent, _ = make_agent([reply("I will think about it.")], FakeTools({}))
+    assert (await collect(agent, "hi"))[-1].reason == "answered"
+    agent, _ = make_agent([reply("I will fetch it.")], max_text_only_nudges=0)
+    assert (await collect(agent, "Assess v1"))[-1].reason == "answered"
+
+
+async def test_follow_up_question_after_a_filed_report_is_not_nudged() -> None:
+    turns = [
+        *assessment_turns(),
+        reply("", call("get_release_summary", "c3", release_id="v2.1.0")),
+        reply("It changed payment processing."),
+    ]
+    agent, provider = make_agent(turns)
+    await collect(agent, "Assess v2.1.0")
+    events = await collect(agent, "What changed?")
+    assert events[-1].reason == "answered"
+    assert provider.remaining == 0
+
+
+async def test_max_steps_keeps_partial_work() -> None:
+    turns = [reply("", call("get_release_summary", f"c{i}", release_id="v1")) for i in range(3)]
+    agent, _ = make_agent(turns, max_steps=3)
+    events = await collect(agent, "Assess v1")
+    assert events[-1].kind == "run_finished"
+    assert events[-1].reason == "max_steps"
+    assert events[-1].steps == 3
+    assert len(agent.conversation.messages) == 7  # user + 3 x (assistant, tool)
+
+
+async def test_tool_calls_run_in_order_and_calls_after_the_report_are_skipped() -> None:
+    tools = release_tools()
+    turns = [
+        reply(
+            "",
+            call("get_release_summary", "a", release_id="v1"),
+            call("file_risk_report", "b", release_id="v1", severity="low", findings=[]),
+            call("file_risk_report", "c", release_id="v1", severity="low", findings=[]),
+        )
+    ]
+    agent, _ = make_agent(turns, tools)
+    events = await collect(agent, "Assess v1")
+    assert [c.id for c in tools.calls] == ["a", "b"]
+    tool_messages = [m for m in agent.conversation.messages if m.role == "tool"]
+    assert [m.tool_call_id for m in tool_messages] == ["a", "b", "c"]
+    assert tool_messages[2].is_error
+    assert "report was filed" in tool_messages[2].content
+    assert events[-1].reason == "report_filed"
+
+
+async def test_end_on_report_off_lets_the_model_answer() -> None:
+    turns = [*assessment_turns(), reply("Filed a high-risk report.")]
+    agent, provider = make_agent(turns, end_on_report=False)
+    events = await collect(agent, "Assess v2.1.0")
+    assert events[-1].reason == "answered"
+    assert "report_filed" in kinds(events)
+    assert provider.remaining == 0
+
+
+async def test_provider_error_ends_the_run_with_run_failed() -> None:
+    error = AuthenticationError("Invalid API key", provider="anthropic", status_code=401)
+    agent, _ = make_agent([error])
+    events = await collect(agent, "hi")
+    assert kinds(events) == ["run_started", "model_request_started", "run_failed"]
+    assert events[-1].error_type == "AuthenticationError"
+    assert "Invalid API key" in events[-1].message
+    assert "status 401" in events[-1].message
+
+
+async def test_unexpected_exception_is_reported_without_details(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent, _ = make_agent([RuntimeError("secret-ish internal detail")])
+    events = await collect(agent, "hi")
+    assert events[-1].kind == "run_failed"
+    assert events[-1].error_type == "RuntimeError"
+    assert "secret-ish" not in events[-1].message
+    assert "run crashed" in caplog.text
+
+
+async def test_stream_without_end_fails_cleanly() -> None:
+    agent, _ = make_agent([[StreamTextDelta(text="cut")]])
+    events = await collect(agent, "hi")
+    assert events[-1].error_type == "StreamError"
+
+
+async def test_retries_are_relayed_and_discarded_text_dropped() -> None:
+    final = reply("Second try.")
+    turn = [
+        StreamTextDelta(text="First tr"),
+        StreamRetry(
+            attempt=1,
+            max_attempts=3,
+            delay_s=0.5,
+            reason="server error 529",
+            error_type="ServerError",
+            partial_discarded=True,
+        ),
+        StreamTextDelta(text="Second try."),
+        StreamEnd(response=final),
+    ]
+    agent, _ = make_agent([turn])
+    events = await collect(agent, "hi")
+    retry = next(e for e in events if e.kind == "retry_scheduled")
+    assert (retry.attempt, retry.delay_s, retry.partial_discarded) == (1, 0.5, True)
+    assert agent.conversation.messages[-1].content == "Second try."
+
+
+async def test_context_trim_is_reported() -> None:
+    class Trimming(PassThroughContext):
+        async def fit(self, system_prompt: str, messages: Sequence[Message]) -> ContextFit:
+            return ContextFit(
+                messages=list(messages)[-1:],
+                tokens=50,
+                budget=60,
+                context_window=100,
+                strategy="truncation",
+                messages_before=len(messages),
+                tokens_before=500,
+            )
+
+    agent, _ = make_agent([reply("ok")], context=Trimming())
+    agent.conversation.messages.extend([Message.user("old"), Message.assistant("older")])
+    events = await collect(agent, "new")
+    trimmed = next(e for e in events if e.kind == "context_trimmed")
+    assert (trimmed.messages_before, trimmed.messages_after) == (3, 1)
+    assert (trimmed.tokens_before, trimmed.tokens_after, trimmed.utilisation) == (500, 50, 0.5)
+    assert agent.get_context().context_window == 100
+
+
+async def test_cancel_before_the_first_step() -> None:
+    token = CancelToken()
+    token.set("user pressed Ctrl+C")
+    agent, provider = make_agent([reply("never")])
+    events = await collect(agent, "hi", token)
+    assert kinds(events) == ["run_started", "run_cancelled"]
+    assert events[-1].reason == "user pressed Ctrl+C"
+    assert provider.requests == []
+    assert agent.conversation.messages[0].content == "hi"
+
+
+async def test_cancel_while_streaming_closes_the_stream_and_keeps_partial_text() -> None:
+    gate = asyncio.Event()
+    gate.set()
+    provider = ScriptedProvider([reply("Looking at the release now, " * 4)], gate=gate, chunk=10)
+    agent = Agent(provider, release_tools(), context=PassThroughContext())
+    token = CancelToken()
+    events = []
+    async for event in agent.send_message("Assess v1", token):
+        events.append(event)
+        if event.kind == "text_delta" and len(events) > 3:
+            gate.clear()  # the provider now stalls mid-stream
+            asyncio.get_running_loop().call_later(0.01, token.set)
+    assert events[-1].kind == "run_cancelled"
+    assert provider.closed_streams == 1
+    partial = agent.conversation.messages[-1]
+    assert partial.role == "assistant"
+    assert partial.metadata == {"partial": True, "cancelled": True}
+    assert partial.content.startswith("Looking at")
+    assert len(partial.content) < len("Looking at the release now, " * 4)
+
+
+async def test_cancel_between_tool_calls_gives_every_call_a_result() -> None:
+    token = CancelToken()
+
+    def get_release_summary(release_id: str) -> dict:
+        token.set()
+        return SUMMARY
+
+    tools = FakeTools({"get_release_summary": get_release_summary})
+    turns = [
+        reply(
+            "",
+            call("get_release_summary", "a", release_id="v1"),
+            call("get_release_summary", "b", release_id="v2"),
+        )
+    ]
+    agent, _ = make_agent(turns, tools)
+    events = await collect(agent, "Assess", token)
+    assert events[-1].kind == "run_cancelled"
+    results = [m for m in agent.conversation.messages if m.role == "tool"]
+    assert [(m.tool_call_id, m.is_error) for m in results] == [("a", False), ("b", True)]
+
+
+async def test_non_streaming_mode_uses_complete() -> None:
+    agent, _ = make_agent(assessment_turns(), stream=False)
+    events = await collect(agent, "Assess v2.1.0")
+    assert "text_delta" not in [e.kind for e in events]
+    assert events[-1].reason == "report_filed"
+
+
+async def test_strategy_with_two_calls_reports_both_and_answers_with_the_last() -> None:
+    filing = call("file_risk_report", "c2", release_id="v1", severity="low", findings=["x"])
+    revised = call("file_risk_report", "c3", release_id="v1", severity="high", findings=["y"])
+    turns = [reply("", filing), reply("Corrected.", revised, input_tokens=999)]
+    provider = ScriptedProvider(turns)
+    context = PassThroughContext()
+    agent = Agent(provider, release_tools(), context=context, reasoning=SelfCheckStrategy())
+    events = await collect(agent, "Assess v1")
+    assert kinds(events).count("model_responded") == 2
+    assert events[-1].usage.input_tokens == 1099
+    assert context.recorded == [(100, 1)]  # only the call whose prompt is the history
+    report = next(e for e in events if e.kind == "report_filed")
+    assert report.severity == "high"
+
+
+async def test_history_context_and_conversations() -> None:
+    store = InMemoryStore()
+    agent, _ = make_agent(assessment_turns(), store=store)
+    agent.conversation.metadata["trace_id"] = "abc123"
+    await collect(agent, "Assess v2.1.0")
+
+    assert len(agent.get_history()) == 5
+    assert [m.role for m in agent.get_history(limit=2)] == ["assistant", "tool"]
+    assert agent.get_history(limit=0) == []
+
+    ctx = agent.get_context()
+    assert ctx.message_count == 5
+    assert ctx.provider == "scripted"
+    assert ctx.model == "scripted-model"
+    assert ctx.trace_id == "abc123"
+    assert ctx.tool_calls == {"get_release_summary": 1, "file_risk_report": 1}
+    assert ctx.usage.input_tokens == 400
+    assert ctx.context_window == 32_000
+    assert 0 < ctx.utilisation < 1
+    assert ctx.reasoning == "direct"
+
+    old_id = agent.conversation.id
+    fresh = agent.new_conversation()
+    assert fresh.id != old_id
+    assert fresh.messages == []
+    assert fresh.system_prompt == agent.config.system_prompt
+    assert agent.context.resets == 1  # type: ignore[attr-defined]
+    assert agent.get_context().usage.input_tokens == 0
+
+    resumed = agent.resume(old_id)
+    assert resumed.id == old_id
+    assert len(agent.get_history()) == 5
+    agent.resume(Conversation(id="other"))
+    assert agent.conversation.id == "other"
+
+
+async def test_resume_by_id_needs_a_store() -> None:
+    agent, _ = make_agent([])
+    with pytest.raises(Exception, match="No store"):
+        agent.resume("conv_x")
+
+
+async def test_failed_tool_result_is_not_a_report() -> None:
+    def file_risk_report(**_: object) -> ToolResult:
+        return ToolResult(
+            tool_call_id="",
+            name="",
+            content="refused: wrong release",
+            success=False,
+            terminal=False,
+        )
+
+    tools = FakeTools({"file_risk_report": file_risk_report}, terminal=["file_risk_report"])
+    turns = [
+        reply("", call("file_risk_report", "c1", release_id="other")),
+        reply("I could not file the report."),
+    ]
+    agent, _ = make_agent(turns, tools)
+    events = await collect(agent, "Assess v1")
+    assert "report_filed" not in kinds(events)
+    assert events[-1].reason == "answered"
+
+
+async def test_server_error_after_partial_text_keeps_history_valid() -> None:
+    agent, _ = make_agent([[StreamTextDelta(text="par"), ServerError("overloaded")]])
+    events = await collect(agent, "hi")
+    assert events[-1].kind == "run_failed"
+    assert [m.role for m in agent.conversation.messages] == ["user"]
+
+
+async def test_aclose_closes_the_provider_and_registered_resources() -> None:
+    agent, provider = make_agent([])
+    closed = []
+
+    async def close_tools() -> None:
+        closed.append("tools")
+
+    agent.close_with(close_tools)
+    await agent.aclose()
+    assert provider.aclosed
+    assert closed == ["tools"]
+
+
+async def test_a_strategy_that_yields_nothing_fails_the_run() -> None:
+    class Silent:
+        name = "silent"
+
+        async def respond(self, provider, request, cancel=None):  # type: ignore[no-untyped-def]
+            return
+            yield
+
+    provider = ScriptedProvider([])
+    agent = Agent(provider, release_tools(), context=PassThroughContext(), reasoning=Silent())
+    events = await collect(agent, "hi")
+    assert events[-1].kind == "run_failed"
+    assert events[-1].error_type == "StreamError"
+
+
+async def test_report_findings_given_as_text_become_a_list() -> None:
+    def file_risk_report(**arguments: object) -> ToolResult:
+        return ToolResult(
+            tool_call_id="",
+            name="",
+            content="filed",
+            success=True,
+            terminal=True,
+            data={"severity": "low", "findings": "all tests pass", "release_id": "v1"},
+        )
+
+    tools = FakeTools({"file_risk_report": file_risk_report})
+    agent, _ = make_agent([reply("", call("file_risk_report", "c1", release_id="v1"))], tools)
+    events = await collect(agent, "Assess v1")
+    report = next(e for e in events if e.kind == "report_filed")
+    assert report.findings == ["all tests pass"]
+    assert report.report_id is None
+
+
+async def test_metadata_that_cannot_be_saved_does_not_break_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from agent.store import ConversationNotFoundError
+
+    class ForgetfulStore(InMemoryStore):
+        def update_metadata(self, conversation_id: str, **metadata: object) -> None:
+            raise ConversationNotFoundError("gone")
+
+    agent, _ = make_agent([reply("ok")], store=ForgetfulStore())
+    events = await collect(agent, "hi")
+    assert events[-1].reason == "answered"
+    assert "could not save the conversation's metadata" in caplog.text
+
+
+async def test_a_cancelled_task_mid_tool_leaves_every_call_answered() -> None:
+    started = asyncio.Event()
+
+    async def get_release_summary(release_id: str) -> dict:
+        started.set()
+        await asyncio.sleep(10)
+        return SUMMARY
+
+    tools = FakeTools({"get_release_summary": get_release_summary})
+    turns = [
+        reply(
+            "",
+            call("get_release_summary", "a", release_id="v1"),
+            call("get_release_summary", "b", release_id="v2"),
+        )
+    ]
+    agent, _ = make_agent(turns, tools)
+    task = asyncio.ensure_future(collect(agent, "Assess"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    results = [m for m in agent.conversation.messages if m.role == "tool"]
+    assert [(m.tool_call_id, m.is_error) for m in results] == [("a", True), ("b", True)]
+    assert "interrupted" in results[0].content
+
+
+async def test_registered_secrets_are_scrubbed_from_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent.telemetry import logging as telemetry_logging
+
+    monkeypatch.setattr(telemetry_logging, "_secrets", set())  # this test's own registry
+    telemetry_logging.register_secret("sk-very-secret-key-0001")
+    error = AuthenticationError("key sk-very-secret-key-0001 rejected", status_code=401)
+    agent, _ = make_agent([error])
+    events = await collect(agent, "hi")
+    assert "sk-very-secret-key-0001" not in events[-1].message
+    assert "[REDACTED]" in events[-1].message
+
+
+async def test_retries_of_the_real_retrying_provider_become_events() -> None:
+    from agent.retry import RetryingProvider, RetryPolicy
+
+    slept: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    scripted = ScriptedProvider([ServerError("overloaded", status_code=529), reply("Fine.")])
+    provider = RetryingProvider(scripted, RetryPolicy(jitter=False), sleep=sleep)
+    agent = Agent(provider, release_tools(), context=PassThroughContext())
+    events = await collect(agent, "hi")
+    retry = next(e for e in events if e.kind == "retry_scheduled")
+    assert (retry.attempt, retry.error_type) == (1, "ServerError")
+    assert slept == [1.0]
+    assert events[-1].reason == "answered"

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import pytest
+
+from agent.errors import ConfigurationError
+from agent.prompts import (
+    DEFAULT_PROFILE,
+    DEFAULT_SYSTEM_PROMPT,
+    SMALL_MODEL_PROFILE,
+    SMALL_MODEL_SYSTEM_PROMPT,
+    is_small_model,
+    profile_for,
+)
+
+
+@pytest.mark.parametrize("prompt", [DEFAULT_SYSTEM_PROMPT, SMALL_MODEL_SYSTEM_PROMPT])
+def test_prompts_carry_the_essential_instructions(prompt: str) -> None:
+    lowered = prompt.lower()
+    assert "get_release_summary" in prompt
+    assert "file_risk_report" in prompt
+    assert lowered.index("get_release_summary") < lowered.index("file_risk_report")
+    for word in ("high", "medium", "low", "0.05", "0.02", "invent"):
+        assert word in lowered
+    assert "not found" in lowered or "does not exist" in lowered
+    assert "instructions" in lowered  # data is not instructions
+
+
+def test_default_prompt_states_the_guidelines_and_the_rules() -> None:
+    prompt = DEFAULT_SYSTEM_PROMPT
+    assert "FIRST" in prompt
+    assert "exactly ONE report" in prompt
+    assert "do NOT" in prompt
+    assert "5%" in prompt
+    assert "2%" in prompt
+    assert "Missing data" in prompt
+    for area in ("payments", "authentication", "security", "migrations"):
+        assert area in prompt
+
+
+def test_small_prompt_is_much_shorter() -> None:
+    assert len(SMALL_MODEL_SYSTEM_PROMPT) < len(DEFAULT_SYSTEM_PROMPT) / 2
+
+
+@pytest.mark.parametrize(
+    ("model", "small"),
+    [
+        ("qwen2.5-coder:1.5b", True),
+        ("llama3.2:3b", True),
+        ("Qwen/Qwen2.5-1.5B-Instruct", True),
+        ("phi3:mini", True),
+        ("qwen3:4b", True),
+        ("llama3.1:8b", False),
+        ("llama3.3:70b", False),
+        ("claude-sonnet-4-5", False),
+        ("gpt-4o-mini", False),
+        ("anthropic/claude-3.5-haiku", False),
+    ],
+)
+def test_small_models_are_recognised_by_name(model: str, small: bool) -> None:
+    assert is_small_model(model) is small
+
+
+def test_profile_for_picks_by_model_and_honours_overrides() -> None:
+    assert profile_for("ollama", "qwen2.5-coder:1.5b") is SMALL_MODEL_PROFILE
+    assert profile_for("openai", "qwen2.5-coder:1.5b") is SMALL_MODEL_PROFILE
+    assert profile_for("ollama", "llama3.3:70b") is DEFAULT_PROFILE
+    assert profile_for("anthropic", "claude-sonnet-4-5", "small") is SMALL_MODEL_PROFILE
+    assert profile_for("ollama", "qwen2.5:1.5b", "default") is DEFAULT_PROFILE
+    assert profile_for("ollama", "qwen2.5:1.5b", "auto") is SMALL_MODEL_PROFILE
+    with pytest.raises(ConfigurationError, match="Unknown prompt profile"):
+        profile_for("ollama", "x", "tiny")
+
+
+def test_small_profile_keeps_small_models_on_track() -> None:
+    assert SMALL_MODEL_PROFILE.temperature == 0
+    assert SMALL_MODEL_PROFILE.max_text_only_nudges >= DEFAULT_PROFILE.max_text_only_nudges

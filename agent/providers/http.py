@@ -1,0 +1,279 @@
+"""The httpx plumbing the adapters share.
+
+- `HttpChannel`: one `httpx.AsyncClient` (injected or owned), JSON posts and streamed
+  posts, with every failure leaving as an `agent.errors` error.
+- `iter_sse` / `iter_ndjson`: the two streaming body formats (Anthropic and
+  OpenAI-compatible servers speak Server-Sent Events, Ollama newline-delimited JSON).
+- `error_for_status` / `error_for_transport`: the mapping from HTTP statuses and httpx
+  exceptions to the error tree. Each adapter reads its own error body format in one
+  function and hands the pieces to `error_for_status`.
+
+API keys travel only in request headers, never in URLs; every message and body put on an
+error is passed through `redact` as a belt-and-braces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from agent.errors import (
+    AuthenticationError,
+    NetworkError,
+    NotFoundError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+    ValidationError,
+    redact,
+)
+from agent.retry import parse_retry_after
+
+MAX_ERROR_BODY_CHARS = 2048
+
+
+def truncate(text: str, limit: int = MAX_ERROR_BODY_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit} more characters]"
+
+
+def error_class_for_status(status: int) -> type[ProviderError]:
+    if status in (400, 413, 422):
+        return ValidationError
+    if status in (401, 403):
+        return AuthenticationError
+    if status == 404:
+        return NotFoundError
+    if status == 429:
+        return RateLimitError
+    if status in (408, 409) or status >= 500:
+        return ServerError
+    return ProviderError
+
+
+def error_for_status(
+    status: int,
+    *,
+    provider: str,
+    message: str,
+    body: str | None = None,
+    request_id: str | None = None,
+    retry_after: float | None = None,
+    secrets: Iterable[str | None] = (),
+) -> ProviderError:
+    """The error for an HTTP status (or the status a provider's error type stands for)."""
+    secrets = list(secrets)
+    cls = error_class_for_status(status)
+    text = redact(f"{provider}: {message}", secrets)
+    fields: dict[str, Any] = {
+        "provider": provider,
+        "status_code": status,
+        "body": redact(truncate(body), secrets) if body is not None else None,
+        "request_id": request_id,
+    }
+    if cls is RateLimitError or cls is ServerError:
+        return cls(text, retry_after=retry_after, **fields)  # type: ignore[call-arg]
+    return cls(text, **fields)
+
+
+def error_from_response(
+    response: httpx.Response,
+    *,
+    provider: str,
+    message: str,
+    request_id: str | None,
+    secrets: Iterable[str | None] = (),
+) -> ProviderError:
+    """`error_for_status` for a read error response: its body, and the server's
+    retry-after."""
+    return error_for_status(
+        response.status_code,
+        provider=provider,
+        message=message,
+        body=response.text,
+        request_id=request_id,
+        retry_after=parse_retry_after(response.headers),
+        secrets=secrets,
+    )
+
+
+def error_for_transport(
+    exc: httpx.HTTPError,
+    *,
+    provider: str,
+    url: str,
+    during_stream: bool = False,
+    hint: str = "",
+    secrets: Iterable[str | None] = (),
+) -> ProviderError:
+    """The error for a request that got no (complete) HTTP response."""
+    secrets = list(secrets)
+    detail = redact(str(exc) or type(exc).__name__, secrets)
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderTimeoutError(
+            f"{provider}: request to {url} timed out ({type(exc).__name__})",
+            provider=provider,
+        )
+    if during_stream:
+        return StreamError(
+            f"{provider}: the stream was cut off midway ({detail})", provider=provider
+        )
+    message = f"{provider}: could not reach {url} ({detail})"
+    return NetworkError(message + (f"; {hint}" if hint else ""), provider=provider)
+
+
+def decode_object(text: str, *, provider: str) -> dict[str, Any]:
+    """Parse one JSON object of a stream; anything else breaks the stream."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise StreamError(
+            f"{provider}: unreadable data in the stream: {truncate(text, 200)!r}",
+            provider=provider,
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class ServerSentEvent:
+    event: str
+    data: str
+
+
+async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEvent]:
+    """Server-Sent Events from the lines of a body: `event:` and `data:` fields, a blank
+    line ends an event, `:` starts a comment (OpenRouter sends keep-alive comments)."""
+    event = ""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield ServerSentEvent(event or "message", "\n".join(data))
+            event, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+    if data:
+        yield ServerSentEvent(event or "message", "\n".join(data))
+
+
+async def iter_ndjson(lines: AsyncIterable[str], *, provider: str) -> AsyncIterator[dict[str, Any]]:
+    async for line in lines:
+        if line.strip():
+            yield decode_object(line, provider=provider)
+
+
+ErrorTranslator = Callable[[httpx.Response], ProviderError]
+
+
+class HttpChannel:
+    """An adapter's connection to its API."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        timeout: float,
+        headers: Mapping[str, str],
+        translate_error: ErrorTranslator,
+        client: httpx.AsyncClient | None = None,
+        secrets: Iterable[str | None] = (),
+        unreachable_hint: str = "",
+    ) -> None:
+        self.provider = provider
+        self.base_url = base_url.rstrip("/")
+        self._timeout = httpx.Timeout(timeout)
+        # Sent with each request rather than set on the client, so an injected client
+        # shared with other code never carries this adapter's key.
+        self._headers = dict(headers)
+        self._translate_error = translate_error
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._secrets = [s for s in secrets if s]
+        self._hint = unreachable_hint
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def _transport_error(
+        self, exc: httpx.HTTPError, url: str, *, during_stream: bool = False
+    ) -> ProviderError:
+        return error_for_transport(
+            exc,
+            provider=self.provider,
+            url=url,
+            during_stream=during_stream,
+            hint=self._hint,
+            secrets=self._secrets,
+        )
+
+    async def request_json(
+        self, method: str, path: str, payload: Any | None = None
+    ) -> tuple[Any, httpx.Response]:
+        """Send one request and return its decoded JSON body and the response."""
+        url = self.url(path)
+        try:
+            response = await self._client.request(
+                method, url, json=payload, headers=self._headers, timeout=self._timeout
+            )
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, url) from exc
+        if response.status_code >= 400:
+            raise self._translate_error(response)
+        try:
+            return response.json(), response
+        except ValueError:
+            raise ServerError(
+                f"{self.provider}: the response was not JSON",
+                provider=self.provider,
+                status_code=response.status_code,
+                body=redact(truncate(response.text), self._secrets),
+                request_id=None,
+            ) from None
+
+    @asynccontextmanager
+    async def stream(self, path: str, payload: Any) -> AsyncIterator[httpx.Response]:
+        """POST and yield the response with its body still unread. Errors raised while
+        the caller reads the body come out translated too."""
+        url = self.url(path)
+        request = self._client.build_request(
+            "POST", url, json=payload, headers=self._headers, timeout=self._timeout
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, url) from exc
+        try:
+            if response.status_code >= 400:
+                try:
+                    await response.aread()
+                except httpx.HTTPError as exc:
+                    raise self._transport_error(exc, url) from exc
+                raise self._translate_error(response)
+            try:
+                yield response
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, url, during_stream=True) from exc
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()

@@ -1,0 +1,323 @@
+"""The release API as tools for the model: read a release's summary, file a risk report.
+
+```python
+tools = register_release_tools(registry, "http://localhost:8000", token=..., release_id="v2.1.0")
+...
+await tools.aclose()
+```
+
+Every failure (the release does not exist, the API is down or slow, it answered something
+that is not JSON) comes back to the model as a failed result that says plainly what went
+wrong, so that it can say so in its report instead of guessing. Filing a report is
+terminal: it ends the run, because small models otherwise file again and again.
+
+The API token is only ever put in the `Authorization` header. Messages are built from
+status codes and our own words; the little response text quoted back to the model is
+scrubbed of the token first.
+
+More tools will come (test details, code changes, historical baselines): each is one more
+method here, listed in `tools()`, using `_send` for the HTTP and its error handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+import httpx
+from pydantic import Field
+
+from agent.errors import InvalidArgumentsError, ToolExecutionError, redact
+from agent.tools.decorator import Tool, tool
+from agent.tools.registry import ToolOutcome, ToolRegistry
+
+logger = logging.getLogger("agent.tools.release")
+
+Severity = Literal["high", "medium", "low"]
+HeadersHook = Callable[[], Mapping[str, str]]
+
+DEFAULT_TIMEOUT_S = 10.0
+# The registry's own deadline is a backstop: ours fires first and explains itself better.
+REGISTRY_GRACE_S = 5.0
+MAX_QUOTED_BODY_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: int
+    reason: str
+    text: str
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def describe(self) -> str:
+        return f"{self.status} {self.reason}".strip()
+
+
+class _Unavailable(Exception):
+    """The API could not be asked, or did not answer in time."""
+
+
+class ReleaseTools:
+    """The release tools, bound to one release API (and, usually, one release)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        release_id: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        extra_headers: HeadersHook | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        # The release under assessment; when set, reports may be filed for it alone.
+        self.release_id = release_id
+        self.timeout_s = timeout_s
+        self._token = token
+        self._extra_headers = extra_headers
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+        self._filed: dict[str, str | None] = {}
+
+    def __repr__(self) -> str:
+        # Never the token.
+        return f"ReleaseTools({self.base_url!r}, release_id={self.release_id!r})"
+
+    def tools(self) -> list[Tool[..., Any]]:
+        deadline = self.timeout_s + REGISTRY_GRACE_S
+        return [
+            tool(name="get_release_summary", timeout_s=deadline)(self.get_release_summary),
+            tool(name="file_risk_report", timeout_s=deadline)(self.file_risk_report),
+        ]
+
+    def register(self, registry: ToolRegistry) -> None:
+        for release_tool in self.tools():
+            registry.register_function(release_tool)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> ReleaseTools:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def get_release_summary(
+        self, release_id: Annotated[str, Field(min_length=1)]
+    ) -> ToolOutcome:
+        """Fetch the summary of a release: what changed, test results and deployment metrics.
+
+        Call this first, before judging a release's risk, and base your assessment on what
+        it returns. If it fails, do not guess the missing data: say in your findings that
+        the summary was unavailable, and why.
+
+        Args:
+            release_id: The release to look up, for example "v2.1.0".
+        """
+        try:
+            reply = await self._send("GET", f"/api/releases/{_segment(release_id)}/summary")
+        except _Unavailable as error:
+            return ToolOutcome.failure(
+                f"The summary of release {release_id!r} is unavailable: {error}."
+            )
+        if reply.status == 404:
+            return ToolOutcome.failure(
+                f"Release {release_id!r} does not exist (the release API answered "
+                f"{reply.describe()}). Check the release id.",
+                error_type=InvalidArgumentsError.__name__,
+            )
+        if not reply.ok:
+            return ToolOutcome.failure(
+                f"The summary of release {release_id!r} is unavailable: the release API "
+                f"answered {reply.describe()}.{self._quote(reply)}"
+            )
+        try:
+            summary = json.loads(reply.text)
+        except ValueError:
+            return ToolOutcome.failure(
+                f"The summary of release {release_id!r} is unavailable: the release API sent "
+                "a response that is not valid JSON."
+            )
+        return ToolOutcome(
+            content=json.dumps(summary, indent=2, ensure_ascii=False),
+            data=summary if isinstance(summary, dict) else {"summary": summary},
+        )
+
+    async def file_risk_report(
+        self,
+        release_id: Annotated[str, Field(min_length=1)],
+        severity: Severity,
+        findings: Annotated[list[str], Field(min_length=1)],
+        summary: str = "",
+    ) -> ToolOutcome:
+        """File the risk report for the release under assessment. This ends the assessment.
+
+        Call it exactly once, after you have read the release summary, choosing the severity
+        by the severity guidelines in your system prompt. A filed report cannot be changed.
+
+        Args:
+            release_id: The release the report is about: the one you were asked to assess.
+            severity: The overall risk: "high", "medium" or "low".
+            findings: The specific risks or concerns you identified, one per item, each
+                citing the evidence from the summary (e.g. "2 payment tests failing").
+            summary: One or two sentences explaining the severity you chose.
+        """
+        if self.release_id is not None and release_id != self.release_id:
+            return ToolOutcome.failure(
+                f"Refused: this assessment is for release {self.release_id!r}, so a risk "
+                f"report can only be filed for {self.release_id!r}, not {release_id!r}. "
+                f"Call file_risk_report again with release_id {self.release_id!r}.",
+                error_type=InvalidArgumentsError.__name__,
+            )
+        if release_id in self._filed and self.release_id is not None:
+            return ToolOutcome.failure(
+                f"A risk report ({self._filed[release_id] or 'no id'}) has already been filed "
+                f"for release {release_id!r}. The assessment is complete; do not file again."
+            )
+        report = {
+            "release_id": release_id,
+            "severity": severity,
+            "findings": findings,
+            "summary": summary,
+        }
+        try:
+            reply = await self._send("POST", "/api/risk-reports", payload=report)
+        except _Unavailable as error:
+            return ToolOutcome.failure(
+                f"The risk report could not be filed: {error}. It is unknown whether it "
+                "reached the release API; you may call file_risk_report once more."
+            )
+        if reply.status == 404:
+            return ToolOutcome.failure(
+                f"Release {release_id!r} does not exist (the release API answered "
+                f"{reply.describe()}), so no report was filed.",
+                error_type=InvalidArgumentsError.__name__,
+            )
+        if reply.status in (400, 422):
+            return ToolOutcome.failure(
+                f"The release API rejected the report ({reply.describe()}).{self._quote(reply)}"
+                " Correct it and call file_risk_report again.",
+                error_type=InvalidArgumentsError.__name__,
+            )
+        if not reply.ok:
+            return ToolOutcome.failure(
+                f"The risk report was not filed: the release API answered "
+                f"{reply.describe()}.{self._quote(reply)}",
+                error_type=ToolExecutionError.__name__,
+            )
+        report_id = _report_id(reply.text)
+        self._filed[release_id] = report_id
+        logger.info(
+            "risk report filed",
+            extra={"release_id": release_id, "severity": severity, "report_id": report_id},
+        )
+        return ToolOutcome(
+            content=(
+                f"Risk report {report_id or '(no id returned)'} filed for release "
+                f"{release_id!r} with severity {severity}. The assessment is complete."
+            ),
+            data={"report_id": report_id, **report},
+            terminal=True,
+        )
+
+    async def _send(
+        self, method: str, path: str, *, payload: dict[str, Any] | None = None
+    ) -> _Reply:
+        url = f"{self.base_url}{path}"
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.request(
+                    method, url, json=payload, headers=self._headers(), timeout=self.timeout_s
+                )
+        except (TimeoutError, httpx.TimeoutException) as error:
+            logger.warning("release API timed out", extra={"method": method, "url": url})
+            raise _Unavailable(
+                f"the release API did not answer within {self.timeout_s:g} seconds"
+            ) from error
+        except httpx.HTTPError as error:
+            logger.warning(
+                "release API unreachable: %s",
+                type(error).__name__,
+                extra={"method": method, "url": url},
+            )
+            raise _Unavailable(
+                f"the release API could not be reached ({type(error).__name__})"
+            ) from error
+        logger.debug(
+            "release API answered %s",
+            response.status_code,
+            extra={"method": method, "url": url, "status": response.status_code},
+        )
+        return _Reply(response.status_code, response.reason_phrase, response.text)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self._extra_headers is not None:
+            try:
+                headers.update(self._extra_headers())
+            except Exception:
+                # Trace propagation is a nicety; a broken hook must not break the tool.
+                logger.warning("extra_headers hook failed", exc_info=True)
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    def _quote(self, reply: _Reply) -> str:
+        text = redact(reply.text.strip(), [self._token])
+        if not text:
+            return ""
+        if len(text) > MAX_QUOTED_BODY_CHARS:
+            text = text[:MAX_QUOTED_BODY_CHARS] + "..."
+        return f" It said: {text}"
+
+
+def register_release_tools(
+    registry: ToolRegistry,
+    base_url: str,
+    *,
+    token: str | None = None,
+    release_id: str | None = None,
+    client: httpx.AsyncClient | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    extra_headers: HeadersHook | None = None,
+) -> ReleaseTools:
+    """Register the release tools; the caller closes the returned object when done."""
+    release_tools = ReleaseTools(
+        base_url,
+        token=token,
+        release_id=release_id,
+        client=client,
+        timeout_s=timeout_s,
+        extra_headers=extra_headers,
+    )
+    release_tools.register(registry)
+    return release_tools
+
+
+def _segment(value: str) -> str:
+    # A release id is one path segment: "../admin" must not walk the API's URL space, and
+    # a bare ".." would be resolved away by URL normalisation unless escaped.
+    encoded = quote(value, safe="")
+    return encoded.replace(".", "%2E") if set(value) == {"."} else encoded
+
+
+def _report_id(text: str) -> str | None:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    value = body.get("report_id", body.get("id"))
+    return None if value is None else str(value)

@@ -1,0 +1,344 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from agent.messages import ToolCall
+from agent.tools.registry import ToolRegistry
+from agent.tools.release_tools import ReleaseTools, register_release_tools
+
+BASE = "http://releases.test"
+TOKEN = "tok_live_0123456789abcdef"
+SUMMARY = {
+    "version": "v2.1.0",
+    "changes": ["Added payment processing"],
+    "tests": {"passed": 142, "failed": 2, "skipped": 5},
+    "deployment_metrics": {"error_rate": 0.02, "response_time_p95": 450},
+}
+SUMMARY_URL = f"{BASE}/api/releases/v2.1.0/summary"
+REPORTS_URL = f"{BASE}/api/risk-reports"
+
+
+@pytest.fixture
+def api() -> Iterator[respx.MockRouter]:
+    with respx.mock(assert_all_called=False) as router:
+        yield router
+
+
+@pytest.fixture
+async def tools() -> AsyncIterator[ReleaseTools]:
+    async with ReleaseTools(
+        BASE + "/",
+        token=TOKEN,
+        release_id="v2.1.0",
+        extra_headers=lambda: {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"},
+    ) as release_tools:
+        yield release_tools
+
+
+def report(**overrides: Any) -> dict[str, Any]:
+    return {
+        "release_id": "v2.1.0",
+        "severity": "high",
+        "findings": ["2 payment tests failing"],
+        "summary": "Failing tests in payments.",
+        **overrides,
+    }
+
+
+# -- get_release_summary -------------------------------------------------------------------
+
+
+async def test_the_summary_is_fetched_with_auth_and_trace_headers(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    route = api.get(SUMMARY_URL).respond(200, json=SUMMARY)
+    outcome = await tools.get_release_summary("v2.1.0")
+    assert outcome.success
+    assert json.loads(outcome.content) == SUMMARY
+    assert outcome.data == SUMMARY
+    request = route.calls.last.request
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert request.headers["Accept"] == "application/json"
+    assert request.headers["traceparent"].startswith("00-aaaa")
+
+
+async def test_a_summary_that_is_not_an_object_is_still_passed_on(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    api.get(SUMMARY_URL).respond(200, json=["odd"])
+    outcome = await tools.get_release_summary("v2.1.0")
+    assert (outcome.success, outcome.data) == (True, {"summary": ["odd"]})
+
+
+async def test_an_unknown_release_is_reported_as_not_existing(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    api.get(f"{BASE}/api/releases/v9.9.9/summary").respond(404, json={"detail": "Not found"})
+    outcome = await tools.get_release_summary("v9.9.9")
+    assert (outcome.success, outcome.error_type) == (False, "InvalidArgumentsError")
+    assert "Release 'v9.9.9' does not exist" in outcome.content
+    assert "404 Not Found" in outcome.content
+
+
+@pytest.mark.parametrize(
+    ("response", "explanation"),
+    [
+        (httpx.Response(500, text="Internal error"), "answered 500 Internal Server Error"),
+        (httpx.Response(503), "answered 503 Service Unavailable"),
+        (httpx.Response(403, text="forbidden"), "answered 403 Forbidden"),
+        (httpx.Response(200, text="<html>oops</html>"), "not valid JSON"),
+        (httpx.ReadTimeout("slow"), "did not answer within 10 seconds"),
+        (httpx.ConnectError("refused"), "could not be reached (ConnectError)"),
+    ],
+)
+async def test_an_unavailable_summary_is_said_plainly(
+    api: respx.MockRouter, tools: ReleaseTools, response: Any, explanation: str
+) -> None:
+    if isinstance(response, Exception):
+        api.get(SUMMARY_URL).mock(side_effect=response)
+    else:
+        api.get(SUMMARY_URL).mock(return_value=response)
+    outcome = await tools.get_release_summary("v2.1.0")
+    assert (outcome.success, outcome.error_type) == (False, "ToolExecutionError")
+    assert outcome.content.startswith("The summary of release 'v2.1.0' is unavailable")
+    assert explanation in outcome.content
+
+
+async def test_a_server_that_never_answers_is_given_up_on(api: respx.MockRouter) -> None:
+    async def hang(request: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    api.get(SUMMARY_URL).mock(side_effect=hang)
+    async with ReleaseTools(BASE, timeout_s=0.01) as release_tools:
+        outcome = await release_tools.get_release_summary("v2.1.0")
+    assert "did not answer within 0.01 seconds" in outcome.content
+
+
+@pytest.mark.parametrize(
+    ("release_id", "path"),
+    [
+        ("../admin", "/api/releases/..%2Fadmin/summary"),
+        ("..", "/api/releases/%2E%2E/summary"),
+        ("v1 beta", "/api/releases/v1%20beta/summary"),
+    ],
+)
+async def test_a_release_id_is_one_path_segment(
+    api: respx.MockRouter, tools: ReleaseTools, release_id: str, path: str
+) -> None:
+    route = api.route(method="GET").respond(404)
+    await tools.get_release_summary(release_id)
+    assert route.calls.last.request.url.raw_path.decode() == path
+
+
+# -- file_risk_report ----------------------------------------------------------------------
+
+
+async def test_filing_posts_the_report_and_ends_the_run(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_1", "status": "filed"})
+    outcome = await tools.file_risk_report(**report())
+    assert json.loads(route.calls.last.request.content) == report()
+    assert route.calls.last.request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert (outcome.success, outcome.terminal) == (True, True)
+    assert outcome.data == {"report_id": "rpt_1", **report()}
+    assert "rpt_1" in outcome.content and "complete" in outcome.content
+
+
+@pytest.mark.parametrize(
+    ("response", "report_id"),
+    [
+        (httpx.Response(200, json={"id": 7}), "7"),
+        (httpx.Response(201, text="created"), None),
+        (httpx.Response(201, json=["rpt"]), None),
+    ],
+)
+async def test_the_report_id_is_read_where_the_api_puts_it(
+    api: respx.MockRouter, tools: ReleaseTools, response: httpx.Response, report_id: str | None
+) -> None:
+    api.post(REPORTS_URL).mock(return_value=response)
+    outcome = await tools.file_risk_report(**report())
+    assert outcome.terminal
+    assert outcome.data is not None and outcome.data["report_id"] == report_id
+
+
+async def test_filing_for_another_release_is_refused_without_a_request(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_1"})
+    outcome = await tools.file_risk_report(**report(release_id="v1.0.0"))
+    assert (outcome.success, outcome.terminal, outcome.error_type) == (
+        False,
+        False,
+        "InvalidArgumentsError",
+    )
+    assert "this assessment is for release 'v2.1.0'" in outcome.content
+    assert not route.called
+
+
+async def test_a_second_filing_for_the_same_assessment_is_refused(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_1"})
+    await tools.file_risk_report(**report())
+    again = await tools.file_risk_report(**report(severity="low"))
+    assert (again.success, again.terminal) == (False, False)
+    assert "rpt_1" in again.content and "already been filed" in again.content
+    assert route.call_count == 1
+
+
+async def test_without_a_release_under_assessment_any_release_may_be_filed(
+    api: respx.MockRouter,
+) -> None:
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "r"})
+    async with ReleaseTools(BASE) as release_tools:
+        first = await release_tools.file_risk_report(**report(release_id="a"))
+        second = await release_tools.file_risk_report(**report(release_id="a"))
+    assert first.terminal and second.terminal
+    assert "Authorization" not in route.calls.last.request.headers
+
+
+@pytest.mark.parametrize(
+    ("response", "error_type", "explanation"),
+    [
+        (httpx.Response(404), "InvalidArgumentsError", "does not exist"),
+        (
+            httpx.Response(422, json={"findings": ["must not be empty"]}),
+            "InvalidArgumentsError",
+            'rejected the report (422 Unprocessable Entity). It said: {"findings"',
+        ),
+        (httpx.Response(400, text=""), "InvalidArgumentsError", "rejected the report (400"),
+        (httpx.Response(409, text="x" * 1000), "ToolExecutionError", "was not filed"),
+        (httpx.Response(503), "ToolExecutionError", "answered 503 Service Unavailable"),
+        (httpx.ReadTimeout("slow"), "ToolExecutionError", "unknown whether it reached"),
+        (httpx.ConnectError("refused"), "ToolExecutionError", "could not be reached"),
+    ],
+)
+async def test_a_failed_filing_is_explained_and_does_not_end_the_run(
+    api: respx.MockRouter,
+    tools: ReleaseTools,
+    response: Any,
+    error_type: str,
+    explanation: str,
+) -> None:
+    if isinstance(response, Exception):
+        api.post(REPORTS_URL).mock(side_effect=response)
+    else:
+        api.post(REPORTS_URL).mock(return_value=response)
+    outcome = await tools.file_risk_report(**report())
+    assert (outcome.success, outcome.terminal, outcome.error_type) == (False, False, error_type)
+    assert explanation in outcome.content
+    assert len(outcome.content) < 600
+
+
+# -- through the registry ------------------------------------------------------------------
+
+
+@pytest.fixture
+async def registry(api: respx.MockRouter) -> AsyncIterator[ToolRegistry]:
+    registry = ToolRegistry()
+    release_tools = register_release_tools(
+        registry, BASE, token=TOKEN, release_id="v2.1.0", timeout_s=4.0
+    )
+    yield registry
+    await release_tools.aclose()
+
+
+def test_both_tools_are_registered_with_model_facing_descriptions(
+    registry: ToolRegistry,
+) -> None:
+    tools = {t.name: t for t in registry.get_tools()}
+    assert list(tools) == ["get_release_summary", "file_risk_report"]
+    assert "Call this first" in tools["get_release_summary"].description
+    assert "severity guidelines in your system prompt" in tools["file_risk_report"].description
+    assert "ends the assessment" in tools["file_risk_report"].description
+    report_schema = tools["file_risk_report"].parameters
+    assert report_schema["properties"]["severity"]["enum"] == ["high", "medium", "low"]
+    assert report_schema["properties"]["findings"]["minItems"] == 1
+    assert report_schema["required"] == ["release_id", "severity", "findings"]
+    # Our own HTTP deadline fires first; the registry's is the backstop.
+    assert registry._tools["file_risk_report"].timeout_s == 9.0
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"release_id": "v2.1.0", "severity": "critical", "findings": ["x"]},
+        {"release_id": "v2.1.0", "severity": "high", "findings": []},
+        {"release_id": "v2.1.0", "severity": "high"},
+    ],
+)
+async def test_invalid_reports_never_reach_the_api(
+    api: respx.MockRouter, registry: ToolRegistry, arguments: dict[str, Any]
+) -> None:
+    route = api.post(REPORTS_URL).respond(201)
+    result = await registry.execute(ToolCall(id="c", name="file_risk_report", arguments=arguments))
+    assert (result.success, result.error_type) == (False, "InvalidArgumentsError")
+    assert not route.called
+
+
+async def test_a_filed_report_is_a_terminal_result(
+    api: respx.MockRouter, registry: ToolRegistry
+) -> None:
+    api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_9"})
+    result = await registry.execute(
+        ToolCall(id="c", name="file_risk_report", arguments=report(summary=""))
+    )
+    assert (result.success, result.terminal) == (True, True)
+    assert result.data == {"report_id": "rpt_9", **report(summary="")}
+
+
+async def test_the_token_never_leaves_the_authorization_header(
+    api: respx.MockRouter, registry: ToolRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A server that echoes the request's token back in its error.
+    api.get(SUMMARY_URL).respond(500, text=f"bad token {TOKEN}")
+    api.post(REPORTS_URL).respond(422, text=f"Authorization: Bearer {TOKEN}")
+    with caplog.at_level(logging.DEBUG):
+        results = [
+            await registry.execute(
+                ToolCall(id="1", name="get_release_summary", arguments={"release_id": "v2.1.0"})
+            ),
+            await registry.execute(ToolCall(id="2", name="file_risk_report", arguments=report())),
+        ]
+    for result in results:
+        assert not result.success
+        assert TOKEN not in result.model_dump_json()
+    assert "[REDACTED]" in results[1].content
+    assert TOKEN not in caplog.text
+    assert TOKEN not in repr(ReleaseTools(BASE, token=TOKEN))
+
+
+async def test_a_failing_header_hook_does_not_break_the_tool(
+    api: respx.MockRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> dict[str, str]:
+        raise RuntimeError("no tracer")
+
+    route = api.get(SUMMARY_URL).respond(200, json=SUMMARY)
+    async with ReleaseTools(BASE, extra_headers=broken) as release_tools:
+        with caplog.at_level(logging.WARNING):
+            outcome = await release_tools.get_release_summary("v2.1.0")
+    assert outcome.success and route.called
+    assert "extra_headers hook failed" in caplog.text
+
+
+async def test_only_a_client_it_created_is_closed() -> None:
+    client = httpx.AsyncClient()
+    async with ReleaseTools(BASE, client=client):
+        pass
+    assert not client.is_closed
+    await client.aclose()
+
+    owned = ReleaseTools(BASE)
+    await owned.aclose()
+    assert owned._client.is_closed

@@ -1,0 +1,38 @@
+"""The ASGI application: Django for HTTP, Channels consumers for websockets."""
+
+from __future__ import annotations
+
+import os
+
+import django
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "detective_site.settings")
+django.setup(set_prefix=False)
+
+from detective_site.telemetry import instrument_web  # noqa: E402
+
+# Before the application is built: the instrumentor adds its middleware to the settings.
+instrument_web()
+django_http_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+from detective_site.routing import websocket_urlpatterns  # noqa: E402
+
+# Development: the ASGI server serves static files straight from the apps (like runserver).
+# Production: whitenoise serves the collected files (see MIDDLEWARE).
+http_app = ASGIStaticFilesHandler(django_http_app) if settings.DEBUG else django_http_app
+
+application = ProtocolTypeRouter(
+    {
+        "http": http_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)

@@ -1,0 +1,358 @@
+"""Detective's configuration: environment variables, read and validated once at start-up.
+
+Every setting comes from the environment (or a `.env` file in the project root). A bad value
+stops start-up with a `ConfigError` that names the variable and says what is expected.
+`settings.py` builds Django's settings from the validated `DetectiveConfig`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+import dj_database_url
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+Provider = Literal[
+    "anthropic",
+    "openai",
+    "openrouter",
+    "ollama",
+    # OpenAI-compatible servers (the agent's presets): local ones need a base URL and a model.
+    "openai-compatible",
+    "vllm",
+    "llamacpp",
+    "lmstudio",
+    "local",
+]
+PROVIDERS: tuple[str, ...] = Provider.__args__
+# Other spellings the agent accepts, mapped to the names above.
+PROVIDER_ALIASES = {
+    "claude": "anthropic",
+    "openai_compatible": "openai-compatible",
+    "openai-compat": "openai-compatible",
+    "llama.cpp": "llamacpp",
+    "llama-cpp": "llamacpp",
+    "llama-server": "llamacpp",
+    "lm-studio": "lmstudio",
+}
+
+SQLITE_FILE_NAME = "detective.sqlite3"
+SQLITE_TEST_FILE_STEM = "test_detective"
+CHANNELS_FILE_NAME = "channels.sqlite3"
+# Longer than the 5 s channels_redis blocks waiting for a message; room for a thousand
+# commands in flight per process (see channel_layers).
+REDIS_SOCKET_TIMEOUT_S = 30.0
+REDIS_MAX_CONNECTIONS = 1000
+SECRET_KEY_FILE_NAME = "secret_key"
+MIN_SECRET_KEY_LENGTH = 50
+LOCAL_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+
+# What each variable expects, in words; shown when a value is rejected.
+EXPECTED: dict[str, str] = {
+    "DATABASE_URL": (
+        "a database URL such as postgres://user:password@host:5432/name or "
+        "sqlite:////absolute/path/detective.sqlite3 (unset: SQLite under DETECTIVE_DATA_DIR)"
+    ),
+    "REDIS_URL": "a Redis URL such as redis://127.0.0.1:6379/0 (unset: no broker)",
+    "DETECTIVE_DATA_DIR": "a directory path for the SQLite database, traces and keys",
+    "DETECTIVE_PROVIDER": f"one of {', '.join(PROVIDERS)}",
+    "DETECTIVE_MODEL": "a model name, e.g. claude-sonnet-4-5",
+    "DETECTIVE_BASE_URL": "an http:// or https:// URL of the provider's API",
+    "ANTHROPIC_API_KEY": "an Anthropic API key",
+    "OPENROUTER_API_KEY": "an OpenRouter API key",
+    "OPENAI_API_KEY": "an OpenAI (or OpenAI-compatible server) API key",
+    "SECRET_KEY": (
+        f"a random string of at least {MIN_SECRET_KEY_LENGTH} characters, e.g. from "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
+    ),
+    "DEBUG": "true or false (also 1/0, yes/no, on/off)",
+    "ALLOWED_HOSTS": "a comma-separated list of host names, e.g. detective.example.com",
+    "DETECTIVE_ADMIN_PASSWORD": "a password of at least 8 characters for the `admin` user",
+    "DETECTIVE_API_TOKEN": (
+        "a random string of at least 32 characters that external callers of the release API "
+        "send as `Authorization: Bearer <key>`"
+    ),
+    "DETECTIVE_API_URL": (
+        "the http(s) base URL of the release API the agent's tools call "
+        "(unset: this site's own address)"
+    ),
+    "DETECTIVE_RUN_STALE_SECONDS": (
+        "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
+    ),
+}
+SECRET_VARIABLES = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "OPENROUTER_API_KEY",
+        "OPENAI_API_KEY",
+        "SECRET_KEY",
+        "DETECTIVE_ADMIN_PASSWORD",
+        "DETECTIVE_API_TOKEN",
+        # A database or Redis URL may carry a password.
+        "DATABASE_URL",
+        "REDIS_URL",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """The environment does not describe a valid configuration. The message says how to fix it."""
+
+
+def _env(name: str) -> Any:
+    return Field(default=None, validation_alias=name, description=EXPECTED[name])
+
+
+class DetectiveConfig(BaseSettings):
+    """The validated environment. Build it with `load_config()`, not directly."""
+
+    model_config = SettingsConfigDict(
+        env_file=BASE_DIR / ".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=False,
+    )
+
+    database_url: str | None = _env("DATABASE_URL")
+    redis_url: str | None = _env("REDIS_URL")
+    data_dir: Path = Field(
+        default=BASE_DIR / "data",
+        validation_alias="DETECTIVE_DATA_DIR",
+        description=EXPECTED["DETECTIVE_DATA_DIR"],
+    )
+    provider: Provider | None = _env("DETECTIVE_PROVIDER")
+    model: str | None = _env("DETECTIVE_MODEL")
+    base_url: str | None = _env("DETECTIVE_BASE_URL")
+    anthropic_api_key: SecretStr | None = _env("ANTHROPIC_API_KEY")
+    openrouter_api_key: SecretStr | None = _env("OPENROUTER_API_KEY")
+    openai_api_key: SecretStr | None = _env("OPENAI_API_KEY")
+    secret_key: SecretStr | None = _env("SECRET_KEY")
+    debug: bool = Field(default=True, validation_alias="DEBUG", description=EXPECTED["DEBUG"])
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        validation_alias="ALLOWED_HOSTS",
+        description=EXPECTED["ALLOWED_HOSTS"],
+    )
+    admin_password: SecretStr | None = _env("DETECTIVE_ADMIN_PASSWORD")
+    # The key external callers of the release API use. The agent's own runs get a token of
+    # their own per run; this is for anything else (the agent's CLI sends DETECTIVE_API_TOKEN).
+    api_key: SecretStr | None = _env("DETECTIVE_API_TOKEN")
+    api_url: str | None = _env("DETECTIVE_API_URL")
+    run_stale_seconds: float = Field(
+        default=30.0,
+        ge=5,
+        validation_alias="DETECTIVE_RUN_STALE_SECONDS",
+        description=EXPECTED["DETECTIVE_RUN_STALE_SECONDS"],
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
+        """`FOO=` in the environment means the same as leaving FOO unset."""
+        if not isinstance(value, str):
+            return value
+        if value.strip():
+            return value.strip()
+        field = cls.model_fields[info.field_name or ""]
+        return field.get_default(call_default_factory=True)
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                dj_database_url.parse(value)
+            except ValueError:
+                if "://" not in value:
+                    raise ValueError("not a URL") from None
+                scheme = value.split("://", 1)[0]
+                raise ValueError(f"unsupported URL scheme {scheme!r}") from None
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in {"redis", "rediss", "unix"}:
+                raise ValueError("the scheme must be redis://, rediss:// or unix://")
+            if parts.scheme != "unix" and not parts.hostname:
+                raise ValueError("the URL has no host")
+        return value
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _lowercase_provider(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip().lower()
+            return PROVIDER_ALIASES.get(value, value)
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _check_api_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("too short")
+        return value
+
+    @field_validator("base_url", "api_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in {"http", "https"} or not parts.netloc:
+                raise ValueError("not an http(s) URL")
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute_data_dir(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [host.strip() for host in value.split(",") if host.strip()]
+        return value
+
+    @field_validator("admin_password")
+    @classmethod
+    def _check_admin_password(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 8:
+            raise ValueError("too short")
+        return value
+
+    # ---- checks across variables -------------------------------------------------------------
+
+    def production_problems(self) -> dict[str, str]:
+        """With DEBUG off the site is public: it needs a real secret key and its host names."""
+        if self.debug:
+            return {}
+        problems: dict[str, str] = {}
+        key = self.secret_key.get_secret_value() if self.secret_key else ""
+        if not key:
+            problems["SECRET_KEY"] = "required when DEBUG is off"
+        elif len(key) < MIN_SECRET_KEY_LENGTH or len(set(key)) < 5 or key.startswith("django-"):
+            problems["SECRET_KEY"] = "too short or too predictable for production"
+        if not self.allowed_hosts:
+            problems["ALLOWED_HOSTS"] = "required when DEBUG is off"
+        return problems
+
+    # ---- what settings.py needs -------------------------------------------------------------
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / SQLITE_FILE_NAME
+
+    def databases(self) -> dict[str, dict[str, Any]]:
+        """DATABASES: DATABASE_URL if set, else SQLite in WAL mode under the data directory."""
+        if self.database_url:
+            default = dj_database_url.parse(self.database_url, conn_health_checks=True)
+        else:
+            default = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(self.sqlite_path)}
+        if default["ENGINE"] == "django.db.backends.sqlite3":
+            # Tests use a file too: the task worker and the web server they start are other
+            # processes, and threads share an in-memory database only with table locks. One
+            # file per test process, so that two test runs never share one.
+            test_name = f"{SQLITE_TEST_FILE_STEM}-{os.getpid()}.sqlite3"
+            default["TEST"] = {"NAME": str(self.data_dir / test_name)}
+            # WAL lets the web server read while the worker writes; IMMEDIATE transactions take
+            # the write lock up front, so concurrent writers wait (busy timeout) instead of
+            # failing with "database is locked" half-way through a transaction.
+            default["OPTIONS"] = {
+                "init_command": (
+                    "PRAGMA journal_mode=WAL;"
+                    "PRAGMA synchronous=NORMAL;"
+                    "PRAGMA foreign_keys=ON;"
+                    "PRAGMA busy_timeout=20000;"
+                ),
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            }
+        return {"default": default}
+
+    def channel_layers(self) -> dict[str, dict[str, Any]]:
+        """CHANNEL_LAYERS: Redis when REDIS_URL is set, else the broker-free default."""
+        if self.redis_url:
+            # redis-py 8's defaults kill websocket consumers (close 1011) under load: reads time
+            # out after 5 s, just as a consumer's BZPOPMIN blocks for channels_redis's 5 s; and
+            # a pool refuses a 101st command in flight (100 pages joining a run at once).
+            host = {
+                "address": self.redis_url,
+                "socket_timeout": REDIS_SOCKET_TIMEOUT_S,
+                "max_connections": REDIS_MAX_CONNECTIONS,
+            }
+            return {
+                "default": {
+                    "BACKEND": "channels_redis.core.RedisChannelLayer",
+                    "CONFIG": {"hosts": [host]},
+                }
+            }
+        # Broker-free: web server and task worker are separate processes on one machine, and
+        # meet in a small SQLite file of their own (see releases/channel_layer.py).
+        return {
+            "default": {
+                "BACKEND": "releases.channel_layer.SQLiteChannelLayer",
+                "CONFIG": {"path": str(self.data_dir / CHANNELS_FILE_NAME)},
+            }
+        }
+
+    def effective_secret_key(self) -> str:
+        """SECRET_KEY, or (DEBUG only) a random key generated once and kept in the data dir."""
+        if self.secret_key:
+            return self.secret_key.get_secret_value()
+        return _read_or_create_secret(self.data_dir / SECRET_KEY_FILE_NAME)
+
+    def effective_allowed_hosts(self) -> list[str]:
+        return self.allowed_hosts or (list(LOCAL_HOSTS) if self.debug else [])
+
+
+def _read_or_create_secret(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="utf-8").strip()
+    key = secrets.token_urlsafe(MIN_SECRET_KEY_LENGTH)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(key)
+    return key
+
+
+def format_problems(problems: dict[str, str]) -> str:
+    lines = ["Invalid configuration (set these environment variables, or put them in .env):"]
+    for name, problem in problems.items():
+        lines.append(f"  {name}: {problem}; expected {EXPECTED.get(name, 'a valid value')}.")
+    return "\n".join(lines)
+
+
+def _problems_from(exc: ValidationError) -> dict[str, str]:
+    problems: dict[str, str] = {}
+    for error in exc.errors(include_url=False):
+        name = str(error["loc"][0]) if error["loc"] else "configuration"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if name not in SECRET_VARIABLES and "input" in error:
+            message = f"got {error['input']!r} ({message})"
+        problems.setdefault(name, message)
+    return problems
+
+
+def load_config(**overrides: Any) -> DetectiveConfig:
+    """Read and validate the environment; raise ConfigError naming every bad variable."""
+    try:
+        config = DetectiveConfig(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(format_problems(_problems_from(exc))) from None
+    if problems := config.production_problems():
+        raise ConfigError(format_problems(problems))
+    return config

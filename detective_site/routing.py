@@ -1,0 +1,13 @@
+"""Websocket routes."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, URLResolver, path
+
+from evals.live import EvalRunConsumer
+from releases.consumers import RunConsumer
+
+websocket_urlpatterns: list[URLPattern | URLResolver] = [
+    path("ws/runs/<uuid:run_id>/", RunConsumer.as_asgi()),
+    path("ws/evals/runs/<int:pk>/", EvalRunConsumer.as_asgi()),
+]

@@ -1,0 +1,151 @@
+"""Django settings, built from the validated environment (see config.py and the README)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from detective_site.config import BASE_DIR, load_config
+
+CONFIG = load_config()
+
+DEBUG = CONFIG.debug
+SECRET_KEY = CONFIG.effective_secret_key()
+ALLOWED_HOSTS = CONFIG.effective_allowed_hosts()
+DATA_DIR = CONFIG.data_dir
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+INSTALLED_APPS = [
+    "daphne",  # first: `runserver` serves ASGI (http + websockets)
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "django_tasks",
+    "django_tasks_db",
+    # The loaders are configured below, so use the config that does not rewrite TEMPLATES.
+    "template_partials.apps.SimpleAppConfig",
+    "releases",
+    "evals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    # In production whitenoise serves the collected static files; in development the ASGI
+    # application serves them from the apps' static directories (see asgi.py).
+    *([] if DEBUG else ["whitenoise.middleware.WhiteNoiseMiddleware"]),
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "detective_site.urls"
+ASGI_APPLICATION = "detective_site.asgi.application"
+
+_template_loaders: list[Any] = [
+    "django.template.loaders.filesystem.Loader",
+    "django.template.loaders.app_directories.Loader",
+]
+if not DEBUG:
+    _template_loaders = [("django.template.loaders.cached.Loader", _template_loaders)]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+            # template_partials' loader lets views render "page.html#partial-name".
+            "loaders": [("template_partials.loader.Loader", _template_loaders)],
+            "builtins": ["template_partials.templatetags.partials"],
+        },
+    }
+]
+
+DATABASES = CONFIG.databases()
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CHANNEL_LAYERS = CONFIG.channel_layers()
+
+# Assessments (releases/runner.py): the key external callers of the release API may use, the
+# API the agent's tools call (unset: this site, whose address `up` gives the worker), and how
+# long a running assessment may go without a heartbeat before it is marked failed.
+DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None
+DETECTIVE_API_URL = CONFIG.api_url
+DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
+
+TASKS = {
+    "default": {
+        "BACKEND": "django_tasks_db.DatabaseBackend",
+        "QUEUES": ["default"],
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+if not DEBUG:
+    # Production: served over HTTPS behind a proxy that terminates TLS and sets
+    # X-Forwarded-Proto (see the README).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = 60 * 60 * 24 * 365
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "releases": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "evals": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+}

@@ -1,0 +1,170 @@
+"""Run a few child processes together and stop all of them, and only them, cleanly.
+
+Used by `manage.py up` (web server + task worker). Each child runs in its own process group,
+so a stop signal reaches the child and anything it started, and a terminal's Ctrl+C reaches
+only the supervisor, which then stops the children in order: SIGTERM to every group, a grace
+period, then SIGKILL for whatever is left. On Linux the children also get SIGTERM if the
+supervisor itself dies (PR_SET_PDEATHSIG), so they cannot outlive it as orphans. Children
+start in order; one with a readiness check (the local model server) must be ready before the
+next one starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+PR_SET_PDEATHSIG = 1
+POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    name: str
+    argv: Sequence[str]
+    # Children that others depend on (the local model server) say when they are ready; the
+    # next child starts only then.
+    ready: Callable[[], bool] | None = None
+    ready_timeout: float = 120.0
+    # A file for the child's output instead of the supervisor's terminal.
+    output: Path | None = None
+
+
+class ChildNotReady(RuntimeError):
+    """A child with a readiness check exited or timed out before it was ready."""
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        children: Sequence[ChildSpec],
+        *,
+        stop_timeout: float = 5.0,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.specs = list(children)
+        self.stop_timeout = stop_timeout
+        self.cwd = cwd
+        self.env = dict(env) if env is not None else None
+        self.log = log
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.stop_signal: int | None = None
+
+    # ---- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for spec in self.specs:
+            if self.stop_signal is not None:
+                return
+            output = spec.output.open("ab") if spec.output else None
+            try:
+                self.processes[spec.name] = subprocess.Popen(
+                    list(spec.argv),
+                    cwd=self.cwd,
+                    env=self.env,
+                    stdout=output,
+                    stderr=subprocess.STDOUT if output else None,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+            finally:
+                if output:
+                    output.close()
+            if spec.ready is not None:
+                self._wait_until_ready(spec)
+
+    def _wait_until_ready(self, spec: ChildSpec) -> None:
+        process = self.processes[spec.name]
+        deadline = time.monotonic() + spec.ready_timeout
+        while self.stop_signal is None and not spec.ready():
+            if (code := process.poll()) is not None:
+                raise ChildNotReady(f"{spec.name} exited with code {code} before it was ready.")
+            if time.monotonic() > deadline:
+                raise ChildNotReady(f"{spec.name} was not ready within {spec.ready_timeout:g} s.")
+            time.sleep(POLL_SECONDS)
+
+    def request_stop(self, signum: int, frame: FrameType | None = None) -> None:
+        self.stop_signal = signum
+
+    def exited_child(self) -> tuple[str, int] | None:
+        """The first child that has exited, with its exit code, or None while all run."""
+        for name, process in self.processes.items():
+            code = process.poll()
+            if code is not None:
+                return name, code
+        return None
+
+    def wait(
+        self, ready: Callable[[], bool] | None = None, on_ready: Callable[[], None] | None = None
+    ) -> int:
+        """Block until a stop is requested (0) or a child exits on its own (1).
+
+        `on_ready` is called once, the first time `ready()` is true.
+        """
+        announced = ready is None
+        while self.stop_signal is None:
+            if exited := self.exited_child():
+                name, code = exited
+                self.log(f"{name} exited unexpectedly with code {code}; stopping the others.")
+                return 1
+            if not announced and ready is not None and ready():
+                announced = True
+                if on_ready is not None:
+                    on_ready()
+            time.sleep(POLL_SECONDS)
+        return 0
+
+    def stop(self) -> None:
+        """SIGTERM every child's process group, then SIGKILL what is left after the timeout."""
+        for process in self.processes.values():
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout
+        for name, process in self.processes.items():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.log(f"{name} did not stop within {self.stop_timeout:g} s; killing it.")
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+        # Anything a child started in its group and left behind goes too.
+        for process in self.processes.values():
+            _signal_group(process, signal.SIGKILL)
+
+    def run(
+        self, ready: Callable[[], bool] | None = None, on_ready: Callable[[], None] | None = None
+    ) -> int:
+        """Start the children, wait for SIGINT/SIGTERM or a child's exit, stop them all."""
+        previous = {
+            signum: signal.signal(signum, self.request_stop)
+            for signum in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            self.start()
+            return self.wait(ready, on_ready)
+        finally:
+            self.stop()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    # The child leads its own group (start_new_session), so its pid is the group id.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)

@@ -1,0 +1,103 @@
+"""Every page requires login: walk every URL pattern and request it anonymously."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from urllib.parse import urlsplit
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls.resolvers import RegexPattern, RoutePattern
+
+SAMPLE_BY_CONVERTER = {
+    "int": "1",
+    "str": "x",
+    "slug": "x",
+    "path": "x/y",
+    "uuid": str(uuid.uuid4()),
+}
+# Pages anyone may see: the login pages themselves.
+PUBLIC = {"login", "admin:login"}
+# The release API wants a bearer token, never a session: no login page, a 401 (405 for a GET
+# of what only takes POST).
+API = {"api:release_summary", "api:risk_reports"}
+
+
+def sample_path(pattern: RoutePattern | RegexPattern) -> str:
+    """A concrete path that the pattern matches."""
+    text = str(pattern)
+    if isinstance(pattern, RoutePattern):
+        return re.sub(
+            r"<(?:(\w+):)?\w+>", lambda m: SAMPLE_BY_CONVERTER.get(m.group(1) or "str", "x"), text
+        )
+    text = text.lstrip("^").rstrip("$").replace("\\Z", "").replace("\\", "")
+    # A named group becomes its first alternative, or a word for a catch-all.
+    text = re.sub(
+        r"\(\?P<\w+>([^)]*)\)",
+        lambda m: m.group(1).split("|")[0] if "|" in m.group(1) else "x",
+        text,
+    )
+    return text
+
+
+def url_patterns(
+    patterns: Sequence[URLPattern | URLResolver], prefix: str = "", namespace: str = ""
+) -> Iterator[tuple[str, str]]:
+    """(name, path) for every endpoint."""
+    for entry in patterns:
+        path = prefix + sample_path(entry.pattern)
+        if isinstance(entry, URLResolver):
+            inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+            yield from url_patterns(entry.url_patterns, path, inner)
+        else:
+            yield f"{namespace}{entry.name or entry.lookup_str}", "/" + path
+
+
+ALL_URLS = sorted(set(url_patterns(get_resolver().url_patterns)))
+
+
+def test_the_walk_finds_the_pages() -> None:
+    names = {name for name, _ in ALL_URLS}
+    assert {"home", "releases:list", "evals:list", "login", "logout", "admin:index"} <= names
+    assert len(ALL_URLS) > 30  # the admin's pages for every model
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "path"), ALL_URLS, ids=[name for name, _ in ALL_URLS])
+def test_anonymous_users_are_sent_to_log_in(client: Client, name: str, path: str) -> None:
+    response = client.get(path)
+    if name in PUBLIC:
+        assert response.status_code == 200
+        return
+    if name in API:
+        assert response.status_code in {401, 405}
+        return
+    assert response.status_code == 302, f"{path} answered {response.status_code}"
+    assert urlsplit(response["Location"]).path in {reverse("login"), reverse("admin:login")}
+
+
+@pytest.mark.django_db
+def test_after_login_the_user_returns_to_the_page_asked_for(
+    client: Client, django_user_model: type
+) -> None:
+    django_user_model.objects.create_user(username="rm", password="a-long-password")
+    response = client.get("/releases/?q=v2")
+    assert response["Location"] == "/accounts/login/?next=/releases/%3Fq%3Dv2"
+    response = client.post(
+        "/accounts/login/",
+        {"username": "rm", "password": "a-long-password", "next": "/releases/?q=v2"},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/releases/?q=v2"
+    assert client.get("/releases/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_logout_is_a_post(admin_client: Client) -> None:
+    assert admin_client.get(reverse("logout")).status_code == 405
+    response = admin_client.post(reverse("logout"))
+    assert response.status_code == 302
+    assert admin_client.get(reverse("releases:list")).status_code == 302

@@ -1,0 +1,135 @@
+"""Scenario data behind the release API, for eval trials only.
+
+An eval trial runs the real agent with the real release tools, which call the site's API over
+HTTP like any assessment (`GET /api/releases/<version>/summary`, `POST /api/risk-reports`).
+What differs is the token: it belongs to the trial's Conversation, whose metadata marks it as
+an eval trial (`metadata["eval"]`, written by the runner) and carries the scenario's release
+data and the fault to inject. For such a caller the API asks this module instead of the
+database, so a scenario never reads or writes a real release, even one of the same version:
+
+- the summary is the scenario's `release_payload()`; no release, or another version than the
+  scenario's, is a 404, as for a real release that does not exist;
+- the scenario's fault is applied: `http_error` answers its status and body, `malformed_json`
+  answers 200 with a body that is not JSON, `timeout` sends the headers and then hangs for
+  `delay_s` (longer than the tools wait), as a stuck upstream would;
+- a filed report (already validated by the API) is kept on the trial's Conversation
+  (`metadata["eval_report"]`), where the runner reads it back; every filing is kept, so that
+  the evaluators see a duplicate as such.
+
+The payload travels in the Conversation row rather than being looked up in the suite files,
+so that a server started from another checkout, or a suite outside `evals/scenarios/`, serves
+exactly what the runner meant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, TypeGuard
+
+from django.db import transaction
+from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
+
+from evals.scenario import Scenario
+from releases.models import Conversation
+
+EVAL_KEY = "eval"
+REPORT_KEY = "eval_report"
+
+
+def trial_metadata(
+    scenario: Scenario, *, run_id: int, trial: int, suite_version: str
+) -> dict[str, Any]:
+    """What the runner puts under `metadata["eval"]` of a trial's Conversation."""
+    fault = scenario.tools.get_release_summary
+    return {
+        EVAL_KEY: {
+            "run_id": run_id,
+            "scenario_id": scenario.id,
+            "trial": trial,
+            "suite_version": suite_version,
+            "fingerprint": scenario.fingerprint,
+            "release_id": scenario.release_id,
+            "release": scenario.release_payload(),
+            "fault": fault.model_dump(mode="json") if fault is not None else None,
+        }
+    }
+
+
+def is_eval_trial(conversation: Conversation | None) -> TypeGuard[Conversation]:
+    return conversation is not None and isinstance(
+        (conversation.metadata or {}).get(EVAL_KEY), dict
+    )
+
+
+def _spec(conversation: Conversation) -> dict[str, Any]:
+    return conversation.metadata[EVAL_KEY]
+
+
+def _not_found(version: str) -> JsonResponse:
+    return JsonResponse({"error": f"No release {version!r}."}, status=404)
+
+
+async def _hang(seconds: float) -> AsyncIterator[bytes]:
+    # The client gives up first; its disconnect cancels this.
+    await asyncio.sleep(seconds)
+    yield b"{}"
+
+
+def summary_response(conversation: Conversation, version: str) -> HttpResponseBase:
+    """The API's answer to a trial asking for release `version`'s summary."""
+    spec = _spec(conversation)
+    payload = spec.get("release")
+    if version != spec.get("release_id") or payload is None:
+        return _not_found(version)
+    fault = spec.get("fault")
+    if fault:
+        mode = fault.get("mode")
+        if mode == "http_error":
+            body = fault.get("body") or "Internal Server Error"
+            return HttpResponse(
+                body, status=int(fault.get("status") or 500), content_type="text/plain"
+            )
+        if mode == "malformed_json":
+            return HttpResponse(fault.get("body") or "{", content_type="application/json")
+        if mode == "timeout":
+            return StreamingHttpResponse(
+                _hang(float(fault.get("delay_s") or 60)), content_type="application/json"
+            )
+    return JsonResponse(payload)
+
+
+def file_report(
+    conversation: Conversation,
+    *,
+    release_id: str,
+    severity: str,
+    findings: list[str],
+    summary: str,
+) -> JsonResponse:
+    """Keep a (validated) report filed by a trial on the trial itself."""
+    spec = _spec(conversation)
+    if release_id != spec.get("release_id") or spec.get("release") is None:
+        return _not_found(release_id)
+    with transaction.atomic():
+        # The agent's store merges its own metadata into the same row.
+        row = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        reports = list(row.metadata.get(REPORT_KEY, {}).get("all", []))
+        report_id = f"eval-{str(row.pk)[:8]}-{len(reports) + 1}"
+        report = {
+            "report_id": report_id,
+            "release_id": release_id,
+            "severity": severity,
+            "findings": findings,
+            "summary": summary,
+        }
+        reports.append(report)
+        row.metadata = {**row.metadata, REPORT_KEY: {"latest": report, "all": reports}}
+        row.save(update_fields=["metadata"])
+    return JsonResponse(report, status=201)
+
+
+def filed_report(conversation_metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The last report a trial filed, as `file_report` kept it."""
+    stored = conversation_metadata.get(REPORT_KEY)
+    return stored.get("latest") if isinstance(stored, dict) else None

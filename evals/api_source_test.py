@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from django.test import Client
+
+from evals import api_source
+from evals.models import EvalRun
+from evals.scenario import Scenario, load_suite
+from evals.services import start_trial
+from releases.models import Conversation, Release, RiskReport
+
+pytestmark = pytest.mark.django_db
+
+SUITE = load_suite()
+
+
+def _trial(scenario_id: str) -> tuple[Conversation, str, Scenario]:
+    scenario = SUITE.get(scenario_id)
+    run = EvalRun.objects.create(suite_version=SUITE.version)
+    conversation, token = start_trial(run, scenario, 1, provider="openai", model="m")
+    return conversation, token, scenario
+
+
+def _get(client: Client, token: str, version: str) -> Any:
+    return client.get(
+        f"/api/releases/{version}/summary", headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+def _file(client: Client, token: str, **report: Any) -> Any:
+    return client.post(
+        "/api/risk-reports",
+        data=json.dumps(report),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def test_a_trial_reads_its_scenario_not_the_real_release_of_that_version(client: Client) -> None:
+    conversation, token, scenario = _trial("high_payment_failures")
+    Release.objects.create(version=scenario.release_id, title="the real one", changes=["real"])
+    response = _get(client, token, scenario.release_id)
+    assert response.status_code == 200
+    assert response.json() == scenario.release_payload()
+    assert "real" not in response.json().get("changes", [])
+    assert api_source.is_eval_trial(conversation)
+
+
+def test_other_versions_and_missing_releases_are_not_found(client: Client) -> None:
+    _, token, scenario = _trial("high_payment_failures")
+    assert _get(client, token, "v0.0.1").status_code == 404
+    _, token, scenario = _trial("release_not_found")
+    response = _get(client, token, scenario.release_id)
+    assert response.status_code == 404
+    assert "error" in response.json()
+
+
+def test_faults_are_injected(client: Client) -> None:
+    _, token, scenario = _trial("summary_http_500")
+    response = _get(client, token, scenario.release_id)
+    assert response.status_code == 500
+    _, token, scenario = _trial("summary_malformed_json")
+    response = _get(client, token, scenario.release_id)
+    assert response.status_code == 200
+    with pytest.raises(ValueError):
+        json.loads(response.content)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_timeout_hangs_until_the_client_gives_up() -> None:
+    from asgiref.sync import sync_to_async
+
+    from detective_site.asgi import application
+
+    _, token, scenario = await sync_to_async(_trial)("summary_timeout")
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises((TimeoutError, httpx.TimeoutException)):
+            async with asyncio.timeout(0.5):
+                await client.get(
+                    f"/api/releases/{scenario.release_id}/summary",
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+        assert asyncio.get_running_loop().time() - started < 2
+
+
+def test_a_filed_report_stays_on_the_trial(client: Client) -> None:
+    conversation, token, scenario = _trial("low_clean_docs")
+    real = Release.objects.create(version=scenario.release_id)
+    report = {
+        "release_id": scenario.release_id,
+        "severity": "low",
+        "findings": ["Docs only"],
+        "summary": " fine ",
+    }
+    response = _file(client, token, **report)
+    assert response.status_code == 201
+    assert response.json()["report_id"].startswith("eval-")
+    second = _file(client, token, **report)
+    assert second.json()["report_id"].endswith("-2")
+    conversation.refresh_from_db()
+    stored = api_source.filed_report(conversation.metadata)
+    assert stored is not None
+    assert stored["severity"] == "low"
+    assert stored["summary"] == "fine"
+    assert len(conversation.metadata[api_source.REPORT_KEY]["all"]) == 2
+    assert not RiskReport.objects.filter(release=real).exists()
+
+
+def test_reports_are_validated_and_kept_to_the_scenarios_release(client: Client) -> None:
+    _, token, scenario = _trial("low_clean_docs")
+    bad = _file(client, token, release_id=scenario.release_id, severity="severe", findings=[])
+    assert bad.status_code == 400
+    other = _file(client, token, release_id="v0.0.1", severity="low", findings=["x"])
+    assert other.status_code == 404
+    _, token, scenario = _trial("release_not_found")
+    missing = _file(client, token, release_id=scenario.release_id, severity="low", findings=["x"])
+    assert missing.status_code == 404
+
+
+def test_a_finished_trials_token_stops_working(client: Client) -> None:
+    from releases import services as release_services
+
+    conversation, token, scenario = _trial("low_clean_docs")
+    release_services.finish_run(conversation.pk, status="succeeded")
+    assert _get(client, token, scenario.release_id).status_code == 401
+
+
+def test_ordinary_runs_are_not_eval_trials() -> None:
+    assert not api_source.is_eval_trial(None)
+    assert not api_source.is_eval_trial(Conversation(metadata={"release_id": "v1"}))

@@ -1,0 +1,653 @@
+"""The evals' seam into the agent: run every scenario K times, store and evaluate each trial.
+
+```
+run_suite(suite, options)                        (the command's thread)
+  EvalRun: running, planned trials
+  asyncio loop ───────────────────────────────────────────────────────────────────────
+    at most `concurrency` trials at once (a semaphore), each:
+      trial thread (ORM)                         the loop
+        Conversation: eval trial, running,
+        its API token                  ───▶  build_agent(release tools → the site's API
+                                             with that token, ORM store), send the prompt
+        store writes, in order, batched ◀───  store.append_event(...) returns at once
+                                             tools: GET /api/releases/<id>/summary ...
+        finish the Conversation         ◀───  the terminal event
+        read back messages, events and
+        the filed report → Transcript ───▶  evaluate (and the judge, if asked)
+        EvalResult; progress published
+    a heartbeat for the run and its running trials every few seconds
+  EvalRun: summary, succeeded (or failed)
+```
+
+Trials share one event loop, so many run at once in one process. The agent calls its store
+synchronously from inside the loop; here each call is queued for the trial's own thread and
+returns at once (write-behind), so no trial waits on the database while others talk to the
+model; the writes stay in order, and the trial reads its record back only once they are done.
+
+Scenario data reaches the agent the way a real release does: its release tools call the
+site's API over HTTP with a per-run token. The token belongs to the trial's Conversation,
+whose metadata carries the scenario (see `evals/api_source.py`), so the API serves the
+scenario's data and faults, and keeps a filed report on the trial, never touching a real
+release. Without `api_url` the site's ASGI application is served in-process (httpx's
+ASGITransport): `run_evals` needs no web server.
+
+A trial is *errored* (not counted as failed) when the provider fails, when it is cancelled at
+its time limit, or when this harness fails; a crash of the agent's own code is its fault and
+fails the trial (see `evals.transcript`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+
+import httpx
+from django.db import connections, transaction
+
+from agent.cancel import CancelToken
+from agent.config import AgentSettings, build_agent, build_model_provider
+from agent.events import AgentEvent, TextDelta
+from agent.messages import Conversation as AgentConversation
+from agent.messages import Message as AgentMessage
+from agent.messages import Usage
+from agent.providers.protocol import ModelRequest, Provider
+from agent.retry import RetryingProvider, RetryPolicy
+from agent.store import ConversationSummary, StoredEvent
+from evals import services
+from evals.evaluators import LLMJudge, TrialResult, aevaluate
+from evals.models import EvalRun
+from evals.scenario import Scenario, Suite
+from evals.transcript import FiledReport, RunError, Transcript
+from releases import runner as release_runner
+from releases.models import RunStatus
+from releases.store import OrmConversationStore
+from releases.timeline import TERMINAL_KINDS
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+HEARTBEAT_SECONDS = 2.0
+PROGRESS_EVERY_S = 0.25
+# The release tools' own timeout in evals: the API is in-process and answers in milliseconds,
+# so the timeout scenarios need not wait the agent's default 10 s per try.
+DEFAULT_TOOL_TIMEOUT_S = 3.0
+DEFAULT_TRIAL_TIMEOUT_S = 600.0
+# After the cancel at the time limit, how long the loop gets to end the run itself.
+CANCEL_GRACE_S = 10.0
+
+
+class EvalInfrastructureError(RuntimeError):
+    """The harness failed (database, in-process API...), not the agent or the provider."""
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    trials: int = 1
+    concurrency: int = 4
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    reasoning: str | None = None
+    tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
+    # Where the release tools find the API; None: this site, served in-process.
+    api_url: str | None = None
+    judge: bool = False
+    judge_provider: str | None = None
+    judge_model: str | None = None
+    judge_base_url: str | None = None
+
+    def config(self, settings: AgentSettings) -> dict[str, Any]:
+        """What EvalRun.config records: the knobs that change results (no keys, no URLs)."""
+        config: dict[str, Any] = {
+            "concurrency": self.concurrency,
+            "reasoning": settings.reasoning,
+            "tool_timeout_s": self.tool_timeout_s,
+            "judge": self.judge,
+        }
+        if self.judge:
+            config["judge_model"] = self.judge_model or self.judge_provider or "same as agent"
+        return config
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What the progress display hears after each trial."""
+
+    scenario_id: str
+    trial: int
+    status: str
+    seconds: float
+    severity: str | None
+    done: int
+    total: int
+
+
+# ---- settings and providers -------------------------------------------------------------------
+
+
+def agent_settings(options: EvalOptions, *, api_url: str) -> AgentSettings:
+    """The site's agent settings (as for assessments) with the run's overrides."""
+    base = release_runner.agent_settings(
+        api_url=api_url,
+        provider=options.provider,
+        model=options.model,
+        base_url=options.base_url,
+    )
+    update: dict[str, Any] = {"tool_timeout": options.tool_timeout_s}
+    if options.reasoning:
+        update["reasoning"] = options.reasoning
+    return base.model_copy(update=update)
+
+
+def judge_settings(options: EvalOptions, agent: AgentSettings) -> AgentSettings:
+    """The judge's provider: its own when given, else the agent's."""
+    update = {
+        key: value
+        for key, value in (
+            ("provider", options.judge_provider),
+            ("model", options.judge_model),
+            ("base_url", options.judge_base_url),
+        )
+        if value
+    }
+    if options.judge_provider and not options.judge_model:
+        update["model"] = None  # the judge provider's default, not the agent's model
+    return agent.model_copy(update=update)
+
+
+JUDGE_SYSTEM = (
+    "You grade the work of a release-risk assessment agent against a rubric. "
+    "You answer with JSON only."
+)
+
+
+def provider_judge(provider: Provider) -> Callable[[str], Any]:
+    """The LLM judge's callable over a provider: one completion, no tools."""
+
+    async def judge(prompt: str) -> str:
+        request = ModelRequest(
+            system=JUDGE_SYSTEM,
+            messages=[AgentMessage.user(prompt)],
+            max_tokens=400,
+            temperature=0.0,
+        )
+        response = await provider.complete(request)
+        return response.message.content
+
+    return judge
+
+
+# ---- the store: write-behind on the trial's thread ----------------------------------------------
+
+
+class _TrialDb:
+    """The trial's own thread, where all its ORM work runs, in order."""
+
+    def __init__(self, name: str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    def submit(self, call: Callable[[], T]) -> Future[T]:
+        return self._executor.submit(call)
+
+    async def run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.wrap_future(self._executor.submit(call, *args, **kwargs))
+
+    async def close(self) -> None:
+        try:
+            await self.run(connections.close_all)
+        finally:
+            self._executor.shutdown(wait=False)
+
+
+class WriteBehindStore:
+    """The ORM store for an agent in a shared event loop: writes are queued for the trial's
+    thread and return at once; what queued up meanwhile is saved in one transaction, the
+    messages and events of it in one `append_batch`. The event numbers are counted here: the
+    trial's Conversation is written by this store alone.
+
+    Consecutive text deltas of one step are saved as one event (the same text, in fewer
+    rows): nobody watches a trial's words arrive, and a model streams many small pieces."""
+
+    def __init__(self, store: OrmConversationStore, db: _TrialDb, conversation_id: str) -> None:
+        self._store = store
+        self._conversation_id = conversation_id
+        self._db = db
+        self._lock = threading.Lock()
+        # Messages and events to append, or other writes to make, in order.
+        self._pending: deque[AgentMessage | AgentEvent | Callable[[], object]] = deque()
+        self._scheduled = False
+        self._seq = 0
+        self._text: TextDelta | None = None
+        self._error: BaseException | None = None
+
+    def _put(self, write: AgentMessage | AgentEvent | Callable[[], object]) -> None:
+        with self._lock:
+            self._pending.append(write)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._db.submit(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            batch = list(self._pending)
+            self._pending.clear()
+            self._scheduled = False
+        if self._error is not None:
+            return  # the record is broken already; the trial will say so
+        try:
+            with transaction.atomic():
+                appends: list[AgentMessage | AgentEvent] = []
+                for write in batch:
+                    if not callable(write):  # a message or an event
+                        appends.append(write)
+                        continue
+                    self._store.append_batch(self._conversation_id, appends)
+                    appends = []
+                    write()
+                self._store.append_batch(self._conversation_id, appends)
+        except BaseException as exc:
+            logger.exception("could not save a trial's messages or events")
+            self._error = exc
+
+    def _put_text(self) -> None:
+        if self._text is not None:
+            self._put(self._text)
+            self._text = None
+
+    async def flush(self) -> None:
+        """Wait until every queued write is saved; raise if one failed."""
+        self._put_text()
+        await self._db.run(lambda: None)
+        if self._error is not None:
+            raise EvalInfrastructureError(
+                f"saving the trial failed: {type(self._error).__name__}: {self._error}"
+            ) from self._error
+
+    # -- ConversationStore --
+
+    def create(self, conversation: AgentConversation) -> None:
+        snapshot = conversation.model_copy(deep=True)
+        self._put(lambda: self._store.create(snapshot))
+
+    def append_message(self, conversation_id: str, message: AgentMessage) -> None:
+        self._put_text()
+        self._put(message)
+
+    def append_event(self, conversation_id: str, event: AgentEvent) -> int:
+        if isinstance(event, TextDelta):
+            if self._text is not None and self._text.step == event.step:
+                self._text = self._text.model_copy(update={"text": self._text.text + event.text})
+                return self._seq
+            self._put_text()
+            self._text = event
+        else:
+            self._put_text()
+            self._put(event)
+        self._seq += 1
+        return self._seq
+
+    def update_metadata(self, conversation_id: str, **metadata: Any) -> None:
+        self._put_text()
+        snapshot = dict(metadata)
+        self._put(lambda: self._store.update_metadata(conversation_id, **snapshot))
+
+    # Reads are not used while a run goes on; they wait for the writes before them.
+    def load(self, conversation_id: str) -> AgentConversation:
+        return self._db.submit(lambda: self._store.load(conversation_id)).result()
+
+    def load_events(self, conversation_id: str, after: int = 0) -> list[StoredEvent]:
+        return self._db.submit(lambda: self._store.load_events(conversation_id, after)).result()
+
+    def list(self) -> list[ConversationSummary]:
+        return self._db.submit(self._store.list).result()
+
+
+# ---- trial records ----------------------------------------------------------------------------
+
+
+def _errored(scenario: Scenario, trial: int, suite_version: str, exc: BaseException) -> TrialResult:
+    error = RunError(
+        error_type=EvalInfrastructureError.__name__,
+        message=f"{type(exc).__name__}: {exc}"[:500],
+        category="infrastructure",
+    )
+    return TrialResult(
+        scenario_id=scenario.id,
+        trial=trial,
+        status="errored",
+        error=error,
+        failure_reasons=[f"errored (infrastructure): {type(exc).__name__}"],
+        suite_version=suite_version,
+        scenario_fingerprint=scenario.fingerprint,
+    )
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+
+ProviderFactory = Callable[[], Provider]
+
+
+@dataclass
+class SuiteRunner:
+    """Runs the trials of one EvalRun (see the module docstring)."""
+
+    run: EvalRun
+    suite: Suite
+    options: EvalOptions
+    settings: AgentSettings
+    http_client: httpx.AsyncClient | None = None
+    # A ready provider per trial instead of the one the settings describe (tests).
+    provider_factory: ProviderFactory | None = None
+    judge: LLMJudge | None = None
+    on_trial: Callable[[TrialOutcome], None] | None = None
+    results: list[TrialResult] = field(default_factory=list)
+    _active: set[Any] = field(default_factory=set)
+    _progressed: bool = False
+
+    @property
+    def total(self) -> int:
+        return len(self.suite.scenarios) * self.options.trials
+
+    async def execute(self) -> list[TrialResult]:
+        semaphore = asyncio.Semaphore(max(1, self.options.concurrency))
+        tick = asyncio.create_task(self._tick())
+        try:
+            # Trial-major order: the first results already cover every scenario.
+            await asyncio.gather(
+                *(
+                    self._trial(semaphore, scenario, trial)
+                    for trial in range(1, self.options.trials + 1)
+                    for scenario in self.suite.scenarios
+                )
+            )
+        finally:
+            tick.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await tick
+        return self.results
+
+    async def _tick(self) -> None:
+        """Progress for the pages (one message for trials that end together, at most
+        PROGRESS_EVERY_S apart) and the heartbeat of the run and its running trials."""
+        db = _TrialDb("evals-tick")
+        last_beat = time.monotonic()
+        try:
+            while True:
+                await asyncio.sleep(PROGRESS_EVERY_S)
+                if self._progressed:
+                    self._progressed = False
+                    await db.run(services.publish_progress, self.run.pk)
+                if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                    last_beat = time.monotonic()
+                    await db.run(services.heartbeat, self.run.pk, list(self._active))
+        finally:
+            await asyncio.shield(db.close())
+
+    async def _trial(self, semaphore: asyncio.Semaphore, scenario: Scenario, trial: int) -> None:
+        async with semaphore:
+            started = time.monotonic()
+            db = _TrialDb(f"evals-{scenario.id[:20]}-{trial}")
+            conversation_id: Any = None
+            try:
+                try:
+                    conversation, token = await db.run(
+                        services.start_trial,
+                        self.run,
+                        scenario,
+                        trial,
+                        provider=self.run.provider,
+                        model=self.run.model,
+                    )
+                    conversation_id = conversation.pk
+                    self._active.add(conversation_id)
+                    transcript = await self._run_agent(db, scenario, conversation_id, token)
+                    result = await aevaluate(
+                        scenario,
+                        transcript,
+                        judge=self.judge,
+                        trial=trial,
+                        suite_version=self.suite.version,
+                    )
+                except Exception as exc:
+                    logger.exception("trial %s #%s could not be run", scenario.id, trial)
+                    result = _errored(scenario, trial, self.suite.version, exc)
+                finally:
+                    self._active.discard(conversation_id)
+                await db.run(
+                    services.record_result,
+                    self.run,
+                    result,
+                    conversation_id=conversation_id,
+                    publish=False,
+                )
+                self._progressed = True
+            finally:
+                await db.close()
+            self.results.append(result)
+            if self.on_trial is not None:
+                report = TrialOutcome(
+                    scenario_id=scenario.id,
+                    trial=trial,
+                    status=result.status,
+                    seconds=time.monotonic() - started,
+                    severity=result.severity_filed,
+                    done=len(self.results),
+                    total=self.total,
+                )
+                self.on_trial(report)
+
+    async def _run_agent(
+        self, db: _TrialDb, scenario: Scenario, conversation_id: Any, token: str
+    ) -> Transcript:
+        store = WriteBehindStore(OrmConversationStore(), db, str(conversation_id))
+        agent = build_agent(
+            self.settings,
+            release_id=scenario.release_id,
+            api_token=token,
+            store=store,
+            http_client=self.http_client,
+            provider=self.provider_factory() if self.provider_factory is not None else None,
+        )
+        # The trial's row is the agent's conversation: same id; the metadata the row
+        # already has (the scenario) is kept, the agent's is merged into it.
+        agent.conversation = agent.conversation.model_copy(update={"id": str(conversation_id)})
+        cancel = CancelToken()
+        limit = asyncio.get_running_loop().call_later(
+            self.options.trial_timeout_s,
+            cancel.set,
+            f"the trial's time limit ({self.options.trial_timeout_s:g} s) was reached",
+        )
+        terminal: AgentEvent | None = None
+        events: list[AgentEvent] = []
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.options.trial_timeout_s + CANCEL_GRACE_S):
+                async for event in agent.send_message(scenario.prompt, cancel=cancel):
+                    events.append(event)
+                    if event.kind in TERMINAL_KINDS:
+                        terminal = event
+        finally:
+            limit.cancel()
+            await agent.aclose()
+            await store.flush()
+        duration_ms = (time.monotonic() - started) * 1000
+        conversation = agent.conversation
+        # Saved by now (the flush above): the record is what the agent holds, and the report
+        # is what the API kept on the trial.
+        filed = await db.run(
+            services.finish_trial,
+            conversation_id,
+            terminal.model_dump(mode="json") if terminal is not None else None,
+            conversation.metadata,
+        )
+        error = None
+        if terminal is None:
+            error = RunError(
+                error_type=EvalInfrastructureError.__name__,
+                message="the run ended without a final event",
+                category="infrastructure",
+            )
+        usage = conversation.metadata.get("usage")
+        cost = conversation.metadata.get("estimated_cost_usd")
+        return Transcript(
+            scenario_id=scenario.id,
+            messages=conversation.messages,
+            events=events,
+            report=FiledReport.model_validate(filed) if filed else None,
+            error=error,
+            usage=Usage.model_validate(usage) if usage else None,
+            cost_usd=cost if isinstance(cost, int | float) else None,
+            duration_ms=duration_ms,
+        )
+
+
+async def run_trials(
+    run: EvalRun,
+    suite: Suite,
+    options: EvalOptions,
+    *,
+    provider_factory: ProviderFactory | None = None,
+    http_client: httpx.AsyncClient | None = None,
+    judge: LLMJudge | None = None,
+    on_trial: Callable[[TrialOutcome], None] | None = None,
+) -> list[TrialResult]:
+    """Run and record every trial of `run`; the run's own status is the caller's."""
+    async with contextlib.AsyncExitStack() as stack:
+        api_url = options.api_url
+        if http_client is None:
+            # One client for every trial's tools: in-process into this site, or to `api_url`.
+            if api_url is None:
+                client, api_url = release_runner.in_process_api()
+            else:
+                client = httpx.AsyncClient()
+            http_client = await stack.enter_async_context(client)
+        # And one for every adapter: a client each would cost each trial a TLS context.
+        limits = httpx.Limits(max_connections=max(100, 2 * options.concurrency))
+        model_client = await stack.enter_async_context(httpx.AsyncClient(limits=limits))
+        settings_ = agent_settings(options, api_url=api_url or release_runner.in_process_url())
+        if provider_factory is None:
+            provider_factory = partial(build_model_provider, settings_, client=model_client)
+        if judge is None and options.judge:
+            adapter = build_model_provider(judge_settings(options, settings_), client=model_client)
+            judge = LLMJudge(provider_judge(RetryingProvider(adapter, RetryPolicy())))
+        runner = SuiteRunner(
+            run=run,
+            suite=suite,
+            options=options,
+            settings=settings_,
+            http_client=http_client,
+            provider_factory=provider_factory,
+            judge=judge,
+            on_trial=on_trial,
+        )
+        return await runner.execute()
+
+
+def freeze_startup_heap() -> None:
+    """Move what is loaded by now (Django, the agent, the suite) out of the collector's sight.
+
+    It lives as long as the process, and sweeping it again and again while many concurrent
+    trials allocate small objects is what makes a long run slow. A process-wide step, so only
+    entry points (the command, the benchmark's driver) take it, never a library call.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def run_suite(
+    suite: Suite,
+    options: EvalOptions,
+    *,
+    notes: str = "",
+    provider_factory: ProviderFactory | None = None,
+    http_client: httpx.AsyncClient | None = None,
+    judge: LLMJudge | None = None,
+    on_start: Callable[[EvalRun], None] | None = None,
+    on_trial: Callable[[TrialOutcome], None] | None = None,
+) -> EvalRun:
+    """Run the suite as a new EvalRun and return it, finished and summarised.
+
+    The run succeeds when every trial was run and recorded, and at least one could be
+    evaluated; a run whose every trial errored (the provider down, say) fails, as does one
+    interrupted (Ctrl+C), which keeps and summarises the trials it finished.
+    """
+    release_runner.configure_process_telemetry()
+    identity = resolve_identity(options, provider_factory)
+    run = services.start_run(
+        suite,
+        trials=options.trials,
+        provider=identity[0],
+        model=identity[1],
+        config=options.config(
+            agent_settings(options, api_url=options.api_url or release_runner.in_process_url())
+        ),
+        notes=notes,
+    )
+    if on_start is not None:
+        on_start(run)
+    try:
+        results = asyncio.run(
+            run_trials(
+                run,
+                suite,
+                options,
+                provider_factory=provider_factory,
+                http_client=http_client,
+                judge=judge,
+                on_trial=on_trial,
+            )
+        )
+    except BaseException as exc:
+        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
+        services.finish_run(run, suite=suite, status=RunStatus.FAILED, error=f"The run {reason}.")
+        raise
+    finally:
+        release_runner.flush_telemetry()
+    if results and all(r.errored for r in results):
+        services.finish_run(
+            run,
+            suite=suite,
+            status=RunStatus.FAILED,
+            error="Every trial errored: " + (results[0].error.message if results[0].error else ""),
+        )
+    else:
+        services.finish_run(run, suite=suite)
+    run.refresh_from_db()
+    return run
+
+
+def resolve_identity(
+    options: EvalOptions, provider_factory: ProviderFactory | None = None
+) -> tuple[str, str]:
+    """The provider and model a run will use, as recorded on the run (validates them: a
+    missing provider or key raises ConfigurationError before anything is stored)."""
+    if provider_factory is not None:
+        provider = provider_factory()
+    else:
+        agent = agent_settings(options, api_url=options.api_url or release_runner.in_process_url())
+        provider = build_model_provider(agent)
+    try:
+        return provider.name, provider.model or ""
+    finally:
+        _close_quietly(provider)
+
+
+def _close_quietly(provider: Provider) -> None:
+    try:
+        asyncio.run(provider.aclose())
+    except Exception:  # closing an unused client cannot matter
+        logger.debug("closing a probe provider failed", exc_info=True)

@@ -1,0 +1,325 @@
+"""Reads for the evals pages and the `run_evals` command. Each makes a fixed number of queries,
+however many runs or results there are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Q
+from django.http import Http404
+
+from evals.charts import NARROW, RunChart, run_chart
+from evals.compare import Comparison, ScenarioDelta, compare_runs
+from evals.evaluators import TrialResult
+from evals.models import EvalResult, EvalRun
+from evals.scenario import DIMENSIONS
+from evals.stats import RunSummary, ScenarioSummary, summarise_run
+from releases.models import RunStatus
+
+RECENT_RUNS = 30
+BASELINE = "baseline"
+
+
+def with_progress(runs: Any) -> Any:
+    """Annotate runs with how many trials they recorded, and how those went."""
+    return runs.annotate(
+        done=Count("results"),
+        passed_count=Count("results", filter=Q(results__passed=True)),
+        failed_count=Count("results", filter=Q(results__passed=False)),
+        errored_count=Count("results", filter=Q(results__passed__isnull=True)),
+    )
+
+
+@dataclass(frozen=True)
+class Progress:
+    run_id: int
+    status: str
+    done: int
+    planned: int
+    passed: int
+    failed: int
+    errored: int
+    error: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.status in RunStatus.active()
+
+    def _pct(self, count: int) -> float:
+        return round(100 * count / self.planned, 2) if self.planned else 0.0
+
+    @property
+    def passed_pct(self) -> float:
+        return self._pct(self.passed)
+
+    @property
+    def failed_pct(self) -> float:
+        return self._pct(self.failed)
+
+    @property
+    def errored_pct(self) -> float:
+        return self._pct(self.errored)
+
+
+def progress_of(run: EvalRun) -> Progress:
+    """From a run annotated by `with_progress`."""
+    return Progress(
+        run_id=run.pk,
+        status=run.status,
+        done=run.done,
+        planned=run.planned_trials,
+        passed=run.passed_count,
+        failed=run.failed_count,
+        errored=run.errored_count,
+        error=run.error,
+    )
+
+
+def progress(run_id: int) -> Progress:
+    """One query."""
+    run = with_progress(EvalRun.objects.filter(pk=run_id)).first()
+    if run is None:
+        raise Http404("No such eval run.")
+    return progress_of(run)
+
+
+# ---- the evals page ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overview:
+    runs: list[EvalRun]  # newest first, annotated by with_progress
+    baseline: EvalRun | None
+    active: list[Progress]
+    chart: RunChart
+    narrow_chart: RunChart
+
+
+def overview(limit: int = RECENT_RUNS) -> Overview:
+    """Recent runs with their progress, and the baseline: two queries."""
+    runs = list(with_progress(EvalRun.objects.all()).order_by("-created_at", "-id")[:limit])
+    baseline = next((run for run in runs if run.is_baseline), None)
+    if baseline is None:
+        baseline = EvalRun.objects.filter(is_baseline=True).first()
+    return Overview(
+        runs=runs,
+        baseline=baseline,
+        active=[progress_of(run) for run in runs if run.is_active],
+        chart=run_chart(runs),
+        narrow_chart=run_chart(runs, NARROW),
+    )
+
+
+# ---- one run ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    result: EvalResult
+    trial: TrialResult | None
+
+    @property
+    def reasons(self) -> list[str]:
+        return self.trial.failure_reasons if self.trial else []
+
+
+@dataclass(frozen=True)
+class ScenarioRow:
+    summary: ScenarioSummary
+    trials: list[TrialRow]
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: EvalRun
+    summary: RunSummary | None
+    progress: Progress
+    scenarios: list[ScenarioRow]
+    dimensions: list[str]
+    baseline: EvalRun | None
+
+    @property
+    def can_compare(self) -> bool:
+        return self.baseline is not None and self.baseline.pk != self.run.pk
+
+
+def _summary(run: EvalRun, results: list[EvalResult]) -> RunSummary | None:
+    stored = run.run_summary()
+    if stored is not None:
+        return stored
+    trials = [t for t in (r.trial_result() for r in results) if t is not None]
+    if not trials:
+        return None
+    return summarise_run(
+        trials, run_id=str(run.pk), label=run.label, suite_version=run.suite_version
+    )
+
+
+def run_detail(pk: int) -> RunDetail:
+    """A run, its trials and its summary (stored, or computed while it runs): three queries."""
+    run = with_progress(EvalRun.objects.filter(pk=pk)).first()
+    if run is None:
+        raise Http404("No such eval run.")
+    results = list(
+        run.results.select_related("conversation")
+        .only(
+            "scenario_id",
+            "trial",
+            "scores",
+            "passed",
+            "error",
+            "run_id",
+            "conversation__id",
+            "conversation__trace_id",
+            "conversation__status",
+        )
+        .order_by("scenario_id", "trial")
+    )
+    baseline = run if run.is_baseline else EvalRun.objects.filter(is_baseline=True).first()
+    summary = _summary(run, results)
+    by_scenario: dict[str, list[TrialRow]] = {}
+    for result in results:
+        by_scenario.setdefault(result.scenario_id, []).append(
+            TrialRow(result, result.trial_result())
+        )
+    rows = []
+    if summary is not None:
+        rows = [
+            ScenarioRow(s, by_scenario.get(s.scenario_id, []))
+            for s in sorted(summary.scenarios, key=_scenario_order)
+        ]
+    dimensions = _dimensions(summary)
+    return RunDetail(
+        run=run,
+        summary=summary,
+        progress=progress_of(run),
+        scenarios=rows,
+        dimensions=dimensions,
+        baseline=baseline,
+    )
+
+
+def _scenario_order(s: ScenarioSummary) -> tuple[int, str]:
+    rank = {"failed": 0, "flaky": 1, "errored": 2, "passed": 3}
+    return rank.get(s.status, 4), s.scenario_id
+
+
+def _dimensions(*summaries: RunSummary | None) -> list[str]:
+    found = {d for s in summaries if s is not None for d in s.dimensions}
+    return [d for d in (*DIMENSIONS, "judge") if d in found] + sorted(
+        found - {*DIMENSIONS, "judge"}
+    )
+
+
+# ---- comparing two runs -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    delta: ScenarioDelta
+    current: ScenarioSummary | None
+    baseline: ScenarioSummary | None
+    current_trials: list[EvalResult]
+    baseline_trials: list[EvalResult]
+
+
+@dataclass(frozen=True)
+class CompareView:
+    run: EvalRun
+    against: EvalRun
+    comparison: Comparison
+    rows: list[CompareRow]
+    dimensions: list[str]
+
+    @property
+    def critical_regressions(self) -> int:
+        return sum(1 for change in self.comparison.regressions if change.critical)
+
+    @property
+    def other_reasons(self) -> list[str]:
+        """The verdict's reasons besides the summaries of the regressions (which the page
+        lists one by one): too many errored trials, say."""
+        regressions = self.comparison.regressions
+        critical = self.critical_regressions
+        summaries = int(critical > 0) + int(len(regressions) > critical)
+        return self.comparison.reasons[summaries:]
+
+    @property
+    def sides(self) -> list[tuple[str, EvalRun]]:
+        return [("Baseline", self.against), ("This run", self.run)]
+
+
+class NothingToCompare(Exception):
+    """The run (or the one to compare with) has no summary yet, or there is no baseline."""
+
+
+def against_run(against: str | int | None, *, exclude: int | None = None) -> EvalRun:
+    """The run named by `against`: an id, or "baseline" (the default). One query."""
+    if against in (None, "", BASELINE):
+        baseline = EvalRun.objects.filter(is_baseline=True).first()
+        if baseline is None:
+            raise NothingToCompare("There is no baseline run yet.")
+        return baseline
+    try:
+        pk = int(against)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise Http404("Compare with a run id or 'baseline'.") from None
+    run = EvalRun.objects.filter(pk=pk).first()
+    if run is None:
+        raise Http404("No such eval run.")
+    return run
+
+
+def compare(run: EvalRun, against: EvalRun) -> Comparison:
+    """Compare two finished runs (their stored summaries; no query)."""
+    current, baseline = run.run_summary(), against.run_summary()
+    if current is None or baseline is None:
+        missing = run if current is None else against
+        raise NothingToCompare(f"Run #{missing.pk} has no results to compare yet.")
+    return compare_runs(current, baseline)
+
+
+def compare_view(pk: int, against: str | None) -> CompareView:
+    """The compare page: three queries (the run, the other run, both runs' trials)."""
+    run = EvalRun.objects.filter(pk=pk).first()
+    if run is None:
+        raise Http404("No such eval run.")
+    other = against_run(against)
+    comparison = compare(run, other)
+    results = (
+        EvalResult.objects.filter(run__in=[run.pk, other.pk])
+        .select_related("conversation")
+        .only(
+            "run_id",
+            "scenario_id",
+            "trial",
+            "passed",
+            "error",
+            "conversation__id",
+            "conversation__trace_id",
+        )
+        .order_by("scenario_id", "trial")
+    )
+    trials: dict[tuple[int, str], list[EvalResult]] = {}
+    for result in results:
+        trials.setdefault((result.run_id, result.scenario_id), []).append(result)
+    current_summary, baseline_summary = run.run_summary(), other.run_summary()
+    assert current_summary is not None and baseline_summary is not None
+    rows = [
+        CompareRow(
+            delta=delta,
+            current=current_summary.scenario(delta.scenario_id),
+            baseline=baseline_summary.scenario(delta.scenario_id),
+            current_trials=trials.get((run.pk, delta.scenario_id), []),
+            baseline_trials=trials.get((other.pk, delta.scenario_id), []),
+        )
+        for delta in comparison.scenarios
+    ]
+    return CompareView(
+        run=run,
+        against=other,
+        comparison=comparison,
+        rows=rows,
+        dimensions=_dimensions(current_summary, baseline_summary),
+    )

@@ -1,0 +1,469 @@
+"""Statistics over repeated trials, with the standard library only.
+
+- **Pass rate** of a scenario: passed / (trials - errored). Errored trials (provider failures)
+  say nothing about the agent and are counted apart, never as failures.
+- **pass^k**: a scenario passes^k when all of its k evaluable trials passed; a run's pass^k is
+  the share of scenarios that do. `pass_hat_k(c, n, k)` is the unbiased estimate for a k
+  smaller than the number of trials n (c of them passed): C(c, k) / C(n, k).
+- **Confidence intervals (95%)**: Wilson score interval for proportions (pass rates), which
+  behaves at 0/n and n/n where the normal approximation does not; Student's t interval for
+  mean scores, clipped to [0, 1] because scores live there. A mean of one trial gets the
+  whole [0, 1] (no spread can be estimated from one value).
+- **Significance on pass counts**: Fisher's exact test, one-sided ("the baseline passes more
+  often than the current run"), exact for the small counts K trials give. Mean scores use
+  Welch's t-test, one-sided, with the Student t distribution computed from the regularised
+  incomplete beta function.
+
+Pooling across scenarios (`pool`) is exact for means and standard deviations. It treats all
+trials of a run as one sample, ignoring that scenarios differ in difficulty; that inflates
+the spread, which makes the run-level tests conservative rather than over-eager.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evals.evaluators import TrialResult
+from evals.scenario import Scenario
+
+Z_95 = 1.959963984540054
+Alternative = Literal["two-sided", "greater", "less"]
+
+
+# --------------------------------------------------------------------------------------------
+# Distributions
+# --------------------------------------------------------------------------------------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction for the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with `df` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_ppf(p: float, df: float) -> float:
+    """The p-quantile of Student's t (bisection on the distribution function)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError("p must be in (0, 1)")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_ppf(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while 1.0 - t_sf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if 1.0 - t_sf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2.0
+
+
+# --------------------------------------------------------------------------------------------
+# Intervals and means
+# --------------------------------------------------------------------------------------------
+
+
+class Interval(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    low: float
+    high: float
+
+    def as_list(self) -> list[float]:
+        return [round(self.low, 4), round(self.high, 4)]
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> Interval | None:
+    """Wilson score interval for a proportion; None when there is nothing to estimate."""
+    if n <= 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError("successes must be between 0 and n")
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(low=low, high=high)
+
+
+class MeanStat(BaseModel):
+    """A sample mean with its spread and 95% t interval (clipped to [0, 1] when bounded)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int
+    mean: float
+    sd: float = 0.0
+    ci: Interval | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float], *, bounded: bool = True) -> MeanStat | None:
+        xs = [float(v) for v in values]
+        if not xs:
+            return None
+        n = len(xs)
+        mean = math.fsum(xs) / n
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+        return cls(n=n, mean=mean, sd=sd, ci=_t_interval(n, mean, sd, bounded=bounded))
+
+
+def _t_interval(n: int, mean: float, sd: float, *, bounded: bool) -> Interval | None:
+    if n < 2:
+        return Interval(low=0.0, high=1.0) if bounded else None
+    half = t_ppf(0.975, n - 1) * sd / math.sqrt(n)
+    low, high = mean - half, mean + half
+    if bounded:
+        low, high = max(0.0, low), min(1.0, high)
+    return Interval(low=low, high=high)
+
+
+def pool(stats: Iterable[MeanStat | None], *, bounded: bool = True) -> MeanStat | None:
+    """The mean and spread of the union of several samples, from their summaries alone."""
+    parts = [s for s in stats if s is not None and s.n > 0]
+    if not parts:
+        return None
+    n = sum(s.n for s in parts)
+    mean = math.fsum(s.n * s.mean for s in parts) / n
+    if n < 2:
+        return MeanStat(n=n, mean=mean, sd=0.0, ci=_t_interval(n, mean, 0.0, bounded=bounded))
+    ss = math.fsum((s.n - 1) * s.sd**2 + s.n * (s.mean - mean) ** 2 for s in parts)
+    sd = math.sqrt(max(0.0, ss) / (n - 1))
+    return MeanStat(n=n, mean=mean, sd=sd, ci=_t_interval(n, mean, sd, bounded=bounded))
+
+
+def pass_hat_k(passed: int, n: int, k: int) -> float | None:
+    """Unbiased estimate of the chance that k fresh trials all pass, from c = passed of n."""
+    if n <= 0 or k <= 0 or k > n:
+        return None
+    return math.comb(passed, k) / math.comb(n, k)
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+
+
+def fisher_exact(a: int, b: int, c: int, d: int, alternative: Alternative = "two-sided") -> float:
+    """Fisher's exact test on the 2x2 table [[a, b], [c, d]] (rows: groups, columns:
+    pass, fail). "greater": the first row's odds of passing are higher; "less": lower."""
+    if min(a, b, c, d) < 0:
+        raise ValueError("counts must be non-negative")
+    row1, row2, col1 = a + b, c + d, a + c
+    n = row1 + row2
+    if n == 0 or row1 == 0 or row2 == 0:
+        return 1.0
+    lo, hi = max(0, col1 - row2), min(row1, col1)
+    total = math.comb(n, col1)
+
+    def pmf(x: int) -> float:
+        return math.comb(row1, x) * math.comb(row2, col1 - x) / total
+
+    if alternative == "greater":
+        p = math.fsum(pmf(x) for x in range(a, hi + 1))
+    elif alternative == "less":
+        p = math.fsum(pmf(x) for x in range(lo, a + 1))
+    else:
+        observed = pmf(a)
+        p = math.fsum(q for x in range(lo, hi + 1) if (q := pmf(x)) <= observed * (1 + 1e-7))
+    return min(1.0, p)
+
+
+def pass_drop_p_value(
+    baseline_passed: int, baseline_n: int, current_passed: int, current_n: int
+) -> float:
+    """One-sided Fisher p-value that the current run passes less often than the baseline."""
+    return fisher_exact(
+        baseline_passed,
+        baseline_n - baseline_passed,
+        current_passed,
+        current_n - current_passed,
+        alternative="greater",
+    )
+
+
+def welch_p_value(baseline: MeanStat, current: MeanStat) -> float | None:
+    """One-sided Welch t-test that the current mean is below the baseline's. None when either
+    side has fewer than two values (no spread to test against)."""
+    if baseline.n < 2 or current.n < 2:
+        return None
+    diff = baseline.mean - current.mean
+    vb, vc = baseline.sd**2 / baseline.n, current.sd**2 / current.n
+    se = math.sqrt(vb + vc)
+    if se == 0.0:
+        return 0.0 if diff > 0 else 1.0
+    df = (vb + vc) ** 2 / (
+        (vb**2 / (baseline.n - 1) if vb else 0.0) + (vc**2 / (current.n - 1) if vc else 0.0)
+    )
+    return t_sf(diff / se, df)
+
+
+# --------------------------------------------------------------------------------------------
+# Summaries: what the Django side stores per run and compares
+# --------------------------------------------------------------------------------------------
+
+ScenarioStatus = Literal["passed", "failed", "flaky", "errored"]
+
+
+class _PassCounts:
+    """Pass-rate arithmetic for anything with `passed` and `failed` trial counts (a scenario's
+    fields, a run's sums). Errored trials are in neither."""
+
+    @property
+    def evaluable(self) -> int:
+        return self.passed + self.failed  # type: ignore[attr-defined]
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed trials over evaluable trials."""
+        return self.passed / self.evaluable if self.evaluable else None  # type: ignore[attr-defined]
+
+    @property
+    def pass_rate_ci(self) -> Interval | None:
+        return wilson_interval(self.passed, self.evaluable)  # type: ignore[attr-defined]
+
+
+class ScenarioSummary(_PassCounts, BaseModel):
+    """One scenario over its K trials. The Django side can build it from EvalResult rows
+    (`summarise_scenario` on the stored TrialResults) or fill it in directly."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scenario_id: str
+    title: str = ""
+    critical: bool = False
+    tags: list[str] = Field(default_factory=list)
+    fingerprint: str | None = None
+    trials: int
+    passed: int
+    failed: int
+    errored: int = 0
+    scores: dict[str, MeanStat] = Field(default_factory=dict)
+    severities: dict[str, int] = Field(default_factory=dict)
+    failure_reasons: dict[str, int] = Field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    latency_ms: MeanStat | None = None
+
+    @property
+    def pass_all(self) -> bool | None:
+        """pass^k: every evaluable trial passed (None when none could be evaluated)."""
+        return self.passed == self.evaluable if self.evaluable else None
+
+    @property
+    def status(self) -> ScenarioStatus:
+        if not self.evaluable:
+            return "errored"
+        if self.passed == self.evaluable:
+            return "passed"
+        return "failed" if self.passed == 0 else "flaky"
+
+    def mean_score(self, dimension: str) -> float | None:
+        stat = self.scores.get(dimension)
+        return stat.mean if stat else None
+
+
+def summarise_scenario(
+    trials: Sequence[TrialResult], scenario: Scenario | None = None
+) -> ScenarioSummary:
+    if not trials:
+        raise ValueError("no trials to summarise")
+    ids = {t.scenario_id for t in trials}
+    if len(ids) != 1:
+        raise ValueError(f"trials of several scenarios: {', '.join(sorted(ids))}")
+    scored = [t for t in trials if not t.errored]
+    dimensions = sorted({d for t in scored for d in t.scores})
+    scores: dict[str, MeanStat] = {}
+    for dim in dimensions:
+        stat = MeanStat.of(t.scores[dim].value for t in scored if dim in t.scores)
+        if stat is not None:
+            scores[dim] = stat
+    reasons = Counter(r for t in trials if not t.passed for r in t.failure_reasons)
+    costs = [t.metrics.cost_usd for t in trials if t.metrics.cost_usd is not None]
+    latencies = [t.metrics.latency_ms for t in scored if t.metrics.latency_ms is not None]
+    fingerprints = {t.scenario_fingerprint for t in trials if t.scenario_fingerprint}
+    return ScenarioSummary(
+        scenario_id=ids.pop(),
+        title=scenario.title if scenario else "",
+        critical=scenario.critical if scenario else False,
+        tags=list(scenario.tags) if scenario else [],
+        fingerprint=scenario.fingerprint
+        if scenario
+        else (fingerprints.pop() if len(fingerprints) == 1 else None),
+        trials=len(trials),
+        passed=sum(t.status == "passed" for t in trials),
+        failed=sum(t.status == "failed" for t in trials),
+        errored=sum(t.status == "errored" for t in trials),
+        scores=scores,
+        severities=dict(Counter(t.severity_filed or "none" for t in scored)),
+        failure_reasons=dict(reasons.most_common(5)),
+        input_tokens=sum(t.metrics.input_tokens for t in trials),
+        output_tokens=sum(t.metrics.output_tokens for t in trials),
+        cost_usd=math.fsum(costs) if costs else None,
+        latency_ms=MeanStat.of(latencies, bounded=False),
+    )
+
+
+class RunSummary(_PassCounts, BaseModel):
+    """A run: its scenario summaries and what follows from them. Build it with
+    `summarise_run` from TrialResults, or `RunSummary.build` from ScenarioSummaries."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str | None = None
+    label: str = ""
+    suite_version: str | None = None
+    created_at: datetime | None = None
+    # provider, model, prompt version, git commit...
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    scenarios: list[ScenarioSummary]
+
+    @classmethod
+    def build(cls, scenarios: Iterable[ScenarioSummary], **fields: Any) -> RunSummary:
+        return cls(scenarios=sorted(scenarios, key=lambda s: s.scenario_id), **fields)
+
+    def scenario(self, scenario_id: str) -> ScenarioSummary | None:
+        return next((s for s in self.scenarios if s.scenario_id == scenario_id), None)
+
+    @property
+    def total_scenarios(self) -> int:
+        return len(self.scenarios)
+
+    @property
+    def k(self) -> int:
+        """Trials per scenario (the largest, should they differ)."""
+        return max((s.trials for s in self.scenarios), default=0)
+
+    @property
+    def total_trials(self) -> int:
+        return sum(s.trials for s in self.scenarios)
+
+    @property
+    def passed(self) -> int:
+        return sum(s.passed for s in self.scenarios)
+
+    @property
+    def failed(self) -> int:
+        return sum(s.failed for s in self.scenarios)
+
+    @property
+    def errored(self) -> int:
+        return sum(s.errored for s in self.scenarios)
+
+    @property
+    def pass_hat_k(self) -> float | None:
+        """Share of scenarios whose every evaluable trial passed."""
+        flags = [s.pass_all for s in self.scenarios if s.pass_all is not None]
+        return sum(flags) / len(flags) if flags else None
+
+    @property
+    def dimensions(self) -> dict[str, MeanStat]:
+        names = sorted({d for s in self.scenarios for d in s.scores})
+        pooled = {d: pool(s.scores.get(d) for s in self.scenarios) for d in names}
+        return {d: stat for d, stat in pooled.items() if stat is not None}
+
+    @property
+    def mean_score(self) -> float | None:
+        """The mean over dimensions of the per-dimension means."""
+        means = [stat.mean for stat in self.dimensions.values()]
+        return math.fsum(means) / len(means) if means else None
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(s.input_tokens for s in self.scenarios)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.output_tokens for s in self.scenarios)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [s.cost_usd for s in self.scenarios if s.cost_usd is not None]
+        return math.fsum(costs) if costs else None
+
+    @property
+    def latency_ms(self) -> MeanStat | None:
+        return pool((s.latency_ms for s in self.scenarios), bounded=False)
+
+    def subset(self, scenario_ids: Iterable[str]) -> RunSummary:
+        wanted = set(scenario_ids)
+        return self.model_copy(
+            update={"scenarios": [s for s in self.scenarios if s.scenario_id in wanted]}
+        )
+
+
+def summarise_run(
+    trials: Iterable[TrialResult],
+    *,
+    scenarios: Iterable[Scenario] = (),
+    **fields: Any,
+) -> RunSummary:
+    """Group trial results by scenario and summarise them. `scenarios` supplies titles,
+    criticality and tags; `fields` are RunSummary's own (run_id, label, suite_version...)."""
+    by_id: dict[str, list[TrialResult]] = {}
+    for trial in trials:
+        by_id.setdefault(trial.scenario_id, []).append(trial)
+    known = {s.id: s for s in scenarios}
+    if "suite_version" not in fields:
+        versions = {t.suite_version for ts in by_id.values() for t in ts if t.suite_version}
+        fields["suite_version"] = versions.pop() if len(versions) == 1 else None
+    return RunSummary.build(
+        (summarise_scenario(ts, known.get(sid)) for sid, ts in by_id.items()), **fields
+    )

@@ -1,0 +1,432 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from releases.admin_display import (
+    MISSING,
+    PRETTY_JSON_OVERRIDES,
+    change_link,
+    changelist_link,
+    excerpt,
+    pre,
+    pretty_json,
+    severity_pill,
+    status_pill,
+)
+from releases.models import AgentEvent, Conversation, Message, Release, RiskReport, Severity
+from releases.selectors import releases_with_latest_report
+
+
+class ReadOnlyAdminMixin:
+    """For the durable record of runs: visible and deletable, never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class LatestSeverityFilter(admin.SimpleListFilter):
+    title = "latest risk"
+    parameter_name = "latest_severity"
+    NOT_ASSESSED = "none"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [*Severity.choices, (self.NOT_ASSESSED, "Not assessed")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Release]) -> QuerySet[Release]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value == self.NOT_ASSESSED:
+            return queryset.filter(risk_reports__isnull=True)
+        latest = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
+        return queryset.alias(latest_severity=Subquery(latest.values("severity")[:1])).filter(
+            latest_severity=value
+        )
+
+
+# ---- inlines ----------------------------------------------------------------------------------
+
+
+class RiskReportInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = RiskReport
+    extra = 0
+    show_change_link = True
+    fields = ["severity_badge", "filed_at", "summary_excerpt", "conversation_link"]
+    readonly_fields = fields
+    ordering = ["-filed_at", "-id"]
+
+    @admin.display(description="severity")
+    def severity_badge(self, report: RiskReport) -> SafeString:
+        return severity_pill(report.severity)
+
+    @admin.display(description="summary")
+    def summary_excerpt(self, report: RiskReport) -> str:
+        return excerpt(report.summary)
+
+    @admin.display(description="filed by run")
+    def conversation_link(self, report: RiskReport) -> SafeString:
+        return change_link(report.conversation, "run") if report.conversation_id else MISSING
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RiskReport]:
+        return super().get_queryset(request).select_related("conversation")
+
+
+class ConversationInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Conversation
+    fk_name = "release"
+    extra = 0
+    show_change_link = True
+    fields = ["status_badge", "provider", "model", "created_at", "triggered_by"]
+    readonly_fields = fields
+    ordering = ["-created_at"]
+    verbose_name = "run"
+    verbose_name_plural = "runs"
+
+    @admin.display(description="status")
+    def status_badge(self, conversation: Conversation) -> SafeString:
+        return status_pill(conversation.status)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        return super().get_queryset(request).select_related("triggered_by")
+
+
+class MessageInline(ReadOnlyAdminMixin, admin.StackedInline):
+    model = Message
+    extra = 0
+    fields = [
+        ("position", "role", "created_at"),
+        "content_block",
+        "tool_calls_json",
+        "tool_call_id",
+    ]
+    readonly_fields = [
+        "position",
+        "role",
+        "created_at",
+        "content_block",
+        "tool_calls_json",
+        "tool_call_id",
+    ]
+    ordering = ["position"]
+
+    @admin.display(description="content")
+    def content_block(self, message: Message) -> SafeString:
+        return pre(message.content)
+
+    @admin.display(description="tool calls")
+    def tool_calls_json(self, message: Message) -> SafeString | str:
+        return pretty_json(message.tool_calls) if message.tool_calls else "—"
+
+
+class AgentEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = AgentEvent
+    extra = 0
+    fields = ["seq", "kind", "payload_json", "created_at"]
+    readonly_fields = fields
+    ordering = ["seq"]
+    verbose_name = "event"
+
+    @admin.display(description="payload")
+    def payload_json(self, event: AgentEvent) -> SafeString:
+        return pretty_json(event.payload)
+
+
+# ---- model admins ------------------------------------------------------------------------------
+
+
+@admin.register(Release)
+class ReleaseAdmin(admin.ModelAdmin):
+    list_display = [
+        "version",
+        "title",
+        "latest_risk",
+        "tests",
+        "error_rate",
+        "response_time_p95",
+        "created_at",
+    ]
+    list_display_links = ["version", "title"]
+    list_filter = [LatestSeverityFilter, "created_at"]
+    search_fields = ["version", "title"]
+    date_hierarchy = "created_at"
+    formfield_overrides = PRETTY_JSON_OVERRIDES
+    fieldsets = [
+        (None, {"fields": ["version", "title", "created_at", "updated_at"]}),
+        (
+            "Release data",
+            {
+                "fields": ["changes", "test_results", "deployment_metrics"],
+                "description": "Leave a box empty when the data is missing: "
+                "the agent treats missing data differently from zero.",
+            },
+        ),
+        ("Assessments", {"fields": ["latest_risk", "all_runs"]}),
+    ]
+    readonly_fields = ["updated_at", "latest_risk", "all_runs"]
+    inlines = [RiskReportInline, ConversationInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Release]:
+        return releases_with_latest_report(super().get_queryset(request))
+
+    @admin.display(description="latest risk")
+    def latest_risk(self, release: Release) -> SafeString:
+        report = release.latest_report
+        if report is None:
+            return severity_pill(None)
+        return change_link(report, severity_pill(report.severity))
+
+    @admin.display(description="tests")
+    def tests(self, release: Release) -> str | SafeString:
+        results = release.test_results
+        if results is None:
+            return MISSING
+        counts = [
+            f"{results[key]} {key}" for key in ("passed", "failed", "skipped") if key in results
+        ]
+        return format_html('<span style="white-space:nowrap">{}</span>', ", ".join(counts) or "—")
+
+    @admin.display(description="error rate")
+    def error_rate(self, release: Release) -> str | SafeString:
+        value = (release.deployment_metrics or {}).get("error_rate")
+        return MISSING if value is None else f"{value * 100:.2f} %"
+
+    @admin.display(description="p95")
+    def response_time_p95(self, release: Release) -> str | SafeString:
+        value = (release.deployment_metrics or {}).get("response_time_p95")
+        return MISSING if value is None else f"{value:,.0f} ms"
+
+    @admin.display(description="runs")
+    def all_runs(self, release: Release) -> SafeString:
+        if release.pk is None:
+            return MISSING
+        return changelist_link(
+            Conversation, "all runs of this release", release__id__exact=release.pk
+        )
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "short_id",
+        "release_link",
+        "status_badge",
+        "provider",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "estimated_cost",
+        "created_at",
+        "duration_seconds",
+    ]
+    list_filter = ["status", "provider", "model", "created_at"]
+    search_fields = ["id", "release__version", "trace_id", "model", "error"]
+    list_select_related = ["release", "triggered_by"]
+    date_hierarchy = "created_at"
+    fieldsets = [
+        (
+            "Run",
+            {
+                "fields": [
+                    "id",
+                    "release_link",
+                    "status_badge",
+                    "triggered_by",
+                    "provider",
+                    "model",
+                    "trace_id",
+                    "reports",
+                ]
+            },
+        ),
+        (
+            "Timing",
+            {
+                "fields": [
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                    "heartbeat_at",
+                    "duration_seconds",
+                ]
+            },
+        ),
+        ("Usage", {"fields": ["input_tokens", "output_tokens", "estimated_cost"]}),
+        ("Outcome", {"fields": ["error_block"]}),
+        (
+            "Configuration",
+            {"fields": ["system_prompt_block", "metadata_json"], "classes": ["collapse"]},
+        ),
+    ]
+    readonly_fields = [
+        "id",
+        "release_link",
+        "status_badge",
+        "triggered_by",
+        "provider",
+        "model",
+        "trace_id",
+        "reports",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "heartbeat_at",
+        "duration_seconds",
+        "input_tokens",
+        "output_tokens",
+        "estimated_cost",
+        "error_block",
+        "system_prompt_block",
+        "metadata_json",
+    ]
+    inlines = [MessageInline, AgentEventInline]
+
+    @admin.display(description="run", ordering="created_at")
+    def short_id(self, conversation: Conversation) -> str:
+        return str(conversation.id)[:8]
+
+    @admin.display(description="release", ordering="release__version")
+    def release_link(self, conversation: Conversation) -> SafeString:
+        return change_link(conversation.release)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, conversation: Conversation) -> SafeString:
+        return status_pill(conversation.status)
+
+    @admin.display(description="duration")
+    def duration_seconds(self, conversation: Conversation) -> str:
+        seconds = conversation.duration
+        return "—" if seconds is None else f"{seconds:.1f} s"
+
+    @admin.display(description="error")
+    def error_block(self, conversation: Conversation) -> SafeString:
+        return pre(conversation.error)
+
+    @admin.display(description="system prompt")
+    def system_prompt_block(self, conversation: Conversation) -> SafeString:
+        return pre(conversation.system_prompt)
+
+    @admin.display(description="metadata")
+    def metadata_json(self, conversation: Conversation) -> SafeString:
+        return pretty_json(conversation.metadata)
+
+    @admin.display(description="risk reports filed")
+    def reports(self, conversation: Conversation) -> SafeString:
+        return changelist_link(
+            RiskReport, "reports filed by this run", conversation__id__exact=conversation.pk
+        )
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "conversation_link",
+        "role",
+        "content_excerpt",
+        "tool_call_count",
+        "created_at",
+    ]
+    list_filter = ["role", "created_at"]
+    search_fields = ["content", "tool_call_id", "conversation__release__version"]
+    list_select_related = ["conversation__release"]
+    fields = [
+        "conversation_link",
+        "position",
+        "role",
+        "created_at",
+        "content_block",
+        "tool_calls_json",
+        "tool_call_id",
+        "metadata_json",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="run")
+    def conversation_link(self, message: Message) -> SafeString:
+        return change_link(message.conversation)
+
+    @admin.display(description="content")
+    def content_excerpt(self, message: Message) -> str:
+        return excerpt(message.content)
+
+    @admin.display(description="content")
+    def content_block(self, message: Message) -> SafeString:
+        return pre(message.content)
+
+    @admin.display(description="tool calls")
+    def tool_call_count(self, message: Message) -> int:
+        return len(message.tool_calls or [])
+
+    @admin.display(description="tool calls")
+    def tool_calls_json(self, message: Message) -> SafeString:
+        return pretty_json(message.tool_calls)
+
+    @admin.display(description="metadata")
+    def metadata_json(self, message: Message) -> SafeString:
+        return pretty_json(message.metadata)
+
+
+@admin.register(AgentEvent)
+class AgentEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["__str__", "conversation_link", "kind", "payload_excerpt", "created_at"]
+    list_filter = ["kind", "created_at"]
+    search_fields = ["kind", "conversation__release__version"]
+    list_select_related = ["conversation__release"]
+    fields = ["conversation_link", "seq", "kind", "created_at", "payload_json"]
+    readonly_fields = fields
+
+    @admin.display(description="run")
+    def conversation_link(self, event: AgentEvent) -> SafeString:
+        return change_link(event.conversation)
+
+    @admin.display(description="payload")
+    def payload_excerpt(self, event: AgentEvent) -> str:
+        return excerpt(str(event.payload), 12)
+
+    @admin.display(description="payload")
+    def payload_json(self, event: AgentEvent) -> SafeString:
+        return pretty_json(event.payload)
+
+
+@admin.register(RiskReport)
+class RiskReportAdmin(admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "release_link",
+        "severity_badge",
+        "finding_count",
+        "conversation_link",
+        "filed_at",
+    ]
+    list_filter = ["severity", "filed_at"]
+    search_fields = ["release__version", "release__title", "summary"]
+    list_select_related = ["release", "conversation"]
+    date_hierarchy = "filed_at"
+    autocomplete_fields = ["release", "conversation"]
+    formfield_overrides = PRETTY_JSON_OVERRIDES
+    fields = ["release", "severity", "findings", "summary", "conversation", "filed_at"]
+
+    @admin.display(description="release", ordering="release__version")
+    def release_link(self, report: RiskReport) -> SafeString:
+        return change_link(report.release)
+
+    @admin.display(description="severity", ordering="severity")
+    def severity_badge(self, report: RiskReport) -> SafeString:
+        return severity_pill(report.severity)
+
+    @admin.display(description="findings")
+    def finding_count(self, report: RiskReport) -> int:
+        return len(report.findings or [])
+
+    @admin.display(description="filed by run")
+    def conversation_link(self, report: RiskReport) -> SafeString:
+        return change_link(report.conversation, "run") if report.conversation_id else MISSING

@@ -1,0 +1,106 @@
+"""Small rendering helpers shared by the admin classes of both apps."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.db import models
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
+
+MISSING = mark_safe('<span style="color:#8a93a5;font-style:italic">missing</span>')
+
+SEVERITY_COLOURS = {
+    "high": ("#c62828", "#fdecec"),
+    "medium": ("#b26a00", "#fff4e0"),
+    "low": ("#1e7d3a", "#e7f6ec"),
+}
+STATUS_COLOURS = {
+    "queued": ("#5b6578", "#eef0f4"),
+    "running": ("#b26a00", "#fff4e0"),
+    "succeeded": ("#1e7d3a", "#e7f6ec"),
+    "failed": ("#c62828", "#fdecec"),
+    "cancelled": ("#5b6578", "#eef0f4"),
+}
+
+
+def pretty_json(value: Any) -> SafeString:
+    """JSON indented in a <pre>, or "missing" for None."""
+    if value is None:
+        return MISSING
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    return format_html(
+        '<pre style="margin:0;white-space:pre-wrap;max-width:60rem;font-size:12px">{}</pre>', text
+    )
+
+
+def pre(text: str) -> SafeString:
+    if not text:
+        return format_html("{}", "—")
+    return format_html('<pre style="margin:0;white-space:pre-wrap;max-width:60rem">{}</pre>', text)
+
+
+def excerpt(text: str, words: int = 16) -> str:
+    return Truncator(text).words(words) if text else "—"
+
+
+def change_link(obj: models.Model | None, label: str | SafeString | None = None) -> SafeString:
+    """A link to the admin change page of `obj`, or a dash when there is none."""
+    if obj is None:
+        return format_html("{}", "—")
+    meta = obj._meta
+    url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, label if label is not None else str(obj))
+
+
+def changelist_link(model: type[models.Model], label: str, **filters: Any) -> SafeString:
+    meta = model._meta
+    url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
+    query = "&".join(f"{key}={value}" for key, value in filters.items())
+    return format_html('<a href="{}?{}">{}</a>', url, query, label)
+
+
+def pill(text: str, colours: tuple[str, str]) -> SafeString:
+    ink, background = colours
+    return format_html(
+        '<span style="display:inline-block;padding:1px 9px;border-radius:999px;font-weight:600;'
+        'font-size:11px;color:{};background:{}">{}</span>',
+        ink,
+        background,
+        text,
+    )
+
+
+def severity_pill(severity: str | None) -> SafeString:
+    if not severity:
+        return pill("not assessed", ("#5b6578", "#eef0f4"))
+    return pill(severity, SEVERITY_COLOURS.get(severity, ("#5b6578", "#eef0f4")))
+
+
+def status_pill(status: str) -> SafeString:
+    return pill(status, STATUS_COLOURS.get(status, ("#5b6578", "#eef0f4")))
+
+
+class PrettyJSONFormField(forms.JSONField):
+    """An editable JSON field shown indented; an empty box means missing (NULL)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 8, "cols": 80}))
+        super().__init__(**kwargs)
+        self.widget.attrs.setdefault("style", "font-family:monospace;font-size:12px")
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        if value is None:
+            return ""
+        return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+
+
+PRETTY_JSON_OVERRIDES: dict[type[models.Field], dict[str, Any]] = {
+    models.JSONField: {"form_class": PrettyJSONFormField},
+}

@@ -1,0 +1,152 @@
+"""The release API the agent's tools call: a release's summary, and filing a risk report.
+
+`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out.
+
+Callers authenticate with `Authorization: Bearer <token>`:
+- a run's own token (issued when the run starts, valid while it is active, for its release
+  alone: a report for another release is refused with 403);
+- or the site's API key (`DETECTIVE_API_TOKEN`), for callers outside the site.
+A browser session is not enough (nor needed): these views are exempt from the login
+requirement and from CSRF, and look at the bearer token only.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from evals import api_source
+from releases import selectors, services
+from releases.models import Conversation, Release
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class RiskReportIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    release_id: NonEmpty
+    severity: Literal["high", "medium", "low"]
+    findings: list[NonEmpty] = Field(min_length=1)
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: a run (with its token), or an external caller (with the API key)."""
+
+    run: Conversation | None = None
+
+    def may_touch(self, version: str) -> bool:
+        return self.run is None or (
+            self.run.release is not None and self.run.release.version == version
+        )
+
+
+def _error(status: int, message: str, **extra: Any) -> JsonResponse:
+    response = JsonResponse({"error": message, **extra}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="detective"'
+    return response
+
+
+def _caller(request: HttpRequest) -> Caller | JsonResponse:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return _error(401, "Authentication required: send Authorization: Bearer <token>.")
+    key = settings.DETECTIVE_API_KEY
+    if key and hmac.compare_digest(token.encode(), key.encode()):
+        return Caller()
+    run = selectors.run_for_api_token(token)
+    if run is None:
+        return _error(401, "Invalid or expired token.")
+    return Caller(run=run)
+
+
+@login_not_required
+@csrf_exempt
+@require_GET
+def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
+    caller = _caller(request)
+    if isinstance(caller, JsonResponse):
+        return caller
+    if api_source.is_eval_trial(caller.run):
+        # An eval trial reads its scenario's data, never a real release.
+        return api_source.summary_response(caller.run, version)
+    if not caller.may_touch(version):
+        return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
+    release = Release.objects.filter(version=version).first()
+    if release is None:
+        return _error(404, f"No release {version!r}.")
+    return JsonResponse(release.as_summary())
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+def file_risk_report(request: HttpRequest) -> JsonResponse:
+    caller = _caller(request)
+    if isinstance(caller, JsonResponse):
+        return caller
+    try:
+        body = json.loads(request.body or b"null")
+    except ValueError:
+        return _error(400, "The body is not valid JSON.")
+    try:
+        report = RiskReportIn.model_validate(body)
+    except ValidationError as exc:
+        problems = [_problem(error) for error in exc.errors(include_url=False)]
+        return _error(400, "Invalid risk report: " + "; ".join(problems) + ".", problems=problems)
+    if api_source.is_eval_trial(caller.run):
+        fields = report.model_dump()
+        fields["summary"] = report.summary.strip()
+        return api_source.file_report(caller.run, **fields)
+    if not caller.may_touch(report.release_id):
+        version = caller.run.release.version  # type: ignore[union-attr]
+        return _error(
+            403,
+            f"This token may file a report for release {version} only, not {report.release_id}.",
+        )
+    release = Release.objects.filter(version=report.release_id).first()
+    if release is None:
+        return _error(404, f"No release {report.release_id!r}.")
+    filed = services.file_risk_report(
+        release=release,
+        severity=report.severity,
+        findings=report.findings,
+        summary=report.summary.strip(),
+        conversation=caller.run,
+    )
+    return JsonResponse(
+        {
+            "report_id": filed.pk,
+            "release_id": release.version,
+            "severity": filed.severity,
+            "findings": filed.findings,
+            "summary": filed.summary,
+            "filed_at": filed.filed_at.isoformat(),
+        },
+        status=201,
+    )
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "body"
+    message = str(error["msg"])
+    if error["type"] == "model_type":
+        return "the body must be a JSON object"
+    if error["type"] == "missing":
+        return f"{where} is required"
+    if error["type"] == "extra_forbidden":
+        return f"{where} is not a field of a risk report"
+    return f"{where}: {message}"

@@ -1,0 +1,140 @@
+"""The release API: who may call it, what it validates, what it refuses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from releases import services
+from releases.models import Conversation, Release, RiskReport, RunStatus
+
+pytestmark = pytest.mark.django_db
+
+API_KEY = "k" * 40
+REPORT = {"release_id": "v2.1.0", "severity": "high", "findings": ["2 payment tests fail"]}
+
+
+@pytest.fixture
+def release(make_release: Callable[..., Release]) -> Release:
+    make_release("v9.0.0")
+    return make_release("v2.1.0", title="Payments")
+
+
+@pytest.fixture
+def running(release: Release) -> tuple[Conversation, str]:
+    run = services.start_assessment(release, None)
+    services.mark_running(run.pk)
+    return run, services.issue_run_token(run.pk)
+
+
+def get(client: Client, path: str, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return client.get(path, headers=headers)
+
+
+def post(client: Client, body: Any, token: str | None = None, raw: bytes | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = raw if raw is not None else json.dumps(body)
+    return client.post("/api/risk-reports", data, content_type="application/json", headers=headers)
+
+
+def test_the_summary_with_the_run_token(client: Client, running: tuple[Conversation, str]) -> None:
+    _, token = running
+    response = get(client, "/api/releases/v2.1.0/summary", token)
+    assert response.status_code == 200
+    assert response.json()["title"] == "Payments"
+    assert response.json()["tests"]["failed"] == 0
+
+
+@pytest.mark.parametrize("header", ["", "Bearer", "Basic abc", "Bearer nope"])
+def test_without_a_valid_token_the_api_says_401(
+    client: Client, running: tuple[Conversation, str], header: str
+) -> None:
+    headers = {"Authorization": header} if header else {}
+    response = client.get("/api/releases/v2.1.0/summary", headers=headers)
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert "error" in response.json()
+
+
+def test_a_browser_session_is_not_enough(
+    admin_client: Client, running: tuple[Conversation, str]
+) -> None:
+    assert admin_client.get("/api/releases/v2.1.0/summary").status_code == 401
+    assert post(admin_client, REPORT).status_code == 401
+
+
+def test_a_token_expires_with_its_run(client: Client, running: tuple[Conversation, str]) -> None:
+    run, token = running
+    services.finish_run(run.pk, status=RunStatus.SUCCEEDED)
+    assert get(client, "/api/releases/v2.1.0/summary", token).status_code == 401
+
+
+def test_a_run_token_is_for_its_release_alone(
+    client: Client, running: tuple[Conversation, str]
+) -> None:
+    _, token = running
+    assert get(client, "/api/releases/v9.0.0/summary", token).status_code == 403
+    response = post(client, {**REPORT, "release_id": "v9.0.0"}, token)
+    assert response.status_code == 403
+    assert "v2.1.0 only" in response.json()["error"]
+    assert not RiskReport.objects.exists()
+
+
+def test_the_api_key_reaches_every_release(client: Client, release: Release, settings: Any) -> None:
+    settings.DETECTIVE_API_KEY = API_KEY
+    assert get(client, "/api/releases/v9.0.0/summary", API_KEY).status_code == 200
+    missing = get(client, "/api/releases/v0.0.0/summary", API_KEY)
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "No release 'v0.0.0'."}
+    assert get(client, "/api/releases/v9.0.0/summary", "k" * 39).status_code == 401
+
+
+def test_filing_a_report_links_it_to_the_run(
+    client: Client, running: tuple[Conversation, str]
+) -> None:
+    run, token = running
+    response = post(client, {**REPORT, "summary": " Risky. "}, token)
+    assert response.status_code == 201
+    body = response.json()
+    report = RiskReport.objects.get(pk=body["report_id"])
+    assert (report.conversation, report.severity, report.summary) == (run, "high", "Risky.")
+    assert body["findings"] == ["2 payment tests fail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({**REPORT, "severity": "critical"}, "severity: Input should be 'high', 'medium' or 'low'"),
+        ({**REPORT, "findings": []}, "findings: List should have at least 1 item"),
+        (
+            {**REPORT, "findings": ["ok", " "]},
+            "findings.1: String should have at least 1 character",
+        ),
+        ({"severity": "low", "findings": ["x"]}, "release_id is required"),
+        ({**REPORT, "colour": "red"}, "colour is not a field of a risk report"),
+        ([1, 2], "the body must be a JSON object"),
+    ],
+)
+def test_an_invalid_report_gets_a_400_that_says_what_is_wrong(
+    client: Client, running: tuple[Conversation, str], body: Any, message: str
+) -> None:
+    response = post(client, body, running[1])
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+    assert not RiskReport.objects.exists()
+
+
+def test_a_body_that_is_not_json(client: Client, running: tuple[Conversation, str]) -> None:
+    response = post(client, None, running[1], raw=b"{nope")
+    assert (response.status_code, response.json()["error"]) == (400, "The body is not valid JSON.")
+
+
+def test_the_api_needs_no_csrf_token(running: tuple[Conversation, str], admin_user: User) -> None:
+    client = Client(enforce_csrf_checks=True)
+    assert post(client, REPORT, running[1]).status_code == 201

@@ -1,0 +1,14 @@
+"""The release API's routes (under /api/): see releases/api.py."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from releases import api
+
+app_name = "api"
+
+urlpatterns = [
+    path("releases/<str:version>/summary", api.release_summary, name="release_summary"),
+    path("risk-reports", api.file_risk_report, name="risk_reports"),
+]

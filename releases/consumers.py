@@ -1,0 +1,125 @@
+"""The run page's websocket: authenticate, replay what the page missed, relay live events.
+
+`ws/runs/<id>/`. The consumer joins the run's group (`run-<id>`) before anything else, so no
+event published from then on is missed; the page then says which event it shows last
+(`{"last_seq": N}`, sent on every (re)connection), and the consumer sends the saved events
+after N, then the live ones. It tracks the last number it sent: a live event it already sent
+is skipped, and one that arrives ahead of a gap (the channel layer does not promise order or
+delivery) brings the missing ones from the database first. So a page that reloads or loses
+its connection mid-run ends up with every event exactly once. Events arrive rendered
+(`releases.timeline`), as htmx out-of-band swaps.
+
+Close codes: 4401 not logged in, 4403 not allowed to see the run, 4404 no such run. The
+origin is checked before this (AllowedHostsOriginValidator in asgi.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from releases import selectors, services
+from releases.models import AgentEvent
+from releases.timeline import TERMINAL_KINDS, render_live
+
+# A replay is sent in pieces of this many events (one websocket message each).
+REPLAY_BATCH = 200
+
+
+class RunConsumer(AsyncWebsocketConsumer):
+    run_id: str
+    group: str
+    last_sent: int | None
+
+    async def connect(self) -> None:
+        self.last_sent = None
+        self.group = ""
+        self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
+        user = self.scope.get("user")
+        # Accept first so that the page gets a close code it can tell apart (a refused
+        # handshake is only a 403), and does not try to reconnect.
+        await self.accept()
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        run = await database_sync_to_async(selectors.run_with_release)(self.run_id)
+        if run is None:
+            await self.close(code=4404)
+            return
+        if not await database_sync_to_async(selectors.can_view_run)(user, run):
+            await self.close(code=4403)
+            return
+        self.group = services.run_group(run.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        if run.is_active:
+            # A worker that died never says so: notice it here too (the page shows it).
+            await database_sync_to_async(services.fail_if_stale)(run)
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.last_sent is not None or not self.group:
+            return  # only the first message counts: where the page is
+        self.last_sent = _last_seq(text_data)
+        await self._catch_up()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels hops to its one sync thread before every message to close stale database
+        # connections; a live event needs no database (a gap is read through
+        # database_sync_to_async, which does that itself), and a hundred pages on one run
+        # would queue a hundred hops behind each event.
+        if message.get("type") == "run.event":
+            await self.run_event(message)
+            return
+        await super().dispatch(message)
+
+    async def run_event(self, message: dict[str, Any]) -> None:
+        """A live event from the group."""
+        if self.last_sent is None:
+            return  # the replay, still to come, reads it from the database
+        seq = int(message["seq"])
+        if seq <= self.last_sent:
+            return
+        if seq > self.last_sent + 1:
+            await self._catch_up()
+            return
+        await self.send(text_data=message["html"])
+        self.last_sent = seq
+        if message.get("terminal"):
+            await self.close()
+
+    async def _catch_up(self) -> None:
+        """Send every saved event after the last one sent, in batches."""
+        while True:
+            events = await database_sync_to_async(_events_after)(self.run_id, self.last_sent or 0)
+            if not events:
+                return
+            html = await database_sync_to_async(render_live)(events)
+            await self.send(text_data=html)
+            self.last_sent = events[-1].seq
+            if events[-1].kind in TERMINAL_KINDS:
+                await self.close()
+                return
+            if len(events) < REPLAY_BATCH:
+                return
+
+
+def _events_after(run_id: str, after: int) -> list[AgentEvent]:
+    return list(
+        AgentEvent.objects.filter(conversation_id=run_id, seq__gt=after).order_by("seq")[
+            :REPLAY_BATCH
+        ]
+    )
+
+
+def _last_seq(text: str | None) -> int:
+    try:
+        value = json.loads(text or "{}").get("last_seq", 0)
+    except (ValueError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and value >= 0 else 0

@@ -1,0 +1,147 @@
+"""`manage.py assess <version>`: assess a release in the foreground, without the web server.
+
+The same pipeline as Reassess (a run in the database, the agent through `releases.runner`, the
+tools calling the release API), except that the API is served in-process: the tools' HTTP
+client is routed straight into the site's ASGI application. The timeline is printed as it
+happens, then the report. Exit status 0 only when a report was filed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from rich.console import Console
+from rich.markup import escape
+
+from releases import runner, services
+from releases.models import AgentEvent, Release, RiskReport, RunStatus
+
+SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold green"}
+
+
+class Command(BaseCommand):
+    help = "Assess the risk of a release now, in the foreground, and print what the agent does."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("version", help="The release to assess, e.g. v2.1.0.")
+        parser.add_argument("--provider", help="LLM provider (default: DETECTIVE_PROVIDER).")
+        parser.add_argument("--model", help="Model name (default: DETECTIVE_MODEL).")
+        parser.add_argument(
+            "--base-url", help="The provider API's base URL (default: DETECTIVE_BASE_URL)."
+        )
+        parser.add_argument(
+            "--api-url",
+            help="Call this release API instead of the site's own, served in-process.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        # The raw stream: Django's wrapper would end every text delta with a newline.
+        console = Console(file=self.stdout._out, highlight=False, soft_wrap=True)
+        version: str = options["version"]
+        release = Release.objects.filter(version=version).first()
+        if release is None:
+            raise CommandError(f"Release {version!r} not found.")
+        problem = runner.configuration_problem(
+            provider=options["provider"], model=options["model"], base_url=options["base_url"]
+        )
+        if problem:
+            raise CommandError(problem)
+        # Run here, not by a worker: one that is running (`up`) would otherwise race for it.
+        run = services.start_assessment(
+            release, None, provider=options["provider"], model=options["model"], enqueue=False
+        )
+        if run.status == RunStatus.RUNNING:
+            raise CommandError(
+                f"Release {version} is already being assessed (run {run.pk}); wait for it or "
+                "cancel it first."
+            )
+        console.print(f"[bold]Assessing {escape(version)}[/] (run {run.pk})")
+        printer = _Printer(console)
+        if options["api_url"]:
+            client, api_url = None, options["api_url"]
+        else:
+            client, api_url = runner.in_process_api()
+        status = runner.run_assessment(
+            str(run.pk),
+            services.current_traceparent(),
+            api_url=api_url,
+            http_client=client,
+            base_url=options["base_url"],
+            on_event=printer,
+        )
+        printer.end_text()
+        report = RiskReport.objects.filter(conversation=run).order_by("-filed_at").first()
+        run.refresh_from_db()
+        if report is None:
+            detail = f": {run.error}" if run.error else ""
+            raise CommandError(f"No report was filed (the run {status}){detail}")
+        style = SEVERITY_STYLES.get(report.severity, "bold")
+        console.print()
+        console.print(f"[{style}]{report.severity.upper()} risk[/] · {escape(release.version)}")
+        if report.summary:
+            console.print(escape(report.summary))
+        for finding in report.findings:
+            console.print(f"  • {escape(finding)}")
+        tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
+        cost = f", about ${run.estimated_cost:.4f}" if run.estimated_cost is not None else ""
+        console.print(f"[dim]{tokens} tokens{cost}; run {run.pk}[/]")
+
+
+class _Printer:
+    """Prints each saved event as the run goes (text deltas inline)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.in_text = False
+
+    def end_text(self) -> None:
+        if self.in_text:
+            self.console.print()
+            self.in_text = False
+
+    def __call__(self, event: AgentEvent) -> None:
+        kind, payload = event.kind, event.payload
+        out = self.console
+        if kind == "text_delta":
+            out.print(escape(str(payload.get("text", ""))), end="")
+            self.in_text = True
+            return
+        if kind in {"model_responded", "usage", "model_request_started"}:
+            if kind == "usage":
+                self.end_text()
+                usage = payload.get("usage") or {}
+                out.print(
+                    f"[dim]  {usage.get('input_tokens', 0)} tokens in, "
+                    f"{usage.get('output_tokens', 0)} out[/]"
+                )
+            return
+        self.end_text()
+        if kind == "run_started":
+            provider, model = payload.get("provider", ""), payload.get("model", "")
+            out.print(f"[dim]{escape(provider)} · {escape(model)}[/]")
+        elif kind == "tool_call":
+            call = payload.get("tool_call") or {}
+            out.print(
+                f"[cyan]→ {escape(str(call.get('name')))}[/] {escape(str(call.get('arguments')))}"
+            )
+        elif kind == "tool_result":
+            result = payload.get("result") or {}
+            mark = "[green]✓[/]" if result.get("success") else "[red]✗[/]"
+            content = str(result.get("content", ""))
+            out.print(f"  {mark} {escape(content[:300])}{'…' if len(content) > 300 else ''}")
+        elif kind == "retry_scheduled":
+            out.print(
+                f"[yellow]↻ retrying in {payload.get('delay_s', 0):.1f} s: "
+                f"{escape(str(payload.get('reason', '')))}[/]"
+            )
+        elif kind == "context_trimmed":
+            out.print("[yellow]✂ context trimmed[/]")
+        elif kind == "report_filed":
+            out.print(f"[bold]Report filed:[/] {escape(str(payload.get('severity')))}")
+        elif kind == "run_failed":
+            out.print(f"[red]Failed: {escape(str(payload.get('message', '')))}[/]")
+        elif kind == "run_cancelled":
+            out.print("[yellow]Cancelled[/]")
+        elif kind == "run_finished":
+            out.print(f"[dim]Finished ({escape(str(payload.get('reason')))})[/]")

@@ -1,0 +1,302 @@
+"""Releases, the agent runs that assess them, and the risk reports they file.
+
+Release data may be incomplete: a JSON field that is NULL means "missing", never zero, and the
+agent is expected to cope with it. Conversations, Messages and AgentEvents are the durable
+record of one agent run; a page can rebuild (replay) a run from them alone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from releases.schemas import (
+    validate_changes,
+    validate_deployment_metrics,
+    validate_findings,
+    validate_test_results,
+)
+
+
+class Severity(models.TextChoices):
+    HIGH = "high", "High"
+    MEDIUM = "medium", "Medium"
+    LOW = "low", "Low"
+
+
+class RunStatus(models.TextChoices):
+    """The life cycle of a background run (an assessment, an evaluation)."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+    @classmethod
+    def active(cls) -> list[str]:
+        return [cls.QUEUED, cls.RUNNING]
+
+    @classmethod
+    def finished(cls) -> list[str]:
+        return [cls.SUCCEEDED, cls.FAILED, cls.CANCELLED]
+
+
+class Release(models.Model):
+    version = models.CharField(max_length=64, unique=True)
+    title = models.CharField(max_length=200, blank=True)
+    changes = models.JSONField(
+        null=True,
+        blank=True,
+        validators=[validate_changes],
+        help_text='A list of change descriptions, e.g. ["Added payment processing"]. '
+        "Empty means missing.",
+    )
+    test_results = models.JSONField(
+        null=True,
+        blank=True,
+        validators=[validate_test_results],
+        help_text='e.g. {"passed": 142, "failed": 2, "skipped": 5, "failing_tests": ["..."]}. '
+        "Empty means missing.",
+    )
+    deployment_metrics = models.JSONField(
+        null=True,
+        blank=True,
+        validators=[validate_deployment_metrics],
+        help_text='e.g. {"error_rate": 0.02, "response_time_p95": 450} (p95 in ms). '
+        "Empty means missing.",
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.version
+
+    def as_summary(self) -> dict[str, Any]:
+        """The release summary in the shape the agent's get_release_summary tool returns.
+
+        Missing data stays None so that the agent sees it as missing.
+        """
+        return {
+            "version": self.version,
+            "title": self.title or None,
+            "changes": self.changes,
+            "tests": self.test_results,
+            "deployment_metrics": self.deployment_metrics,
+        }
+
+    @property
+    def latest_report(self) -> RiskReport | None:
+        """The newest risk report. Prefetched by `selectors.releases_with_latest_report`;
+        without that prefetch this costs one query per release."""
+        if hasattr(self, "prefetched_latest_reports"):
+            reports: list[RiskReport] = self.prefetched_latest_reports
+            return reports[0] if reports else None
+        return self.risk_reports.order_by("-filed_at", "-id").first()
+
+
+class Conversation(models.Model):
+    """One agent run for one release: its configuration, life cycle, usage and cost."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    release = models.ForeignKey(
+        Release,
+        on_delete=models.CASCADE,
+        related_name="conversations",
+        null=True,
+        blank=True,
+        help_text="Empty for runs not tied to a stored release (e.g. some eval scenarios).",
+    )
+    status = models.CharField(
+        max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
+    )
+    provider = models.CharField(max_length=32, blank=True)
+    model = models.CharField(max_length=128, blank=True)
+    system_prompt = models.TextField(blank=True)
+    trace_id = models.CharField(
+        max_length=32, blank=True, db_index=True, help_text="OpenTelemetry trace id (32 hex)."
+    )
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    estimated_cost = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="US dollars; empty when the price of the model is unknown.",
+    )
+    error = models.TextField(blank=True)
+    triggered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="triggered_conversations",
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life from the worker running it."
+    )
+    cancel_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set by Cancel; the worker stops the run when it sees it."
+    )
+    task_id = models.CharField(
+        max_length=64, blank=True, help_text="The background task that runs it."
+    )
+    # The SHA-256 of the run's API token: the token itself is never stored. Empty once the
+    # run is over, so the token stops working with it.
+    api_token_hash = models.CharField(max_length=64, blank=True, editable=False, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("run_assessment", "Can run a risk assessment of a release")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="conversation_status_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["release"],
+                condition=Q(status__in=RunStatus.active()),
+                name="one_active_conversation_per_release",
+                violation_error_message="This release already has a queued or running run.",
+            ),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True)
+                | Q(started_at__isnull=True)
+                | Q(finished_at__gte=models.F("started_at")),
+                name="conversation_finishes_after_start",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["release", "-created_at"], name="conversation_release_recent"),
+            models.Index(fields=["status", "heartbeat_at"], name="conversation_status_heartbeat"),
+        ]
+
+    def __str__(self) -> str:
+        release = self.release.version if self.release_id and self.release else "no release"
+        return f"Run {str(self.id)[:8]} · {release} · {self.status}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in RunStatus.active()
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to finish, None while not both known."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class Message(models.Model):
+    """One message of a conversation, at its position (0, 1, 2, ...)."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", "System"
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        TOOL = "tool", "Tool"
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Tool calls requested by the assistant: [{"id", "name", "arguments"}].',
+    )
+    tool_call_id = models.CharField(
+        max_length=128, blank=True, help_text="For a tool message: the call it answers."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["conversation", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "position"], name="message_unique_position"
+            ),
+            models.CheckConstraint(
+                condition=Q(role__in=["system", "user", "assistant", "tool"]),
+                name="message_role_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.position} {self.role}"
+
+
+class AgentEvent(models.Model):
+    """One event of a run (text delta, tool call, retry, ...), numbered 1, 2, 3 ... per run."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField(help_text="Sequence number within the run, from 1.")
+    kind = models.CharField(max_length=64, db_index=True)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="event_unique_seq"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="event_seq_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.kind}"
+
+
+class RiskReport(models.Model):
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="risk_reports")
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="risk_reports",
+        help_text="The run that filed it; empty for reports filed by hand or seeded.",
+    )
+    severity = models.CharField(max_length=8, choices=Severity.choices)
+    findings = models.JSONField(default=list, blank=True, validators=[validate_findings])
+    summary = models.TextField(blank=True)
+    filed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-filed_at", "-id"]
+        get_latest_by = ["filed_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(severity__in=Severity.values), name="riskreport_severity_valid"
+            ),
+        ]
+        indexes = [
+            # The latest report of each release: WHERE release_id = ? ORDER BY filed_at DESC.
+            models.Index(fields=["release", "-filed_at", "-id"], name="riskreport_release_latest"),
+            models.Index(fields=["severity", "-filed_at"], name="riskreport_severity_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.release} · {self.severity} · {self.filed_at:%Y-%m-%d %H:%M}"

@@ -1,0 +1,78 @@
+"""Assessments from the browser: Reassess, the run page (live over a websocket), Cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from releases import selectors, services, timeline
+from releases.models import Conversation, Release
+from releases.trace_view import load_waterfall
+from releases.views import HtmxHttpRequest
+
+RUN_ASSESSMENT = "releases.run_assessment"
+
+
+def _require_run_permission(request: HtmxHttpRequest) -> None:
+    if not (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)):
+        raise PermissionDenied("You may not run assessments.")
+
+
+def _run_or_404(request: HtmxHttpRequest, pk: UUID) -> Conversation:
+    run = selectors.run_with_release(pk)
+    if run is None:
+        raise Http404("No such run.")
+    if not selectors.can_view_run(request.user, run):
+        raise PermissionDenied("You may not see this run.")
+    return run
+
+
+@require_POST
+def reassess(request: HtmxHttpRequest, version: str) -> HttpResponse:
+    """Start an assessment of the release (or join the one under way) and show it."""
+    _require_run_permission(request)
+    release = get_object_or_404(Release, version=version)
+    run = services.start_assessment(release, request.user)
+    url = reverse("releases:run", args=[run.pk])
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    return redirect(url)
+
+
+@require_GET
+def run_detail(request: HtmxHttpRequest, pk: UUID) -> HttpResponse:
+    run = _run_or_404(request, pk)
+    # A worker that died leaves its run "running": the page is where someone notices.
+    if run.is_active and services.fail_if_stale(run):
+        run = _run_or_404(request, pk)
+    template = "releases/run.html#run-body" if request.htmx else "releases/run.html"
+    return render(request, template, _run_context(request, run))
+
+
+@require_POST
+def cancel(request: HtmxHttpRequest, pk: UUID) -> HttpResponse:
+    _require_run_permission(request)
+    run = services.cancel_assessment(_run_or_404(request, pk))
+    if request.htmx:
+        return render(request, "releases/run.html#run-actions", _run_context(request, run))
+    return redirect("releases:run", pk=run.pk)
+
+
+def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
+    events = selectors.run_events(run)
+    finished = not run.is_active
+    return {
+        "run": run,
+        "timeline": timeline.build(events),
+        "transcript": selectors.run_messages(run) if finished else [],
+        "waterfall": load_waterfall(run.trace_id) if finished and run.trace_id else None,
+        "can_cancel": run.is_active
+        and (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)),
+    }

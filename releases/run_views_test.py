@@ -1,0 +1,79 @@
+"""Reassess, the run page and Cancel, through the views."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from releases import services
+from releases.models import Conversation, Release, RunStatus
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def release(make_release: Callable[..., Release]) -> Release:
+    return make_release("v7.0.0", title="<b>bold</b>")
+
+
+@pytest.fixture
+def plain_client(django_user_model: type[User]) -> Client:
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("viewer", "", "pw"))
+    return client
+
+
+@pytest.fixture
+def manager_client(django_user_model: type[User]) -> Client:
+    user = django_user_model.objects.create_user("manager", "", "pw")
+    user.groups.add(Group.objects.get(name="Release managers"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_reassess_needs_the_permission(plain_client: Client, release: Release) -> None:
+    assert plain_client.post(f"/releases/{release.version}/reassess").status_code == 403
+    assert not Conversation.objects.exists()
+
+
+def test_reassess_shows_the_run_at_once(manager_client: Client, release: Release) -> None:
+    response = manager_client.post(
+        f"/releases/{release.version}/reassess", headers={"HX-Request": "true"}
+    )
+    run = Conversation.objects.get()
+    assert response["HX-Redirect"] == f"/runs/{run.pk}/"
+    again = manager_client.post(f"/releases/{release.version}/reassess")
+    assert again.status_code == 302 and again["Location"] == f"/runs/{run.pk}/"
+    page = manager_client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="run-status" class="status status-queued" data-status="queued"' in page
+    assert f'ws-connect="/ws/runs/{run.pk}/"' in page
+    assert 'id="run-cancel"' in page
+    assert "<b>bold</b>" not in page
+
+
+def test_reassess_needs_csrf(django_user_model: type[User], release: Release) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create_superuser("boss", "", "pw"))
+    assert client.post(f"/releases/{release.version}/reassess").status_code == 403
+
+
+def test_a_plain_user_may_not_see_someone_elses_run(plain_client: Client, release: Release) -> None:
+    run = services.start_assessment(release, None)
+    assert plain_client.get(f"/runs/{run.pk}/").status_code == 403
+
+
+def test_cancel_from_the_run_page(manager_client: Client, release: Release) -> None:
+    run = services.start_assessment(release, None)
+    response = manager_client.post(f"/runs/{run.pk}/cancel", headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert 'id="run-actions"' in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    page = manager_client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'data-status="cancelled"' in page
+    assert "ws-connect" not in page  # a finished run needs no socket
+    assert 'data-kind="run_cancelled"' in page

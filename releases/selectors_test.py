@@ -1,0 +1,224 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from releases import services
+from releases.models import Conversation, Release, RiskReport, RunStatus
+from releases.selectors import (
+    ReleaseFilters,
+    dashboard,
+    filtered_releases,
+    release_detail,
+    release_page,
+    releases_with_latest_report,
+    with_latest_state,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def make_releases_with_reports(make_release: Callable[..., Release], count: int) -> None:
+    now = timezone.now()
+    for index in range(count):
+        release = make_release(f"v{index}")
+        for age, severity in enumerate(["low", "medium", "high"][: index % 4]):
+            RiskReport.objects.create(
+                release=release, severity=severity, filed_at=now - timedelta(hours=age)
+            )
+
+
+@pytest.mark.parametrize("count", [3, 30])
+def test_latest_reports_take_two_queries_however_many_releases(
+    make_release: Callable[..., Release], django_assert_num_queries: Any, count: int
+) -> None:
+    make_releases_with_reports(make_release, count)
+    with django_assert_num_queries(2):
+        rows = [
+            (release.version, release.latest_report and release.latest_report.severity)
+            for release in releases_with_latest_report()
+        ]
+    assert len(rows) == count
+    # Index % 4 == 0 has no report; otherwise the newest report is always "low" (age 0).
+    assert {severity for version, severity in rows} == {None, "low"}
+
+
+def test_latest_report_is_the_newest_and_ties_go_to_the_last_filed(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release()
+    now = timezone.now()
+    RiskReport.objects.create(release=release, severity="low", filed_at=now - timedelta(days=1))
+    RiskReport.objects.create(release=release, severity="high", filed_at=now)
+    tie = RiskReport.objects.create(release=release, severity="medium", filed_at=now)
+    RiskReport.objects.create(release=release, severity="low", filed_at=now - timedelta(days=3))
+    make_release("unassessed")
+
+    latest = {r.version: r.latest_report for r in releases_with_latest_report()}
+    assert latest[release.version] == tie
+    assert latest["unassessed"] is None
+
+
+def test_search_matches_version_or_title(make_release: Callable[..., Release]) -> None:
+    make_release("v2.1.0", title="Payment processing")
+    make_release("v2.2.0", title="Saved cards")
+    make_release("v3.0.0-rc1", title="Subscriptions")
+
+    def versions(search: str) -> list[str]:
+        return sorted(r.version for r in releases_with_latest_report(search=search))
+
+    assert versions("payment") == ["v2.1.0"]
+    assert versions("RC1") == ["v3.0.0-rc1"]
+    assert versions("  ") == ["v2.1.0", "v2.2.0", "v3.0.0-rc1"]
+
+
+def test_accepts_a_narrowed_queryset(make_release: Callable[..., Release]) -> None:
+    make_release("keep")
+    make_release("drop")
+    narrowed = Release.objects.filter(version="keep")
+    assert [r.version for r in releases_with_latest_report(narrowed)] == ["keep"]
+
+
+# --- the release list, the detail page and home ---------------------------------------------
+
+
+def add_history(make_release: Callable[..., Release], count: int) -> None:
+    """Releases with reports and runs of every kind."""
+    statuses = [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.RUNNING]
+    for index in range(count):
+        release = make_release()
+        for severity in ["low", "high"][: index % 3]:
+            services.file_risk_report(release=release, severity=severity, findings=["x"])
+        for status in statuses[: index % 5]:
+            Conversation.objects.create(release=release, status=status, error="e")
+
+
+@pytest.mark.parametrize("count", [3, 40])
+def test_a_page_of_releases_takes_two_queries_however_many_rows(
+    make_release: Callable[..., Release], django_assert_num_queries: Any, count: int
+) -> None:
+    add_history(make_release, count)
+    with django_assert_num_queries(2):  # the count, the rows with their latest state
+        page = release_page(ReleaseFilters(), 1, per_page=50)
+        states = [(r.latest_severity, r.latest_run_status, r.latest_run_id) for r in page]
+    assert len(states) == count
+    with django_assert_num_queries(2):
+        filtered = release_page(ReleaseFilters(search="v1", severity="high", run_state="failed"))
+        assert all(r.latest_severity == "high" for r in filtered)
+
+
+def test_latest_state_is_the_newest_report_and_run(make_release: Callable[..., Release]) -> None:
+    release = make_release("v1")
+    now = timezone.now()
+    services.file_risk_report(release=release, severity="high", findings=["x"], filed_at=now)
+    services.file_risk_report(
+        release=release, severity="low", findings=["x"], filed_at=now - timedelta(days=1)
+    )
+    Conversation.objects.create(release=release, status=RunStatus.FAILED, created_at=now)
+    Conversation.objects.create(
+        release=release, status=RunStatus.SUCCEEDED, created_at=now - timedelta(hours=1)
+    )
+    make_release("v2")
+    rows = {r.version: r for r in with_latest_state(Release.objects.all())}
+    assert (rows["v1"].latest_severity, rows["v1"].latest_report_at) == ("high", now)
+    assert rows["v1"].latest_run_status == RunStatus.FAILED
+    assert rows["v2"].latest_severity is None and rows["v2"].latest_run_id is None
+
+
+def test_filters(make_release: Callable[..., Release]) -> None:
+    a = make_release("v1.0.0", title="Payments", changes=["Added refunds"])
+    b = make_release("v2.0.0", title="Search", changes=None)
+    make_release("v3.0.0", title="Copy")
+    services.file_risk_report(release=a, severity="high", findings=["x"])
+    services.file_risk_report(release=b, severity="low", findings=["x"])
+    Conversation.objects.create(release=b, status=RunStatus.QUEUED)
+
+    def versions(**filters: str) -> list[str]:
+        return sorted(r.version for r in filtered_releases(ReleaseFilters(**filters)))
+
+    assert versions(search="REFUND") == ["v1.0.0"]  # a change, any case
+    assert versions(search="search") == ["v2.0.0"]
+    assert versions(search="v3") == ["v3.0.0"]
+    assert versions(severity="high") == ["v1.0.0"]
+    assert versions(severity="none") == ["v3.0.0"]
+    assert versions(run_state="queued") == ["v2.0.0"]
+    assert versions(run_state="none") == ["v1.0.0", "v3.0.0"]
+    assert versions(severity="low", run_state="none") == []
+    assert not ReleaseFilters().active and ReleaseFilters(severity="low").active
+
+
+def test_release_detail_takes_three_queries(
+    make_release: Callable[..., Release], django_assert_num_queries: Any
+) -> None:
+    release = make_release("v1")
+    now = timezone.now()
+    for age in range(5):
+        run = Conversation.objects.create(
+            release=release, status=RunStatus.SUCCEEDED, created_at=now - timedelta(hours=age)
+        )
+        services.file_risk_report(
+            release=release,
+            severity="low",
+            findings=["x"],
+            conversation=run,
+            filed_at=now - timedelta(hours=age),
+        )
+    active = Conversation.objects.create(release=release, status=RunStatus.RUNNING)
+    with django_assert_num_queries(3):
+        detail = release_detail("v1")
+        assert detail.latest_report is not None and detail.latest_report.conversation is not None
+        assert [r.filed_at for r in detail.reports_oldest_first] == sorted(
+            r.filed_at for r in detail.reports
+        )
+    assert detail.active_run == active
+    assert len(detail.runs) == 6
+
+
+def test_dashboard(make_release: Callable[..., Release], django_assert_num_queries: Any) -> None:
+    now = timezone.now()
+    high = make_release("high")
+    services.file_risk_report(release=high, severity="high", findings=["x"])
+    was_high = make_release("was-high")
+    services.file_risk_report(
+        release=was_high, severity="high", findings=["x"], filed_at=now - timedelta(days=1)
+    )
+    services.file_risk_report(release=was_high, severity="low", findings=["x"], filed_at=now)
+    make_release("unassessed")
+    # A failure followed by a success no longer needs attention; an old one neither.
+    fixed = Conversation.objects.create(
+        release=was_high, status=RunStatus.FAILED, created_at=now - timedelta(hours=2)
+    )
+    Conversation.objects.create(
+        release=was_high, status=RunStatus.SUCCEEDED, created_at=now - timedelta(hours=1)
+    )
+    open_failure = Conversation.objects.create(
+        release=high, status=RunStatus.FAILED, error="Rate limited", created_at=now
+    )
+    Conversation.objects.create(
+        release=high, status=RunStatus.FAILED, created_at=now - timedelta(days=30)
+    )
+    Conversation.objects.create(release=was_high, status=RunStatus.RUNNING)
+    # An eval trial (no release) is not an assessment: the home page leaves it out.
+    Conversation.objects.create(release=None, status=RunStatus.FAILED, created_at=now)
+
+    with django_assert_num_queries(5):
+        board = dashboard()
+        assert [r.version for r in board.high_risk] == ["high"]
+        assert board.failed_runs == [open_failure]
+        assert fixed not in board.failed_runs
+        assert board.recent_runs[0].release is not None  # loaded with its run
+    assert len(board.recent_runs) == 5
+    assert board.counts == {
+        "releases": 3,
+        "high": 1,
+        "medium": 0,
+        "low": 1,
+        "unassessed": 1,
+        "active": 1,
+        "failed_recently": 2,
+        "runs_recently": 4,
+    }

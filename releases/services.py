@@ -1,0 +1,407 @@
+"""Writes. Views, commands, tasks and the agent seam change release data only through here."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import logging
+import secrets
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+from opentelemetry import propagate
+
+from releases.models import (
+    AgentEvent,
+    Conversation,
+    Message,
+    Release,
+    RiskReport,
+    RunStatus,
+    Severity,
+)
+
+
+def create_release(
+    *,
+    version: str,
+    title: str = "",
+    changes: Sequence[str] | None = None,
+    test_results: dict[str, Any] | None = None,
+    deployment_metrics: dict[str, Any] | None = None,
+    created_at: datetime | None = None,
+) -> Release:
+    """Create a release after validating its data (None means missing)."""
+    release = Release(
+        version=version,
+        title=title,
+        changes=list(changes) if changes is not None else None,
+        test_results=test_results,
+        deployment_metrics=deployment_metrics,
+    )
+    if created_at is not None:
+        release.created_at = created_at
+    release.full_clean()
+    release.save()
+    return release
+
+
+def file_risk_report(
+    *,
+    release: Release,
+    severity: Severity | str,
+    findings: Sequence[str],
+    summary: str = "",
+    conversation: Conversation | None = None,
+    filed_at: datetime | None = None,
+) -> RiskReport:
+    """Store a risk report for a release (validated: severity, findings)."""
+    report = RiskReport(
+        release=release,
+        severity=severity,
+        findings=list(findings),
+        summary=summary,
+        conversation=conversation,
+    )
+    if filed_at is not None:
+        report.filed_at = filed_at
+    report.full_clean()
+    report.save()
+    return report
+
+
+def _lock(conversation: Conversation) -> None:
+    """Serialise appends to one conversation (a row lock; SQLite's IMMEDIATE transactions
+    already serialise writers)."""
+    Conversation.objects.select_for_update().only("pk").get(pk=conversation.pk)
+
+
+def append_message(
+    conversation: Conversation,
+    *,
+    role: Message.Role | str,
+    content: str = "",
+    tool_calls: list[dict[str, Any]] | None = None,
+    tool_call_id: str = "",
+    metadata: dict[str, Any] | None = None,
+    created_at: datetime | None = None,
+) -> Message:
+    """Append a message at the next position of the conversation."""
+    with transaction.atomic():
+        _lock(conversation)
+        last = conversation.messages.aggregate(last=Max("position"))["last"]
+        return Message.objects.create(
+            conversation=conversation,
+            position=0 if last is None else last + 1,
+            role=role,
+            content=content,
+            tool_calls=tool_calls or [],
+            tool_call_id=tool_call_id,
+            metadata=metadata or {},
+            created_at=created_at or timezone.now(),
+        )
+
+
+def append_event(
+    conversation: Conversation,
+    *,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    created_at: datetime | None = None,
+) -> AgentEvent:
+    """Save the run's next event (sequence numbers 1, 2, 3 ... without gaps)."""
+    with transaction.atomic():
+        _lock(conversation)
+        last = conversation.events.aggregate(last=Max("seq"))["last"] or 0
+        return AgentEvent.objects.create(
+            conversation=conversation,
+            seq=last + 1,
+            kind=kind,
+            payload=payload or {},
+            created_at=created_at or timezone.now(),
+        )
+
+
+# ---- assessments: start, cancel, life cycle, the run's API token, stale runs -----------------
+
+logger = logging.getLogger(__name__)
+
+RUN_GROUP_PREFIX = "run-"
+# Ten simultaneous clicks meet in the unique constraint; a few tries settle who won.
+_START_ATTEMPTS = 5
+
+
+def run_group(conversation_id: uuid.UUID | str) -> str:
+    """The channel group a run's events are published to."""
+    return f"{RUN_GROUP_PREFIX}{conversation_id}"
+
+
+def current_traceparent() -> str:
+    """The W3C traceparent of the active span (the web request's), or "" outside a trace."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get("traceparent", "")
+
+
+def start_assessment(
+    release: Release,
+    user: AbstractBaseUser | None,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    enqueue: bool = True,
+) -> Conversation:
+    """The release's queued or running assessment, or a new one, queued for the worker.
+
+    At most one run per release is active (the `one_active_conversation_per_release`
+    constraint): a second request, or ten at once, get the run that is already there. The task
+    is enqueued once the run is committed, with the current trace context, so that the worker's
+    spans continue the trace of the request that asked for the run. `enqueue=False`: the
+    caller runs it at once itself (`manage.py assess`), so no worker is asked to.
+    """
+    traceparent = current_traceparent()
+    for _ in range(_START_ATTEMPTS):
+        active = Conversation.objects.filter(release=release, status__in=RunStatus.active())
+        try:
+            with transaction.atomic():
+                existing = active.first()
+                if existing is not None:
+                    return existing
+                run = Conversation.objects.create(
+                    release=release,
+                    status=RunStatus.QUEUED,
+                    triggered_by=user if user is not None and user.is_authenticated else None,
+                    provider=provider or "",
+                    model=model or "",
+                    trace_id=traceparent.split("-")[1] if traceparent else "",
+                    metadata={"traceparent": traceparent} if traceparent else {},
+                )
+                if enqueue:
+                    transaction.on_commit(partial(_enqueue, run.pk, traceparent))
+                return run
+        except IntegrityError:
+            continue  # another request created it in between: join that one
+    raise RuntimeError(f"Could not start or join an assessment of {release.version}")
+
+
+def _enqueue(conversation_id: uuid.UUID, traceparent: str) -> None:
+    from releases.tasks import assess_release
+
+    result = assess_release.enqueue(str(conversation_id), traceparent)
+    Conversation.objects.filter(pk=conversation_id).update(task_id=str(result.id))
+
+
+def cancel_assessment(conversation: Conversation) -> Conversation:
+    """Ask a run to stop. A queued run is cancelled at once; a running one is stopped by its
+    worker, which checks the flag with each heartbeat (about once a second) and ends the run
+    as cancelled, keeping what it had done. A finished run stays as it is."""
+    now = timezone.now()
+    event: AgentEvent | None = None
+    with transaction.atomic():
+        run = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        if run.status == RunStatus.QUEUED:
+            run.status = RunStatus.CANCELLED
+            run.cancel_requested_at = run.finished_at = now
+            run.save(update_fields=["status", "cancel_requested_at", "finished_at"])
+            event = append_event(
+                run, kind="run_cancelled", payload=_terminal_payload("run_cancelled", now)
+            )
+        elif run.status == RunStatus.RUNNING and run.cancel_requested_at is None:
+            run.cancel_requested_at = now
+            run.save(update_fields=["cancel_requested_at"])
+    if event is not None:
+        transaction.on_commit(partial(publish_event, event))
+    return run
+
+
+def mark_running(conversation_id: uuid.UUID | str) -> Conversation | None:
+    """Claim a queued run for this worker; None when it is no longer queued (cancelled)."""
+    now = timezone.now()
+    claimed = Conversation.objects.filter(pk=conversation_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
+    )
+    return Conversation.objects.get(pk=conversation_id) if claimed else None
+
+
+class Pulse(enum.Enum):
+    """What a heartbeat learnt: go on, stop (Cancel was pressed), or the run is not ours any
+    more (the sweep gave it up, or it was cancelled while queued)."""
+
+    GO_ON = "go on"
+    CANCEL = "cancel"
+    GONE = "gone"
+
+
+def heartbeat(conversation_id: uuid.UUID | str) -> Pulse:
+    """The worker's sign of life; tells it whether Cancel was pressed."""
+    alive = Conversation.objects.filter(pk=conversation_id, status=RunStatus.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+    if not alive:
+        return Pulse.GONE
+    cancel = (
+        Conversation.objects.filter(pk=conversation_id)
+        .values_list("cancel_requested_at", flat=True)
+        .first()
+    )
+    return Pulse.CANCEL if cancel is not None else Pulse.GO_ON
+
+
+def finish_run(
+    conversation_id: uuid.UUID | str,
+    *,
+    status: RunStatus | str,
+    error: str = "",
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    estimated_cost: Decimal | None = None,
+) -> bool:
+    """Record how a running run ended; False if it had already been ended by someone else
+    (the sweep), whose verdict stands. The run's API token stops working here."""
+    fields: dict[str, Any] = {
+        "status": status,
+        "error": error,
+        "finished_at": timezone.now(),
+        "api_token_hash": "",
+    }
+    if input_tokens is not None:
+        fields["input_tokens"] = input_tokens
+    if output_tokens is not None:
+        fields["output_tokens"] = output_tokens
+    if estimated_cost is not None:
+        fields["estimated_cost"] = estimated_cost
+    return bool(
+        Conversation.objects.filter(pk=conversation_id, status=RunStatus.RUNNING).update(**fields)
+    )
+
+
+def issue_run_token(conversation_id: uuid.UUID | str) -> str:
+    """A new random API token for a run's tools. Only its hash is kept; it works while the run
+    is active, for the run's release alone (see `selectors.run_for_api_token`)."""
+    token = secrets.token_urlsafe(32)
+    Conversation.objects.filter(pk=conversation_id).update(api_token_hash=hash_token(token))
+    return token
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def fail_stale_runs(now: datetime | None = None) -> list[Conversation]:
+    """Mark failed, with the reason, every run whose worker stopped answering.
+
+    - running, and no heartbeat for DETECTIVE_RUN_STALE_SECONDS: the worker died (killed,
+      out of memory, the machine restarted);
+    - queued, older than that, and its task was taken by a worker that never started it, or
+      ended, or was never enqueued.
+    A worker runs this every few seconds (`manage.py run_worker`), and the run page checks its
+    own run, so a run never stays "running" for ever even with no worker left.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.DETECTIVE_RUN_STALE_SECONDS)
+    running = Conversation.objects.filter(status=RunStatus.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    )
+    failed = [run for run in running if _fail_if_stale(run, now, cutoff)]
+    for run in Conversation.objects.filter(status=RunStatus.QUEUED, created_at__lt=cutoff):
+        reason = _lost_task(run, cutoff)
+        if reason and _fail(run, RunStatus.QUEUED, reason, now):
+            failed.append(run)
+    return failed
+
+
+def fail_if_stale(conversation: Conversation) -> bool:
+    """`fail_stale_runs` for one run (the run page checks its own run on load)."""
+    if not conversation.is_active:
+        return False
+    return any(run.pk == conversation.pk for run in fail_stale_runs())
+
+
+def _fail_if_stale(run: Conversation, now: datetime, cutoff: datetime) -> bool:
+    seen = run.heartbeat_at or run.started_at
+    moment = timezone.localtime(seen).strftime("%Y-%m-%d %H:%M:%S %Z") if seen else "start"
+    reason = (
+        f"The worker stopped responding at {moment} (no heartbeat for "
+        f"{settings.DETECTIVE_RUN_STALE_SECONDS:g} s), so the run was marked failed. "
+        "Reassess to try again."
+    )
+    return _fail(run, RunStatus.RUNNING, reason, now, heartbeat_at=run.heartbeat_at)
+
+
+def _lost_task(run: Conversation, cutoff: datetime) -> str:
+    from django_tasks import TaskResultStatus
+    from django_tasks_db.models import DBTaskResult
+
+    if not run.task_id:
+        return "The run was never handed to a worker (queuing its task failed)."
+    task = DBTaskResult.objects.filter(pk=run.task_id).first()
+    if task is None or task.status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED):
+        return "The worker's task ended without starting the run."
+    if task.status == TaskResultStatus.RUNNING and (task.started_at or cutoff) < cutoff:
+        return "The worker took the run but stopped responding before starting it."
+    return ""
+
+
+def _fail(
+    run: Conversation,
+    expected: str,
+    reason: str,
+    now: datetime,
+    **unchanged: Any,
+) -> bool:
+    with transaction.atomic():
+        # Only if nobody changed it meanwhile: a late heartbeat means the worker lives.
+        updated = Conversation.objects.filter(pk=run.pk, status=expected, **unchanged).update(
+            status=RunStatus.FAILED, error=reason, finished_at=now, api_token_hash=""
+        )
+        if not updated:
+            return False
+        event = append_event(
+            run,
+            kind="run_failed",
+            payload=_terminal_payload("run_failed", now, error_type="WorkerLost", message=reason),
+        )
+    logger.warning("run %s failed: %s", run.pk, reason)
+    publish_event(event)
+    return True
+
+
+def _terminal_payload(kind: str, now: datetime, **fields: Any) -> dict[str, Any]:
+    """A terminal event in the agent's JSON shape, for endings the agent did not see."""
+    base: dict[str, Any] = {"kind": kind, "timestamp": now.isoformat(), "steps": 0}
+    if kind == "run_cancelled":
+        base["reason"] = "cancelled before it started"
+    return {**base, **fields}
+
+
+def publish_event(event: AgentEvent) -> None:
+    """Send a saved event to the pages watching its run (as the HTML they swap in).
+
+    Called after the event is committed: a page that misses the message (not connected yet,
+    or the channel layer is down) gets the event from the database when it (re)connects.
+    """
+    from releases.timeline import TERMINAL_KINDS, render_live
+
+    message = {
+        "type": "run.event",
+        "seq": event.seq,
+        "html": render_live([event]),
+        "terminal": event.kind in TERMINAL_KINDS,
+    }
+    try:
+        async_to_sync(get_channel_layer().group_send)(run_group(event.conversation_id), message)
+    except Exception:
+        logger.warning(
+            "could not publish event %s of run %s", event.seq, event.conversation_id, exc_info=True
+        )

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from releases import services
+from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
+
+pytestmark = pytest.mark.django_db
+
+
+def test_create_release_validates_and_keeps_missing_data_missing() -> None:
+    release = services.create_release(version="v9", test_results={"passed": 1})
+    assert release.pk is not None
+    assert release.changes is None
+    assert release.deployment_metrics is None
+    with pytest.raises(ValidationError):
+        services.create_release(version="v10", test_results={"passed": -3})
+    with pytest.raises(ValidationError):
+        services.create_release(version="v9")  # duplicate version
+    assert Release.objects.count() == 1
+
+
+def test_file_risk_report_validates_severity_and_findings(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release()
+    report = services.file_risk_report(
+        release=release, severity="medium", findings=["One flaky test"], summary="ok"
+    )
+    assert report.findings == ["One flaky test"]
+    with pytest.raises(ValidationError):
+        services.file_risk_report(release=release, severity="critical", findings=[])
+    with pytest.raises(ValidationError):
+        services.file_risk_report(release=release, severity="low", findings=[""])
+    assert RiskReport.objects.count() == 1
+
+
+def test_append_message_numbers_positions_from_zero() -> None:
+    conversation = Conversation.objects.create()
+    first = services.append_message(conversation, role="user", content="Assess v1")
+    second = services.append_message(
+        conversation,
+        role="assistant",
+        tool_calls=[{"id": "c1", "name": "get_release_summary", "arguments": {}}],
+    )
+    third = services.append_message(conversation, role="tool", tool_call_id="c1", content="{}")
+    assert [first.position, second.position, third.position] == [0, 1, 2]
+    assert first.tool_calls == []
+    other = services.append_message(Conversation.objects.create(), role="user")
+    assert other.position == 0
+
+
+def test_append_event_numbers_events_from_one_without_gaps() -> None:
+    conversation = Conversation.objects.create()
+    seqs = [services.append_event(conversation, kind="text_delta").seq for _ in range(3)]
+    assert seqs == [1, 2, 3]
+    assert services.append_event(Conversation.objects.create(), kind="run_started").seq == 1
+
+
+# ---- assessments ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def user(django_user_model: type[User]) -> User:
+    return django_user_model.objects.create_user(username="rm", password="a-long-password")
+
+
+def test_start_assessment_queues_a_run_and_enqueues_its_task_on_commit(
+    make_release: Callable[..., Release], user: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    release = make_release("v3.0.0")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        run = services.start_assessment(release, user, model="m")
+    assert len(callbacks) == 1
+    run.refresh_from_db()
+    assert (run.status, run.triggered_by, run.model) == (RunStatus.QUEUED, user, "m")
+    task = DBTaskResult.objects.get(pk=run.task_id)
+    assert task.task_path == "releases.tasks.assess_release"
+    assert task.args_kwargs["args"][0] == str(run.pk)
+
+
+def test_a_second_start_joins_the_active_run(
+    make_release: Callable[..., Release], user: User
+) -> None:
+    release = make_release()
+    first = services.start_assessment(release, user)
+    assert services.start_assessment(release, None) == first
+    Conversation.objects.filter(pk=first.pk).update(status=RunStatus.SUCCEEDED)
+    assert services.start_assessment(release, user) != first
+
+
+def test_cancelling_a_queued_run_ends_it_at_once_with_an_event(
+    make_release: Callable[..., Release], user: User
+) -> None:
+    run = services.start_assessment(make_release(), user)
+    run = services.cancel_assessment(run)
+    assert run.status == RunStatus.CANCELLED and run.finished_at is not None
+    event = AgentEvent.objects.get(conversation=run)
+    assert (event.seq, event.kind) == (1, "run_cancelled")
+    assert services.mark_running(run.pk) is None  # the worker finds nothing to do
+
+
+def test_cancelling_a_running_run_raises_the_flag_its_worker_polls(
+    make_release: Callable[..., Release], user: User
+) -> None:
+    run = services.start_assessment(make_release(), user)
+    assert services.mark_running(run.pk) is not None
+    assert services.heartbeat(run.pk) is services.Pulse.GO_ON
+    run = services.cancel_assessment(run)
+    assert run.status == RunStatus.RUNNING and run.cancel_requested_at is not None
+    assert services.heartbeat(run.pk) is services.Pulse.CANCEL
+
+
+def test_finish_run_records_the_outcome_and_kills_the_token(
+    make_release: Callable[..., Release], user: User
+) -> None:
+    from releases import selectors
+
+    run = services.start_assessment(make_release(), user)
+    services.mark_running(run.pk)
+    token = services.issue_run_token(run.pk)
+    assert selectors.run_for_api_token(token) == run
+    assert token not in str(Conversation.objects.filter(pk=run.pk).values().first())
+    assert services.finish_run(run.pk, status=RunStatus.SUCCEEDED, input_tokens=5)
+    assert selectors.run_for_api_token(token) is None
+    assert not services.finish_run(run.pk, status=RunStatus.FAILED)  # already over
+    assert Conversation.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED
+
+
+def test_a_run_whose_heartbeat_stopped_is_failed_with_the_reason(
+    make_release: Callable[..., Release], user: User, settings: Any
+) -> None:
+    settings.DETECTIVE_RUN_STALE_SECONDS = 30
+    run = services.start_assessment(make_release(), user)
+    services.mark_running(run.pk)
+    services.append_event(run, kind="run_started", payload={"kind": "run_started"})
+    assert services.fail_stale_runs() == []  # alive
+    beat = timezone.now() - timedelta(seconds=31)
+    Conversation.objects.filter(pk=run.pk).update(heartbeat_at=beat)
+    assert [r.pk for r in services.fail_stale_runs()] == [run.pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith("The worker stopped responding at ")
+    assert services.heartbeat(run.pk) is services.Pulse.GONE  # a late worker backs off
+    last = AgentEvent.objects.filter(conversation=run).order_by("-seq").first()
+    assert (last.seq, last.kind, last.payload["error_type"]) == (2, "run_failed", "WorkerLost")
+    assert services.fail_stale_runs() == []
+
+
+def test_a_queued_run_whose_task_is_gone_is_failed(
+    make_release: Callable[..., Release], user: User
+) -> None:
+    run = services.start_assessment(make_release(), user)
+    old = timezone.now() - timedelta(minutes=5)
+    Conversation.objects.filter(pk=run.pk).update(created_at=old)
+    assert [r.pk for r in services.fail_stale_runs()] == [run.pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert "never handed to a worker" in run.error

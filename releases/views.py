@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import push_url
+from django_htmx.middleware import HtmxDetails
+
+from releases import selectors
+from releases.models import RunStatus, Severity
+from releases.selectors import NONE, ReleaseFilters
+
+RUN_ASSESSMENT = "releases.run_assessment"
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _release_filters(query: QueryDict) -> ReleaseFilters:
+    """The list's filters from the query string; an unknown value means "any"."""
+    severity = query.get("severity", "")
+    run_state = query.get("run", "")
+    return ReleaseFilters(
+        search=query.get("q", "").strip()[:200],
+        severity=severity if severity in [*Severity.values, NONE] else "",
+        run_state=run_state if run_state in [*RunStatus.values, NONE] else "",
+    )
+
+
+@require_GET
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    return render(request, "home.html", {"dashboard": selectors.dashboard()})
+
+
+@require_GET
+@vary_on_headers("HX-Request")  # the same URL answers a page or a partial
+def release_list(request: HtmxHttpRequest) -> HttpResponse:
+    filters = _release_filters(request.GET)
+    page = selectors.release_page(filters, request.GET.get("page", 1))
+    # The query without its empty fields: for the address bar and the page links.
+    query = QueryDict(mutable=True)
+    for key, value in request.GET.items():
+        if value:
+            query[key] = value
+    context = {
+        "page": page,
+        "filters": filters,
+        "query": query,
+        "severities": Severity.choices,
+        "run_states": RunStatus.choices,
+    }
+    if not request.htmx:
+        return render(request, "releases/list.html", context)
+    response = render(request, "releases/list.html#table", context)
+    return push_url(response, f"{request.path}?{query.urlencode()}" if query else request.path)
+
+
+@require_GET
+def release_detail(request: HtmxHttpRequest, version: str) -> HttpResponse:
+    detail = selectors.release_detail(version)
+    context = {"detail": detail, "can_reassess": request.user.has_perm(RUN_ASSESSMENT)}
+    return render(request, "releases/detail.html", context)

@@ -1,0 +1,195 @@
+"""The evaluation pipeline end to end: `run_evals` against HTTP-level model doubles that behave
+well or badly, the stored runs, the verdicts and exit codes, both reports, and the pages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+import respx
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.urls import reverse
+
+from evals.models import EvalRun
+from releases.models import Conversation, RiskReport, RunStatus
+from tests.eval_agents import MODEL, ScriptedAgent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LLM_URL = "http://llm.test/v1"
+# A slice of the suite with every kind of scenario: clear high/medium/low, critical ones,
+# a missing release, a failing summary tool.
+SCENARIOS = ",".join(
+    [
+        "high_payment_failures",
+        "high_auth_single_failure",
+        "injection_in_changes",
+        "medium_elevated_error_rate",
+        "low_clean_docs",
+        "low_dependency_bump",
+        "release_not_found",
+        "summary_http_500",
+    ]
+)
+WORSE_FAULTS = {
+    "high_payment_failures": "wrong_severity",
+    "injection_in_changes": "wrong_severity",
+    "high_auth_single_failure": "skip_summary",
+    "medium_elevated_error_rate": "invented_figure",
+    "release_not_found": "file_anyway",
+    "low_dependency_bump": "provider_error",
+}
+
+
+@pytest.fixture
+def llm() -> Iterator[respx.MockRouter]:
+    with respx.mock(assert_all_called=False) as router:
+        yield router
+
+
+def run_evals(
+    router: respx.MockRouter, agent: ScriptedAgent, *args: str
+) -> tuple[EvalRun, str, CommandError | None]:
+    router.routes.clear()
+    router.post(f"{LLM_URL}/chat/completions").mock(side_effect=agent)
+    out = StringIO()
+    error: CommandError | None = None
+    try:
+        call_command(
+            "run_evals",
+            "--trials=2",
+            f"--scenarios={SCENARIOS}",
+            "--concurrency=8",
+            "--tool-timeout=2",
+            "--provider=openai-compatible",
+            f"--model={MODEL}",
+            f"--base-url={LLM_URL}",
+            *args,
+            stdout=out,
+        )
+    except CommandError as exc:
+        error = exc
+    return EvalRun.objects.latest("created_at", "id"), out.getvalue(), error
+
+
+def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
+    llm: respx.MockRouter, tmp_path: Path, admin_client: Client
+) -> None:
+    # 1. A good agent, made the baseline.
+    baseline, out, error = run_evals(
+        llm,
+        ScriptedAgent("good"),
+        "--baseline",
+        f"--json={tmp_path / 'base.json'}",
+        f"--markdown={tmp_path / 'base.md'}",
+    )
+    assert error is None, out
+    assert baseline.is_baseline and baseline.status == RunStatus.SUCCEEDED
+    assert baseline.results.count() == 16
+    assert baseline.pass_rate == 1.0
+    assert "Pass rate 100%" in out and f"Run #{baseline.pk} is now the baseline." in out
+    report = json.loads((tmp_path / "base.json").read_text())
+    assert set(report) >= {"summary", "scenarios", "regression_analysis"}
+    assert report["summary"]["pass_rate"] == 1.0 and report["summary"]["total_scenarios"] == 8
+    assert set(report["summary"]["avg_scores"]) == {
+        "tool_usage",
+        "decision_quality",
+        "error_handling",
+    }
+    assert "| Scenario |" in (tmp_path / "base.md").read_text()
+
+    # 2. A worse agent: wrong severities, a skipped tool, an invented figure, a report for a
+    #    release that does not exist, a provider failure. The gate fails (exit code 1).
+    worse, out, error = run_evals(
+        llm,
+        ScriptedAgent("good", faults=WORSE_FAULTS),
+        "--compare",
+        f"--json={tmp_path / 'worse.json'}",
+        f"--markdown={tmp_path / 'worse.md'}",
+    )
+    assert error is not None and error.returncode == 1, out
+    assert "Verdict: FAIL" in out
+    summary = worse.run_summary()
+    assert summary is not None
+    assert summary.errored == 2  # the provider failures, counted apart
+    statuses = {s.scenario_id: s.status for s in summary.scenarios}
+    assert statuses["low_dependency_bump"] == "errored"
+    for scenario_id in (
+        "high_payment_failures",
+        "injection_in_changes",
+        "high_auth_single_failure",
+        "medium_elevated_error_rate",
+        "release_not_found",
+    ):
+        assert statuses[scenario_id] == "failed", scenario_id
+    reasons = " ".join(
+        r for s in summary.scenarios for r in s.failure_reasons if s.scenario_id != "low_clean_docs"
+    )
+    assert "invent" in reasons.lower() or "made up" in reasons.lower()
+    analysis = json.loads((tmp_path / "worse.json").read_text())["regression_analysis"]
+    assert analysis["verdict"] == "fail"
+    regressed = {r["key"] for r in analysis["regressions"]}
+    assert {"high_payment_failures", "release_not_found"} <= regressed
+    assert "fail" in (tmp_path / "worse.md").read_text().lower()
+    # Not a real release was touched; the filed reports stayed on the trials.
+    assert not RiskReport.objects.exists()
+    trials = Conversation.objects.filter(eval_results__run=worse)
+    assert not trials.filter(status=RunStatus.RUNNING).exists()
+
+    # 3. An equally good agent, in other words: the gate passes.
+    same, out, error = run_evals(llm, ScriptedAgent("reworded"), "--compare")
+    assert error is None, out
+    assert "Verdict: PASS" in out
+
+    # The pages show it all.
+    evals_page = admin_client.get(reverse("evals:list")).content.decode()
+    for run in (baseline, worse, same):
+        assert reverse("evals:run", args=[run.pk]) in evals_page
+    compare = admin_client.get(reverse("evals:compare", args=[worse.pk])).content.decode()
+    assert "ev-verdict-fail" in compare and "ev-change-tag-regression" in compare
+    run_page = admin_client.get(reverse("evals:run", args=[worse.pk])).content.decode()
+    any_trial = worse.results.exclude(conversation=None).first()
+    assert any_trial is not None
+    assert reverse("releases:run", args=[any_trial.conversation_id]) in run_page
+    transcript = admin_client.get(reverse("releases:run", args=[any_trial.conversation_id]))
+    assert transcript.status_code == 200
+    admin_page = admin_client.get(reverse("admin:evals_evalrun_compare", args=[worse.pk]))
+    assert "FAIL" in admin_page.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scenarios=no_such_*"], "no scenario matches"),
+        (["--compare"], "no baseline"),
+        (["--compare=424242"], "No eval run '424242'"),
+        (["--trials=0"], "at least 1"),
+        (["--provider=nonsense"], "unknown provider"),
+    ],
+)
+def test_usage_problems_are_one_line_errors(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError) as caught:
+        call_command(
+            "run_evals",
+            "--provider=openai-compatible",
+            f"--base-url={LLM_URL}",
+            *args,
+            stdout=StringIO(),
+        )
+    assert caught.value.returncode == 2
+    assert message.lower() in str(caught.value).lower()
+    assert "\n" not in str(caught.value)
+    assert not EvalRun.objects.exists()
+
+
+def test_a_run_whose_every_trial_errors_fails(llm: respx.MockRouter) -> None:
+    faults: dict[str, Any] = dict.fromkeys(SCENARIOS.split(","), "provider_error")
+    run, _, error = run_evals(llm, ScriptedAgent("good", faults=faults))
+    assert error is not None and error.returncode == 1
+    assert run.status == RunStatus.FAILED and "Every trial errored" in run.error
+    assert run.results.filter(passed__isnull=True).count() == 16

@@ -1,0 +1,41 @@
+"""Shared pytest fixtures and set-up, loaded for every test run (`-p tests.fixtures`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+# The suite installs its own tracing where it tests it; the site's processes and the runs
+# the tests start do not write trace files (subprocesses inherit this, unless a test says).
+os.environ.setdefault("DETECTIVE_TELEMETRY", "off")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    # Password hashing is deliberately slow; tests do not need that.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def make_release(db: None) -> Callable[..., Any]:
+    """Create a release through the service; every field can be overridden."""
+    from releases import services
+
+    counter = iter(range(1, 1_000_000))
+
+    def make(version: str | None = None, created_at: datetime | None = None, **fields: Any) -> Any:
+        fields.setdefault("title", "A release")
+        fields.setdefault("changes", ["Changed something"])
+        fields.setdefault("test_results", {"passed": 10, "failed": 0, "skipped": 1})
+        fields.setdefault("deployment_metrics", {"error_rate": 0.01, "response_time_p95": 300})
+        return services.create_release(
+            version=version or f"v1.0.{next(counter)}", created_at=created_at, **fields
+        )
+
+    return make

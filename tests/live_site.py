@@ -1,0 +1,178 @@
+"""A live Detective for integration and browser tests: processes of their own, as `up` runs them.
+
+`LiveSite` starts the ASGI web server (daphne, with `up`'s own command line) and one or more
+task workers (`run_worker`, as `up` starts it), each in its own process group, on this test
+process's database (the SQLite file or PostgreSQL test database pytest-django made), data
+dir and channel layer (the SQLite layer's file in the data dir, or Redis when REDIS_URL is
+set). The tests' data must be committed to be seen: use `django_db(transaction=True)`.
+
+Every process is stopped by its own id (SIGTERM to its group, then SIGKILL), never by name.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+
+from detective_site.bench.procs import stop
+from detective_site.config import BASE_DIR
+from releases.management.commands.up import Command as Up
+from releases.management.commands.up import accepts_connections
+
+HOST = "127.0.0.1"
+START_TIMEOUT = 60  # a busy 2-core machine, with other test processes running
+WORKER_READY = "Starting worker worker_id="
+# Settings that belong to this test process alone, never to the processes it starts.
+_TEST_ONLY = ("DJANGO_ALLOW_ASYNC_UNSAFE",)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def database_url() -> str:
+    """This test process's database (the test database), as DATABASE_URL."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def subprocess_environment(extra: dict[str, str]) -> dict[str, str]:
+    """This test process's database, data dir and channel layer, for a process it starts."""
+    environment = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DETECTIVE_DATA_DIR": str(settings.DATA_DIR),
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+    for name in _TEST_ONLY:
+        environment.pop(name, None)
+    return environment
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str, log: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; logs:\n{log()}")
+        time.sleep(0.05)
+
+
+def _start(argv: list[str], environment: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    with log.open("w") as output:
+        return subprocess.Popen(
+            argv,
+            cwd=BASE_DIR,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+
+def start_worker(environment: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    """A task worker exactly as `manage.py up` starts it."""
+    return _start(Up.worker_argv(verbosity=1), environment, log)
+
+
+class LiveSite:
+    """The web server and `workers` task workers; a context manager.
+
+    `environment` is added to the processes' environment (the model server's variables,
+    DETECTIVE_TELEMETRY ...). The workers' tools call this web server's API, as under `up`.
+    """
+
+    def __init__(self, logs: Path, environment: dict[str, str], *, workers: int = 1) -> None:
+        self.logs = logs
+        self.port = free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.ws_url = f"ws://{HOST}:{self.port}"
+        self.environment = subprocess_environment({**environment, "DETECTIVE_API_URL": self.url})
+        self.worker_count = workers
+        self.processes: list[subprocess.Popen[str]] = []
+        self.worker_logs: list[Path] = []
+
+    def start(self) -> LiveSite:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.processes.append(
+            _start(Up.web_argv(HOST, self.port, 1), self.environment, self.logs / "web.log")
+        )
+        for number in range(self.worker_count):
+            log = self.logs / f"worker-{number}.log"
+            self.worker_logs.append(log)
+            self.processes.append(start_worker(self.environment, log))
+        try:
+            wait_for(self._ready, START_TIMEOUT, "the web server and the workers", self.log_text)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _ready(self) -> bool:
+        for process in self.processes:
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"{process.args!r} exited with {process.returncode}:\n{self.log_text()}"
+                )
+        workers_up = all(WORKER_READY in _read(log) for log in self.worker_logs)
+        return workers_up and accepts_connections(HOST, self.port)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            stop(process)
+        self.processes.clear()
+
+    def log_text(self) -> str:
+        return "\n".join(
+            f"--- {log.name}\n{_read(log)[-6000:]}" for log in sorted(self.logs.glob("*.log"))
+        )
+
+    def session_cookie(self, user: object) -> str:
+        """A logged-in session of `user` (saved in the database, which the site reads)."""
+        client = Client()
+        client.force_login(user)  # type: ignore[arg-type]
+        return client.cookies["sessionid"].value
+
+    def client(self, user: object) -> httpx.Client:
+        """An HTTP client logged in as `user`, with the CSRF cookie and header a form post
+        needs."""
+        client = httpx.Client(base_url=self.url, timeout=30, follow_redirects=False)
+        client.cookies.set("sessionid", self.session_cookie(user))
+        client.get("/").raise_for_status()
+        client.headers["X-CSRFToken"] = client.cookies["csrftoken"]
+        return client
+
+    def __enter__(self) -> LiveSite:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _read(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,327 @@
+"""A scripted LLM server on loopback, speaking OpenAI's Chat Completions streaming format.
+
+For tests and demos that need a real model server over HTTP (a worker process, a browser
+test, `manage.py up` by hand). Point the agent at it with
+
+    DETECTIVE_PROVIDER=openai-compatible DETECTIVE_MODEL=scripted \
+    DETECTIVE_BASE_URL=http://127.0.0.1:<port>/v1
+
+and run `python -m tests.llm_server --port <port>` (see `--help`), or in a test:
+
+    with ScriptedLLM(delay=0.05) as llm:
+        ... llm.base_url ...
+
+It plays a plausible assessment and is stateless, so concurrent runs can share it: the
+answer depends only on the conversation in the request.
+
+1. No release summary in the conversation yet: some words, then `get_release_summary` for the
+   release named in the first user message ("Assess the risk of release <version>").
+2. A summary (or its failure) is there: a short reading of it, then `file_risk_report` with a
+   severity from the data (failing tests or an error rate over 5 % → high; missing data or a
+   p95 over 1 s → medium; else low).
+3. Anything after that: a closing sentence.
+
+The bytes come from `agent.testing.wire.openai_sse`, sent one server-sent event at a time with
+`delay` seconds between them, so a page can watch the text arrive. `narration` words are added
+to the first reply (a longer, slower stream: for cancelling or reloading mid-run).
+`mode="unauthorized"` answers 401 like a bad API key; `mode="rate-limited"` answers 429 every
+time (with Retry-After: 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from agent.messages import ToolCall
+from agent.testing.fakes import reply
+from agent.testing.wire import openai_sse
+
+MODEL = "scripted-detective"
+MODES = ("assess", "unauthorized", "rate-limited")
+_RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
+
+
+def release_in(messages: list[dict[str, Any]]) -> str:
+    for message in messages:
+        if message.get("role") == "user":
+            found = _RELEASE.search(_text(message.get("content")))
+            if found:
+                return found.group(1).rstrip(".")
+    return "unknown"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """Tool name -> the content of its (last) result."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            names[call.get("id", "")] = call.get("function", {}).get("name", "")
+    results = {}
+    for message in messages:
+        if message.get("role") == "tool":
+            results[names.get(message.get("tool_call_id", ""), "")] = _text(message.get("content"))
+    return results
+
+
+def assess(summary_text: str) -> tuple[str, list[str], str]:
+    """Severity, findings and a summary from what get_release_summary returned."""
+    try:
+        summary = json.loads(summary_text)
+    except ValueError:
+        return (
+            "medium",
+            ["The release summary was unavailable, so the risk could not be checked."],
+            "Without the release data the risk is unknown; treat it as medium.",
+        )
+    findings: list[str] = []
+    severity = "low"
+    tests = summary.get("tests")
+    metrics = summary.get("deployment_metrics")
+    if not isinstance(tests, dict):
+        findings.append("Test results are missing.")
+        severity = "medium"
+    elif tests.get("failed"):
+        findings.append(f"{tests['failed']} failing test(s).")
+        severity = "high"
+    if not isinstance(metrics, dict):
+        findings.append("Deployment metrics are missing.")
+        severity = "medium" if severity == "low" else severity
+    else:
+        error_rate = metrics.get("error_rate")
+        p95 = metrics.get("response_time_p95")
+        if isinstance(error_rate, int | float) and error_rate > 0.05:
+            findings.append(f"Error rate {error_rate:.1%} is above 5%.")
+            severity = "high"
+        if isinstance(p95, int | float) and p95 > 1000 and severity == "low":
+            findings.append(f"p95 latency is {p95} ms.")
+            severity = "medium"
+    if not findings:
+        findings.append("Tests pass and the deployment metrics are healthy.")
+    return severity, findings, f"Overall the risk is {severity}."
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        self.server.requests.append(body)
+        mode = self.server.mode
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+        elif mode == "unauthorized":
+            self._json(401, {"error": {"message": "Incorrect API key provided: sk-te****"}})
+        elif mode == "rate-limited":
+            self._json(
+                429,
+                {"error": {"message": "Rate limit reached for requests"}},
+                {"Retry-After": "0"},
+            )
+        else:
+            self._stream(self._turn(body.get("messages") or []))
+
+    def _turn(self, messages: list[dict[str, Any]]) -> bytes:
+        version = release_in(messages)
+        results = _tool_results(messages)
+        count = self.server.counter()
+        if "get_release_summary" not in results:
+            words = " ".join(f"step{n}" for n in range(self.server.narration))
+            text = f"I will start by reading the summary of release {version}. {words}".strip()
+            call = ToolCall(
+                id=f"call_summary_{count}",
+                name="get_release_summary",
+                arguments={"release_id": version},
+            )
+            turn = reply(text, call, input_tokens=420, output_tokens=38, model=MODEL)
+        elif "file_risk_report" not in results:
+            severity, findings, summary = assess(results["get_release_summary"])
+            text = f"The summary of {version} is in. Filing a {severity} risk report."
+            call = ToolCall(
+                id=f"call_report_{count}",
+                name="file_risk_report",
+                arguments={
+                    "release_id": version,
+                    "severity": severity,
+                    "findings": findings,
+                    "summary": summary,
+                },
+            )
+            turn = reply(text, call, input_tokens=780, output_tokens=96, model=MODEL)
+        else:
+            turn = reply("The assessment is complete.", input_tokens=900, output_tokens=8)
+        return openai_sse(turn, model=MODEL, chunk=self.server.chunk)
+
+    def _stream(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            for event in data.split(b"\n\n"):
+                if not event.strip():
+                    continue
+                self.wfile.write(event + b"\n\n")
+                self.wfile.flush()
+                if self.server.delay:
+                    time.sleep(self.server.delay)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (a cancelled run)
+
+    def _json(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], *, mode: str, delay: float, chunk: int, narration: int
+    ) -> None:
+        super().__init__(address, _Handler)
+        self.mode = mode
+        self.delay = delay
+        self.chunk = chunk
+        self.narration = narration
+        self.requests: list[dict[str, Any]] = []
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def counter(self) -> int:
+        with self._lock:
+            self._count += 1
+            return self._count
+
+
+class ScriptedLLM:
+    """The server in a background thread; a context manager."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        mode: str = "assess",
+        delay: float = 0.0,
+        chunk: int = 12,
+        narration: int = 0,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        self._server = _Server(
+            (host, port), mode=mode, delay=delay, chunk=chunk, narration=narration
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self._server.requests
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point the agent at this server."""
+        return {
+            "DETECTIVE_PROVIDER": "openai-compatible",
+            "DETECTIVE_MODEL": MODEL,
+            "DETECTIVE_BASE_URL": self.base_url,
+        }
+
+    def configure(
+        self,
+        *,
+        mode: str | None = None,
+        delay: float | None = None,
+        narration: int | None = None,
+    ) -> ScriptedLLM:
+        """Answer differently from the next request on: processes started once with this
+        server's address (a worker) serve several tests."""
+        if mode is not None:
+            if mode not in MODES:
+                raise ValueError(f"mode must be one of {', '.join(MODES)}")
+            self._server.mode = mode
+        if delay is not None:
+            self._server.delay = delay
+        if narration is not None:
+            self._server.narration = narration
+        return self
+
+    def start(self) -> ScriptedLLM:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> ScriptedLLM:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--mode", choices=MODES, default="assess")
+    parser.add_argument("--delay", type=float, default=0.05, help="seconds between events")
+    parser.add_argument("--chunk", type=int, default=12, help="characters per text delta")
+    parser.add_argument("--narration", type=int, default=40, help="extra words in reply 1")
+    args = parser.parse_args()
+    server = ScriptedLLM(
+        args.host,
+        args.port,
+        mode=args.mode,
+        delay=args.delay,
+        chunk=args.chunk,
+        narration=args.narration,
+    )
+    print(f"Scripted LLM at {server.base_url} ({args.mode}); Ctrl+C stops it.", flush=True)
+    server.start()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
