@@ -1,7 +1,8 @@
 """The run page's websocket: authenticate, replay what the page missed, relay live events.
 
-`ws/runs/<id>/`. The consumer joins the run's group (`run-<id>`) before anything else, so no
-event published from then on is missed; the page then says which event it shows last
+`ws/runs/<id>/`. The consumer subscribes to the run's group (`run-<id>`, through the process's
+one membership: `releases.fanout`) before anything else, so no event published from then on is
+missed; the page then says which event it shows last
 (`{"last_seq": N}`, sent on every (re)connection), and the consumer sends the saved events
 after N, then the live ones. It tracks the last number it sent: a live event it already sent
 is skipped, and one that arrives ahead of a gap (the channel layer does not promise order or
@@ -15,6 +16,7 @@ origin is checked before this (AllowedHostsOriginValidator in asgi.py).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -22,6 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from releases import selectors, services
+from releases.fanout import Subscription, fanout
 from releases.models import AgentEvent
 from releases.timeline import TERMINAL_KINDS, render_live
 
@@ -33,10 +36,15 @@ class RunConsumer(AsyncWebsocketConsumer):
     run_id: str
     group: str
     last_sent: int | None
+    subscription: Subscription | None
 
     async def connect(self) -> None:
         self.last_sent = None
         self.group = ""
+        self.subscription = None
+        # Live events arrive on the subscription's task, the page's message on this one:
+        # one at a time, or both could send the same saved events.
+        self.sending = asyncio.Lock()
         self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
         user = self.scope.get("user")
         # Accept first so that the page gets a close code it can tell apart (a refused
@@ -53,33 +61,30 @@ class RunConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         self.group = services.run_group(run.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.subscription = await fanout().subscribe(self.group, self.run_event)
         if run.is_active:
             # A worker that died never says so: notice it here too (the page shows it).
             await database_sync_to_async(services.fail_if_stale)(run)
 
     async def disconnect(self, code: int) -> None:
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.subscription is not None:
+            await fanout().unsubscribe(self.group, self.subscription)
+            self.subscription = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.last_sent is not None or not self.group:
             return  # only the first message counts: where the page is
-        self.last_sent = _last_seq(text_data)
-        await self._catch_up()
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # Channels hops to its one sync thread before every message to close stale database
-        # connections; a live event needs no database (a gap is read through
-        # database_sync_to_async, which does that itself), and a hundred pages on one run
-        # would queue a hundred hops behind each event.
-        if message.get("type") == "run.event":
-            await self.run_event(message)
-            return
-        await super().dispatch(message)
+        async with self.sending:
+            self.last_sent = _last_seq(text_data)
+            await self._catch_up()
 
     async def run_event(self, message: dict[str, Any]) -> None:
-        """A live event from the group."""
+        """A live event from the group (on the subscription's task, not through Channels'
+        dispatch: no hop to the sync thread per event, which a live event does not need)."""
+        async with self.sending:
+            await self._relay(message)
+
+    async def _relay(self, message: dict[str, Any]) -> None:
         if self.last_sent is None:
             return  # the replay, still to come, reads it from the database
         seq = int(message["seq"])
