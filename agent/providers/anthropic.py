@@ -43,6 +43,7 @@ from agent.providers.wire import (
     normalise_finish_reason,
     order_tool_results,
     parse_arguments,
+    response_metadata,
 )
 
 PROVIDER = "anthropic"
@@ -240,7 +241,7 @@ class AnthropicProvider:
                     )
                 )
         return ModelResponse(
-            message=Message.assistant("".join(text), calls),
+            message=Message.assistant("".join(text), calls, **response_metadata(data.get("id"))),
             usage=usage_from_wire(data.get("usage") or {}),
             finish_reason=normalise_finish_reason(data.get("stop_reason"), FINISH_REASONS, calls),
             model=data.get("model"),
@@ -328,6 +329,7 @@ class _StreamState:
     tools: dict[int, _ToolBlock] = field(default_factory=dict)  # by content block index
     usage: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
+    response_id: str | None = None
     stop_reason: str | None = None
     stopped: bool = False
 
@@ -336,6 +338,7 @@ class _StreamState:
         if kind == "message_start":
             message = data.get("message") or {}
             self.model = message.get("model")
+            self.response_id = message.get("id")
             self.usage.update(message.get("usage") or {})
         elif kind == "content_block_start":
             block = data.get("content_block") or {}
@@ -377,7 +380,9 @@ class _StreamState:
     def response(self) -> ModelResponse:
         calls = [tool.call() for tool in self.tools.values()]
         return ModelResponse(
-            message=Message.assistant("".join(self.text), calls),
+            message=Message.assistant(
+                "".join(self.text), calls, **response_metadata(self.response_id)
+            ),
             usage=usage_from_wire(self.usage),
             finish_reason=normalise_finish_reason(self.stop_reason, FINISH_REASONS, calls),
             model=self.model,

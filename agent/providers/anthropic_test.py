@@ -153,6 +153,7 @@ class TestAnthropicContract(ProviderContract):
     endpoint = ENDPOINT
     stream_content_type = "text/event-stream; charset=utf-8"
     request_id_header = "request-id"
+    response_id = "msg_01XFDUDYJgAACzvnptvVoYEL"
     extra_error_statuses = [(529, ServerError), (413, ValidationError)]
 
     def make_provider(self, client: httpx.AsyncClient, **options: Any) -> AnthropicProvider:

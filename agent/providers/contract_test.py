@@ -143,6 +143,8 @@ class ProviderContract:
     stream_content_type: ClassVar[str]
     request_id_header: ClassVar[str | None]  # None: the API has no request ids
     reports_cached_tokens: ClassVar[bool] = True
+    # The provider's id of a reply, as the doubles send it (None: the API gives none).
+    response_id: ClassVar[str | None] = None
     extra_error_statuses: ClassVar[list[tuple[int, type[ProviderError]]]] = []
 
     def make_provider(self, client: httpx.AsyncClient, **options: Any) -> Provider:
@@ -261,6 +263,7 @@ class ProviderContract:
         assert response.finish_reason == "stop"
         assert response.model
         assert response.request_id == self.expected_request_id()
+        assert response.message.metadata.get("response_id") == self.response_id
         self.assert_usage(response.usage, usage)
 
     @pytest.mark.asyncio
@@ -293,6 +296,7 @@ class ProviderContract:
         assert end.response.finish_reason == "stop"
         assert end.response.model
         assert end.response.request_id == self.expected_request_id()
+        assert end.response.message.metadata.get("response_id") == self.response_id
 
     @pytest.mark.asyncio
     async def test_stream_reports_usage(self, provider: Provider, router: respx.MockRouter) -> None:

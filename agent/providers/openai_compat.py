@@ -49,6 +49,7 @@ from agent.providers.wire import (
     normalise_finish_reason,
     order_tool_results,
     parse_arguments,
+    response_metadata,
     tool_result_text,
 )
 
@@ -305,7 +306,9 @@ class OpenAICompatProvider:
             for raw in message.get("tool_calls") or []
         ]
         return ModelResponse(
-            message=Message.assistant(message.get("content") or "", calls),
+            message=Message.assistant(
+                message.get("content") or "", calls, **response_metadata(data.get("id"))
+            ),
             usage=usage_from_wire(data.get("usage")),
             finish_reason=normalise_finish_reason(
                 choices[0].get("finish_reason"), FINISH_REASONS, calls
@@ -402,11 +405,13 @@ class _StreamState:
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: dict[str, Any] | None = None
     model: str | None = None
+    response_id: str | None = None
     finish_reason: str | None = None
     done: bool = False
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         self.model = chunk.get("model") or self.model
+        self.response_id = self.response_id or chunk.get("id")
         self.request_id = self.request_id or chunk.get("id")
         if chunk.get("usage"):
             self.usage = chunk["usage"]
@@ -451,7 +456,9 @@ class _StreamState:
     def response(self) -> ModelResponse:
         calls = [self.calls[i].call() for i in sorted(self.calls)]
         return ModelResponse(
-            message=Message.assistant("".join(self.text), calls),
+            message=Message.assistant(
+                "".join(self.text), calls, **response_metadata(self.response_id)
+            ),
             usage=usage_from_wire(self.usage),
             finish_reason=normalise_finish_reason(self.finish_reason, FINISH_REASONS, calls),
             model=self.model,

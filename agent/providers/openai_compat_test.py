@@ -94,6 +94,7 @@ class TestOpenAICompatContract(ProviderContract):
     endpoint = ENDPOINT
     stream_content_type = "text/event-stream; charset=utf-8"
     request_id_header = "x-request-id"
+    response_id = COMPLETION_ID
 
     def make_provider(self, client: httpx.AsyncClient, **options: Any) -> OpenAICompatProvider:
         return OpenAICompatProvider(

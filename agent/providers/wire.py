@@ -73,6 +73,12 @@ def normalise_finish_reason(
     return normalised
 
 
+def response_metadata(response_id: Any) -> dict[str, str]:
+    """The assistant message's metadata naming the provider's id of the reply, when it gave
+    one (traced as `gen_ai.response.id`; support teams ask for it)."""
+    return {"response_id": response_id} if isinstance(response_id, str) and response_id else {}
+
+
 def tool_result_text(message: Message) -> str:
     """The content of a tool result for APIs without an error flag on tool messages."""
     if message.is_error and not message.content.lower().startswith("error"):
