@@ -79,7 +79,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CHANNEL_LAYERS = CONFIG.channel_layers()
 
-# Assessments (releases/runner.py): the key external callers of the release API may use, the
+# Assessments (releases/runner/): the key external callers of the release API may use, the
 # API the agent's tools call (unset: this site, whose address `up` gives the worker), and how
 # long a running assessment may go without a heartbeat before it is marked failed.
 DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None

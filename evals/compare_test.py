@@ -7,9 +7,9 @@ import pytest
 
 from evals.compare import ComparisonRules, compare_runs
 from evals.evaluators import TrialResult, evaluate
+from evals.runner.transcript import Transcript
 from evals.scenario import Suite, load_suite
 from evals.stats import MeanStat, RunSummary, ScenarioSummary, summarise_run
-from evals.transcript import Transcript
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
 

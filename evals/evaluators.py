@@ -1,6 +1,6 @@
 """The evaluators: what a transcript is worth against its scenario, dimension by dimension.
 
-Each evaluator reads a `Transcript` (evals/transcript.py) and a `Scenario` and returns a
+Each evaluator reads a `Transcript` (evals/runner/transcript.py) and a `Scenario` and returns a
 `Score`: a value in 0..1, whether it passed, the named checks behind it and readable details.
 `evaluate(scenario, transcript)` runs them all and decides the trial's status; `aevaluate`
 adds the optional LLM judge.
@@ -65,6 +65,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evals.runner.transcript import RunError, ToolInvocation, Transcript, TrialMetrics
 from evals.scenario import (
     DIMENSIONS,
     REPORT_TOOL,
@@ -73,7 +74,6 @@ from evals.scenario import (
     KeywordGroup,
     Scenario,
 )
-from evals.transcript import RunError, ToolInvocation, Transcript, TrialMetrics
 
 # The thresholds of the severity guidelines; the agent may quote them.
 GUIDELINE_THRESHOLDS: tuple[float, ...] = (0.02, 0.05)

@@ -23,8 +23,8 @@ from evals.evaluators import (
     parse_judge_response,
     severity_credit,
 )
+from evals.runner.transcript import RunError, Transcript
 from evals.scenario import KeywordGroup, Suite, load_suite
-from evals.transcript import RunError, Transcript
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
 CASES = sorted(TESTDATA.glob("*.json"))

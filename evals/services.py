@@ -1,6 +1,6 @@
 """Writes for evaluation runs: start, record a trial, heartbeat, finish, mark the baseline.
 
-The runner (`evals/runner.py`) and the `run_evals` command change runs only through here.
+The runner (`evals/runner/trials.py`) and the `run_evals` command change runs only through here.
 Each write is saved first, then published to the run's channel group (`evalrun-<id>`), where
 the evals pages listen for progress; a page that misses a message rebuilds the same view
 from the database.

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from evals.evaluators import Score, TrialResult
+from evals.runner.transcript import RunError, TrialMetrics
 from evals.scenario import load_suite
 from evals.stats import (
     MeanStat,
@@ -20,7 +21,6 @@ from evals.stats import (
     welch_p_value,
     wilson_interval,
 )
-from evals.transcript import RunError, TrialMetrics
 
 
 @pytest.mark.parametrize(

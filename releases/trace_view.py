@@ -1,7 +1,8 @@
 """A run's trace as a span waterfall: one row per span, in tree order, with its bar placed
 by time (offset and width as percentages of the whole trace).
 
-The spans come from the trace file the agent's telemetry writes (`agent.telemetry.read_trace`):
+The spans come from the trace file the agent's telemetry writes (read through the seam,
+`releases.runner.traces`):
 the web request, the task, the agent, each model call with its retries, each tool call and the
 tools' HTTP calls back into the site. Only numbers, names and short labels are taken from a
 span; prompt and completion content, if captured, stays in the file.
@@ -15,9 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
-
-from agent.telemetry import TelemetryConfig, read_trace
+from releases.runner.traces import read_run_trace
 
 # Beyond this a page stops being readable, and a runaway trace must not make a huge page.
 MAX_ROWS = 400
@@ -87,17 +86,11 @@ class Waterfall:
         return [Tick(pct, format_duration(self.total_ms * pct / 100)) for pct in TICKS]
 
 
-def traces_dir() -> Path:
-    """Where the site's processes write their traces (the same place the agent's telemetry
-    is configured with)."""
-    return TelemetryConfig(data_dir=Path(settings.DATA_DIR)).traces_dir
-
-
 def load_waterfall(trace_id: str, directory: Path | None = None) -> Waterfall:
     """The waterfall of one trace; an empty one (not `available`) when the trace has no file
     yet or the id is not a trace id."""
     try:
-        spans = read_trace(directory or traces_dir(), trace_id)
+        spans = read_run_trace(trace_id, directory)
     except ValueError:
         spans = []
     return build_waterfall(trace_id, spans)

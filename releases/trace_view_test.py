@@ -16,7 +16,6 @@ from releases.trace_view import (
     build_waterfall,
     format_duration,
     load_waterfall,
-    traces_dir,
 )
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -341,11 +340,6 @@ def test_a_missing_trace_or_a_bad_id_is_not_available(tmp_path: Path) -> None:
     assert not load_waterfall(TRACE_ID, tmp_path).available
     assert not load_waterfall("../../etc/passwd", tmp_path).available
     assert not load_waterfall("", tmp_path).available
-
-
-def test_the_traces_live_in_the_data_dir(settings: Any, tmp_path: Path) -> None:
-    settings.DATA_DIR = tmp_path
-    assert traces_dir() == tmp_path / "traces"
 
 
 # --- the partial ---------------------------------------------------------------------------

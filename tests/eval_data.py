@@ -8,8 +8,8 @@ from typing import Any
 from evals import services
 from evals.evaluators import Check, Score, TrialResult
 from evals.models import EvalRun
+from evals.runner.transcript import RunError
 from evals.scenario import DIMENSIONS, Scenario, Suite, load_suite
-from evals.transcript import RunError
 
 _SUITE: Suite | None = None
 

@@ -107,7 +107,7 @@ def runs(ids: list[str], **_: Any) -> dict[str, Any]:
 
 def evals(scenarios: str, trials: int, concurrency: int, base_url: str, **_: Any) -> dict[str, Any]:
     """An eval run as `run_evals` makes it (the release API served in-process)."""
-    from evals.runner import EvalOptions, freeze_startup_heap, run_suite
+    from evals.runner.trials import EvalOptions, freeze_startup_heap, run_suite
     from evals.scenario import load_suite
 
     options = EvalOptions(

@@ -1,6 +1,6 @@
 """Benchmark 4, throughput: runs at once, against a model that takes 300 ms per call.
 
-1. Eval trials in one process, as `run_evals --concurrency N` runs them (`evals.runner`,
+1. Eval trials in one process, as `run_evals --concurrency N` runs them (`evals.runner.trials`,
    the release API served in-process): 20 trials of one scenario at concurrency 20, against
    1 trial alone. Target: at most 1.5x the wall time of one.
 2. Web-triggered runs: N task workers (`run_worker`, as `up` starts them), and a burst of

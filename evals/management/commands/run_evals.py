@@ -34,7 +34,7 @@ from evals import selectors, services
 from evals.compare import Comparison
 from evals.models import EvalRun
 from evals.reports import write_reports
-from evals.runner import (
+from evals.runner.trials import (
     DEFAULT_TOOL_TIMEOUT_S,
     DEFAULT_TRIAL_TIMEOUT_S,
     EvalOptions,

@@ -1,8 +1,8 @@
 """The agent's ConversationStore on the ORM: a run's messages and events, saved as they happen.
 
 The agent calls it synchronously from inside its asyncio loop, where the ORM must not run;
-the seam (`runner.py`) therefore hands each call to a thread of its own (see `_OrmThread`
-there). This class is the plain, synchronous mapping:
+the seam (`releases/runner/__init__.py`) therefore hands each call to a thread of its own
+(see `_ThreadedStore` there). This class is the plain, synchronous mapping:
 
 - an agent Conversation is a `Conversation` row whose primary key is the conversation id (a
   UUID, the run's id); its metadata is the row's `metadata`, and the provider, model, trace id

@@ -26,6 +26,10 @@ The run's trace continues the web request that queued it: the task carries its W
 traceparent, the agent's spans hang under a `run_assessment` span in that trace, and the tools
 send their own traceparent to the API, whose request spans (opentelemetry-instrumentation-
 django) join it too.
+
+This package is the whole of `releases/`'s contact with `agent/`: besides this module, `store.py`
+(the ORM ConversationStore the agent writes through) and `traces.py` (a run's trace, read back
+for the run page).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from agent.telemetry.setup import active_telemetry
 from releases import services
 from releases.models import AgentEvent as EventRow
 from releases.models import Conversation, RunStatus
-from releases.store import OrmConversationStore
+from releases.runner.store import OrmConversationStore
 from releases.timeline import TERMINAL_KINDS, outcome
 
 logger = logging.getLogger(__name__)

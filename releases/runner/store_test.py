@@ -11,7 +11,7 @@ from agent.messages import Conversation as AgentConversation
 from agent.messages import Message
 from agent.store_contract_test import ConversationStoreContract
 from releases.models import Conversation
-from releases.store import OrmConversationStore
+from releases.runner.store import OrmConversationStore
 
 pytestmark = pytest.mark.django_db
 

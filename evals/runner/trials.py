@@ -33,7 +33,7 @@ ASGITransport): `run_evals` needs no web server.
 
 A trial is *errored* (not counted as failed) when the provider fails, when it is cancelled at
 its time limit, or when this harness fails; a crash of the agent's own code is its fault and
-fails the trial (see `evals.transcript`).
+fails the trial (see `evals.runner.transcript`).
 """
 
 from __future__ import annotations
@@ -66,11 +66,11 @@ from agent.store import ConversationSummary, StoredEvent
 from evals import services
 from evals.evaluators import LLMJudge, TrialResult, aevaluate
 from evals.models import EvalRun
+from evals.runner.transcript import FiledReport, RunError, Transcript
 from evals.scenario import Scenario, Suite
-from evals.transcript import FiledReport, RunError, Transcript
 from releases import runner as release_runner
 from releases.models import RunStatus
-from releases.store import OrmConversationStore
+from releases.runner.store import OrmConversationStore
 from releases.timeline import TERMINAL_KINDS
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from agent.events import (
     UsageReported,
 )
 from agent.messages import Message, ToolCall, ToolResult, Usage
-from evals.transcript import FiledReport, RunError, Transcript
+from evals.runner.transcript import FiledReport, RunError, Transcript
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
 
