@@ -22,6 +22,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from detective_site.heap import freeze_startup_heap  # noqa: E402
 from detective_site.routing import websocket_urlpatterns  # noqa: E402
 
 # Development: the ASGI server serves static files straight from the apps (like runserver).
@@ -36,3 +37,6 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# Last, once everything the server needs is loaded (see detective_site/heap.py).
+freeze_startup_heap()

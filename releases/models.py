@@ -183,6 +183,8 @@ class Conversation(models.Model):
         indexes = [
             models.Index(fields=["release", "-created_at"], name="conversation_release_recent"),
             models.Index(fields=["status", "heartbeat_at"], name="conversation_status_heartbeat"),
+            # The home page's recent runs and its counts of the last seven days.
+            models.Index(fields=["-created_at"], name="conversation_recent"),
         ]
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ from releases.selectors import (
     ReleaseFilters,
     dashboard,
     filtered_releases,
+    latest_high_risk,
     release_detail,
     release_page,
     releases_with_latest_report,
@@ -205,7 +206,7 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
     # An eval trial (no release) is not an assessment: the home page leaves it out.
     Conversation.objects.create(release=None, status=RunStatus.FAILED, created_at=now)
 
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         board = dashboard()
         assert [r.version for r in board.high_risk] == ["high"]
         assert board.failed_runs == [open_failure]
@@ -222,3 +223,26 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
         "failed_recently": 2,
         "runs_recently": 4,
     }
+
+
+def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_report(
+    make_release: Callable[..., Release],
+) -> None:
+    now = timezone.now()
+    for n in range(5):
+        release = make_release(f"h{n}")
+        services.file_risk_report(
+            release=release, severity="high", findings=["x"], filed_at=now - timedelta(hours=n)
+        )
+    # Two reports at the same instant: the later one (higher id) is the latest.
+    tie = make_release("tie")
+    services.file_risk_report(release=tie, severity="low", findings=["x"], filed_at=now)
+    services.file_risk_report(release=tie, severity="high", findings=["x"], filed_at=now)
+    untied = make_release("untied")
+    services.file_risk_report(release=untied, severity="high", findings=["x"], filed_at=now)
+    services.file_risk_report(release=untied, severity="low", findings=["x"], filed_at=now)
+
+    high = latest_high_risk(limit=3)
+    assert [r.version for r in high] == ["tie", "h0", "h1"]
+    assert all(r.latest_severity == "high" for r in high)
+    assert len(latest_high_risk(limit=50)) == 6

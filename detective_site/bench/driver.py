@@ -27,6 +27,10 @@ def _setup() -> None:
     import django
 
     django.setup()
+    from detective_site.heap import freeze_startup_heap
+
+    # The driver stands for a process of the site (page timings): frozen like the web server.
+    freeze_startup_heap()
 
 
 def login(**_: Any) -> dict[str, Any]:
@@ -107,7 +111,8 @@ def runs(ids: list[str], **_: Any) -> dict[str, Any]:
 
 def evals(scenarios: str, trials: int, concurrency: int, base_url: str, **_: Any) -> dict[str, Any]:
     """An eval run as `run_evals` makes it (the release API served in-process)."""
-    from evals.runner.trials import EvalOptions, freeze_startup_heap, run_suite
+    from detective_site.heap import freeze_startup_heap
+    from evals.runner.trials import EvalOptions, run_suite
     from evals.scenario import load_suite
 
     options = EvalOptions(

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import threading
 import time
@@ -555,17 +554,6 @@ async def run_trials(
             on_trial=on_trial,
         )
         return await runner.execute()
-
-
-def freeze_startup_heap() -> None:
-    """Move what is loaded by now (Django, the agent, the suite) out of the collector's sight.
-
-    It lives as long as the process, and sweeping it again and again while many concurrent
-    trials allocate small objects is what makes a long run slow. A process-wide step, so only
-    entry points (the command, the benchmark's driver) take it, never a library call.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def run_suite(

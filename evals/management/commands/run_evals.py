@@ -30,6 +30,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from detective_site.heap import freeze_startup_heap
 from evals import selectors, services
 from evals.compare import Comparison
 from evals.models import EvalRun
@@ -39,7 +40,6 @@ from evals.runner.trials import (
     DEFAULT_TRIAL_TIMEOUT_S,
     EvalOptions,
     TrialOutcome,
-    freeze_startup_heap,
     run_suite,
 )
 from evals.scenario import ScenarioError, load_suite

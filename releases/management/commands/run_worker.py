@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections, connection
 
+from detective_site.heap import freeze_startup_heap
 from releases import runner, services
 
 logger = logging.getLogger("releases.worker")
@@ -47,6 +48,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         runner.configure_process_telemetry()
+        freeze_startup_heap()
         stop = threading.Event()
         sweeper = threading.Thread(
             target=sweep_forever, args=(options["sweep_every"], stop), daemon=True, name="sweep"
