@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.cancel import CancelToken, cancellable
 from agent.context.protocol import ContextFit, ContextManager
-from agent.errors import AgentError, RunCancelledError, StreamError
+from agent.errors import AgentError, ProviderError, RunCancelledError, StreamError
 from agent.events import (
     AgentEvent,
     ContextTrimmed,
@@ -68,6 +68,7 @@ from agent.providers.protocol import (
     StreamTextDelta,
 )
 from agent.reasoning import REPORT_TOOL, DirectStrategy, ReasoningStrategy
+from agent.retry import listening_for_retries
 from agent.store import ConversationStore
 from agent.telemetry.logging import scrub
 from agent.tools.protocol import ToolExecutor
@@ -596,4 +597,16 @@ class _CompleteAsStream:
         return getattr(self._inner, name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        yield StreamEnd(response=await self._inner.complete(request))
+        # Retries happen inside `complete`; with no stream to show them on as they happen,
+        # they are reported once the call is over (succeeded or failed), before its end.
+        retries: list[StreamRetry] = []
+        try:
+            with listening_for_retries(retries.append):
+                response = await self._inner.complete(request)
+        except ProviderError:
+            for retry in retries:
+                yield retry
+            raise
+        for retry in retries:
+            yield retry
+        yield StreamEnd(response=response)

@@ -11,8 +11,15 @@ from agent.errors import AuthenticationError, ServerError
 from agent.events import AgentEvent
 from agent.loop import Agent, AgentConfig
 from agent.messages import Conversation, Message, ToolResult
-from agent.providers.protocol import StreamEnd, StreamRetry, StreamTextDelta
+from agent.providers.protocol import (
+    ModelRequest,
+    ModelResponse,
+    StreamEnd,
+    StreamRetry,
+    StreamTextDelta,
+)
 from agent.reasoning import SelfCheckStrategy
+from agent.retry import RetryingProvider
 from agent.store import InMemoryStore
 from agent.testing.fakes import FakeTools, PassThroughContext, ScriptedProvider, call, reply
 
@@ -405,6 +412,30 @@ async def test_non_streaming_mode_uses_complete() -> None:
     agent, _ = make_agent(assessment_turns(), stream=False)
     events = await collect(agent, "Assess v2.1.0")
     assert "text_delta" not in [e.kind for e in events]
+    assert events[-1].reason == "report_filed"
+
+
+async def test_non_streaming_mode_reports_the_retries_of_each_call() -> None:
+    failures = [ServerError("overloaded", status_code=529)]
+
+    class FlakyOnce(ScriptedProvider):
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            if failures:
+                raise failures.pop()
+            return await super().complete(request)
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    provider = RetryingProvider(FlakyOnce(assessment_turns()), sleep=no_sleep)
+    agent = Agent(
+        provider, release_tools(), context=PassThroughContext(), config=AgentConfig(stream=False)
+    )
+    events = await collect(agent, "Assess v2.1.0")
+    [retry] = [e for e in events if e.kind == "retry_scheduled"]
+    assert retry.attempt == 1 and retry.error_type == "ServerError"
+    # Reported before the response of the call it belongs to.
+    assert kinds(events).index("retry_scheduled") < kinds(events).index("model_responded")
     assert events[-1].reason == "report_filed"
 
 

@@ -21,13 +21,21 @@ to drop what they showed of that step: the retried attempt streams the reply aga
 its start, and its `StreamEnd` carries the complete response. Nothing is stitched
 together from two attempts, because a model does not reliably continue where another
 sample stopped. After the last attempt the last error is raised.
+
+The retries of `complete`
+-------------------------
+`complete` has no stream to yield a `StreamRetry` into. Its callers that need to know (the
+traced provider for its retry spans, the loop for its `RetryScheduled` events when streaming
+is off) listen for the retries of the calls they make with `listening_for_retries(...)`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random as _random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -129,6 +137,21 @@ def describe(error: BaseException) -> str:
 
 
 RetryCallback = Callable[[StreamRetry], Awaitable[None] | None]
+RetryListener = Callable[[StreamRetry], None]
+
+# Who hears of the retries of the `complete` calls made in this context, outermost first.
+_retry_listeners: ContextVar[tuple[RetryListener, ...]] = ContextVar("retry_listeners", default=())
+
+
+@contextmanager
+def listening_for_retries(listener: RetryListener) -> Iterator[None]:
+    """Within the block, every retry a RetryingProvider's `complete` schedules is handed to
+    `listener` before the wait (as well as to any listener of an enclosing block)."""
+    token = _retry_listeners.set((*_retry_listeners.get(), listener))
+    try:
+        yield
+    finally:
+        _retry_listeners.reset(token)
 
 
 class RetryingProvider:
@@ -180,6 +203,8 @@ class RetryingProvider:
                 retry = self._plan_retry(error, attempt, partial=False)
                 if retry is None:
                     raise
+            for listener in _retry_listeners.get():
+                listener(retry)
             await self._announce(retry)
             await self._sleep(retry.delay_s)
             attempt += 1

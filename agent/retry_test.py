@@ -34,6 +34,7 @@ from agent.retry import (
     RetryingProvider,
     RetryPolicy,
     backoff_delay,
+    listening_for_retries,
     parse_retry_after,
     should_retry,
 )
@@ -385,3 +386,32 @@ async def test_retries_work_without_a_callback() -> None:
     )
     assert await provider.complete(REQUEST) == RESPONSE
     assert sleep.delays == [1.25]
+
+
+@pytest.mark.asyncio
+async def test_complete_s_retries_reach_the_listeners_of_the_enclosing_blocks() -> None:
+    inner = ScriptedProvider(ServerError("503", status_code=503), NetworkError("x"), [])
+    provider, _, _ = retrying(inner)
+    outer: list[int] = []
+    nested: list[int] = []
+    with listening_for_retries(lambda retry: outer.append(retry.attempt)):
+        with listening_for_retries(lambda retry: nested.append(retry.attempt)):
+            await provider.complete(REQUEST)
+        # Outside the inner block, only the outer listener hears.
+        await retrying(ScriptedProvider(NetworkError("y"), []))[0].complete(REQUEST)
+    assert nested == [1, 2]
+    assert outer == [1, 2, 1]
+    # And with no block around it, a call tells nobody.
+    await retrying(ScriptedProvider(NetworkError("z"), []))[0].complete(REQUEST)
+    assert outer == [1, 2, 1]
+
+
+@pytest.mark.asyncio
+async def test_stream_retries_are_yielded_not_told_to_listeners() -> None:
+    inner = ScriptedProvider([StreamError("cut off")], [END])
+    provider, _, _ = retrying(inner)
+    heard: list[StreamRetry] = []
+    with listening_for_retries(heard.append):
+        events = await collect(provider)
+    assert [type(event) for event in events] == [StreamRetry, StreamEnd]
+    assert heard == []

@@ -80,6 +80,7 @@ from agent.providers.protocol import (
     StreamTextDelta,
     StreamToolCallDelta,
 )
+from agent.retry import listening_for_retries
 from agent.telemetry.logging import (
     conversation_scope,
     get_logger,
@@ -302,15 +303,32 @@ class TracedProvider(_Delegating):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         span = self._start_span(request, stream=False)
+        span_context = trace.set_span_in_context(span)
         started = time.perf_counter()
+        # A retry span lasts from the failed attempt to the next attempt's start, as in stream.
+        retry_spans: list[Span] = []
+
+        def on_retry(retry: StreamRetry) -> None:
+            if retry_spans:
+                retry_spans[-1].end()
+            retry_spans.append(self._retry_span(span_context, retry))
+
         try:
-            with _attached(trace.set_span_in_context(span)):
+            with _attached(span_context), listening_for_retries(on_retry):
                 response = await self._inner.complete(request)
         except BaseException as error:
+            self._end_retries(span, retry_spans)
             self._failed(span, error, time.perf_counter() - started)
             raise
+        self._end_retries(span, retry_spans)
         self._succeeded(span, response, time.perf_counter() - started)
         return response
+
+    @staticmethod
+    def _end_retries(span: Span, retry_spans: list[Span]) -> None:
+        if retry_spans:
+            retry_spans[-1].end()
+        span.set_attribute("detective.retry.count", len(retry_spans))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         span = self._start_span(request, stream=True)

@@ -46,6 +46,7 @@ from agent.providers.protocol import (
     StreamTextDelta,
     StreamToolCallDelta,
 )
+from agent.retry import RetryingProvider
 from agent.telemetry.logging import get_logger
 from agent.telemetry.metrics import AgentMetrics
 from agent.telemetry.tracing import (
@@ -377,6 +378,7 @@ async def test_complete_span_carries_the_genai_attributes(otel: Telemetry) -> No
         "detective.response.tool_call_count": 0,
         "detective.response.request_id": "req_1",
         "detective.usage.cost_usd": pytest.approx((100 * 2.5 + 20 * 1.25 + 30 * 10) / 1e6),
+        "detective.retry.count": 0,
     }
     # The inner provider ran with the chat span current, so HTTP spans nest under it.
     assert span_id(inner.current_span_seen[0]) == span_id(span)
@@ -516,6 +518,57 @@ async def test_a_retry_is_a_child_span_covering_the_backoff(
     assert record.fields["event"] == "retry"  # type: ignore[attr-defined]
     assert record.fields["reason"] == "server overloaded (529)"  # type: ignore[attr-defined]
     assert record.trace_id == trace.format_trace_id(trace_id(chat))  # type: ignore[attr-defined]
+
+
+class FlakyProvider(FakeProvider):
+    """`complete` fails with the given errors first, then answers."""
+
+    def __init__(self, *failures: BaseException) -> None:
+        super().__init__()
+        self.failures = list(failures)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.failures:
+            raise self.failures.pop(0)
+        return _response()
+
+
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+async def test_the_retries_of_a_complete_call_are_child_spans_too(otel: Telemetry) -> None:
+    inner = RetryingProvider(
+        FlakyProvider(ServerError("overloaded", status_code=529), ServerError("again")),
+        sleep=_no_sleep,
+        random=lambda: 0.0,
+    )
+    provider = TracedProvider(inner, tracer=otel.tracer, metrics=otel.metrics)
+    await provider.complete(_request())
+
+    chat = otel.one("chat gpt-4o")
+    retries = otel.finished("retry")
+    assert [span.attributes["detective.retry.attempt"] for span in retries] == [1, 2]
+    assert all(parent_id(span) == span_id(chat) for span in retries)
+    assert chat.attributes is not None
+    assert chat.attributes["detective.retry.count"] == 2
+    assert chat.status.status_code is not StatusCode.ERROR
+
+
+async def test_a_complete_call_that_fails_after_retries_ends_its_retry_span(
+    otel: Telemetry,
+) -> None:
+    inner = RetryingProvider(
+        FlakyProvider(ServerError("one"), ServerError("two"), ServerError("three")),
+        sleep=_no_sleep,
+    )
+    provider = TracedProvider(inner, tracer=otel.tracer, metrics=otel.metrics)
+    with pytest.raises(ServerError):
+        await provider.complete(_request())
+    chat = otel.one("chat gpt-4o")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert len(otel.finished("retry")) == 2
+    assert chat.attributes is not None and chat.attributes["detective.retry.count"] == 2
 
 
 async def test_a_stream_that_fails_after_retries_ends_both_spans_with_the_error(
