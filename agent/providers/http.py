@@ -35,6 +35,7 @@ from agent.errors import (
     redact,
 )
 from agent.retry import parse_retry_after
+from agent.tls import async_client
 
 MAX_ERROR_BODY_CHARS = 2048
 
@@ -205,7 +206,7 @@ class HttpChannel:
         self._headers = dict(headers)
         self._translate_error = translate_error
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
+        self._client = client if client is not None else async_client()
         self._secrets = [s for s in secrets if s]
         self._hint = unreachable_hint
 

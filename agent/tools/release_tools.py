@@ -33,6 +33,7 @@ import httpx
 from pydantic import Field
 
 from agent.errors import InvalidArgumentsError, ToolExecutionError, redact
+from agent.tls import async_client
 from agent.tools.decorator import Tool, tool
 from agent.tools.registry import ToolOutcome, ToolRegistry
 
@@ -85,7 +86,7 @@ class ReleaseTools:
         self._token = token
         self._extra_headers = extra_headers
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+        self._client = client or async_client(timeout=timeout_s)
         self._filed: dict[str, str | None] = {}
 
     def __repr__(self) -> str:

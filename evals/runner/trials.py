@@ -62,6 +62,7 @@ from agent.messages import Usage
 from agent.providers.protocol import ModelRequest, Provider
 from agent.retry import RetryingProvider, RetryPolicy
 from agent.store import ConversationSummary, StoredEvent
+from agent.tls import async_client
 from evals import services
 from evals.evaluators import LLMJudge, TrialResult, aevaluate
 from evals.models import EvalRun
@@ -532,11 +533,11 @@ async def run_trials(
             if api_url is None:
                 client, api_url = release_runner.in_process_api()
             else:
-                client = httpx.AsyncClient()
+                client = async_client()
             http_client = await stack.enter_async_context(client)
         # And one for every adapter: a client each would cost each trial a TLS context.
         limits = httpx.Limits(max_connections=max(100, 2 * options.concurrency))
-        model_client = await stack.enter_async_context(httpx.AsyncClient(limits=limits))
+        model_client = await stack.enter_async_context(async_client(limits=limits))
         settings_ = agent_settings(options, api_url=api_url or release_runner.in_process_url())
         if provider_factory is None:
             provider_factory = partial(build_model_provider, settings_, client=model_client)
