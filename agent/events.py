@@ -109,8 +109,9 @@ class ReportFiled(_Event):
 class RunFinished(_Event):
     kind: Literal["run_finished"] = "run_finished"
     # "answered": the model replied without tool calls; "report_filed": the report ended it;
-    # "max_steps": the step limit was reached before either.
-    reason: Literal["answered", "report_filed", "max_steps"]
+    # "tool_failing": the same tool call failed the same way several times in a row;
+    # "max_steps": the step limit was reached before any of these.
+    reason: Literal["answered", "report_filed", "tool_failing", "max_steps"]
     final_text: str = ""
     steps: int = 0
     usage: Usage = Field(default_factory=Usage)

@@ -9,7 +9,9 @@
    result right after it (providers require the results to follow the assistant message
    that asked for them, in the same order);
 4. stop when the report is filed (`RunFinished(reason="report_filed")`), when the model
-   answers without a tool call (`"answered"`), or after `max_steps` (`"max_steps"`);
+   answers without a tool call (`"answered"`), when it makes the same failing tool call
+   `max_repeated_tool_failures` times in a row (`"tool_failing"`), or after `max_steps`
+   (`"max_steps"`);
    everything done so far stays in the history.
 
 A reply with text only, in the middle of an investigation, does not end the run at once:
@@ -26,6 +28,7 @@ that never ran gets a "not run" result, so no call is left without its result).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -102,6 +105,10 @@ class AgentConfig(BaseModel):
     # Filing the report ends the run; small models otherwise file again and again.
     end_on_report: bool = True
     max_text_only_nudges: int = Field(default=1, ge=0)
+    # The same tool call (same arguments) failing the same way this many times in a row ends
+    # the run: small models otherwise repeat it until the step limit (seen: filing for a
+    # missing release seven times over).
+    max_repeated_tool_failures: int = Field(default=3, ge=1)
     nudge_message: str = NUDGE_MESSAGE
     report_tool: str = REPORT_TOOL
 
@@ -137,6 +144,9 @@ class _Run:
         self.nudges = 0
         self.tool_calls = 0
         self.last_tool_failed = False
+        # The last failing call (tool, arguments, error) and how often in a row it failed.
+        self.last_failure: tuple[str, str, str] | None = None
+        self.failure_repeats = 0
         self.report_filed = False
         self.partial_text = ""
         self.final_text = ""
@@ -257,6 +267,9 @@ class Agent:
                         yield event
                 if run.report_filed and self.config.end_on_report:
                     yield self._finish(run, "report_filed")
+                    return
+                if run.failure_repeats >= self.config.max_repeated_tool_failures:
+                    yield self._finish(run, "tool_failing")
                     return
                 last = conversation.messages[-1]
                 if last.role == "assistant" and not last.tool_calls:
@@ -417,10 +430,26 @@ class Agent:
             result = await self.tools.execute(call)
             self._append(Message.tool(result))
             run.last_tool_failed = not result.success
+            self._count_repeated_failure(run, call, result)
             yield self._save(ToolResultReceived(step=run.steps, result=result))
             if result.terminal and result.success:
                 run.report_filed = True
                 yield self._save(_report_event(call, result))
+
+    def _count_repeated_failure(self, run: _Run, call: ToolCall, result: ToolResult) -> None:
+        if result.success:
+            run.last_failure, run.failure_repeats = None, 0
+            return
+        failure = (call.name, json.dumps(call.arguments, sort_keys=True), result.content)
+        run.failure_repeats = run.failure_repeats + 1 if failure == run.last_failure else 1
+        run.last_failure = failure
+        if run.failure_repeats >= self.config.max_repeated_tool_failures:
+            # The run's answer says plainly why it stopped, in the tool's own words.
+            # No count in it: a figure in the answer must come from the release data.
+            run.final_text = (
+                f"Stopped: {call.name} kept failing with the same error, so the run ends "
+                f"here. {result.content}"
+            )
 
     def _skip(self, calls: Sequence[ToolCall], reason: str) -> None:
         """Give each call that will not run a result, so that the history stays valid."""

@@ -643,3 +643,46 @@ async def test_retries_of_the_real_retrying_provider_become_events() -> None:
     assert (retry.attempt, retry.error_type) == (1, "ServerError")
     assert slept == [1.0]
     assert events[-1].reason == "answered"
+
+
+def _lookups(*release_ids: str) -> list:
+    return [
+        reply("", call("get_release_summary", f"c{i}", release_id=release_id))
+        for i, release_id in enumerate(release_ids)
+    ] + [reply("Never reached.")]
+
+
+async def test_the_same_call_failing_the_same_way_three_times_ends_the_run() -> None:
+    tools = release_tools(LookupError("Release 'v9' does not exist"))
+    agent, _ = make_agent(_lookups("v9", "v9", "v9", "v9"), tools)
+    events = await collect(agent, "Assess v9")
+    finished = events[-1]
+    assert finished.kind == "run_finished" and finished.reason == "tool_failing"
+    assert finished.steps == 3 and len(tools.calls) == 3
+    assert finished.final_text.startswith("Stopped: get_release_summary kept failing")
+    assert "Release 'v9' does not exist" in finished.final_text
+
+
+async def test_failures_that_differ_or_a_success_in_between_do_not_end_the_run() -> None:
+    seen: list[str] = []
+
+    def get_release_summary(release_id: str) -> dict:
+        """Fetch the release summary."""
+        seen.append(release_id)
+        if release_id == "ok":
+            return SUMMARY
+        raise LookupError(f"no release {release_id}")
+
+    tools = FakeTools({"get_release_summary": get_release_summary})
+    # v1 fails twice, a success resets the count, then v1 twice more and v2 once: never three.
+    agent, _ = make_agent(_lookups("v1", "v1", "ok", "v1", "v1", "v2"), tools, max_steps=10)
+    events = await collect(agent, "Assess v1")
+    assert events[-1].reason == "answered"
+    assert seen == ["v1", "v1", "ok", "v1", "v1", "v2"]
+
+
+async def test_the_limit_of_repeated_failures_is_configurable() -> None:
+    tools = release_tools(LookupError("down"))
+    agent, _ = make_agent(_lookups("v9", "v9", "v9"), tools, max_repeated_tool_failures=1)
+    events = await collect(agent, "Assess v9")
+    assert events[-1].reason == "tool_failing" and events[-1].steps == 1

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from agent.events import RunFinished
 from agent.messages import Message, ToolCall, ToolResult
 from evals.evaluators import (
     DecisionQualityEvaluator,
@@ -264,6 +265,24 @@ def test_missing_data_without_a_report_is_not_graceful(suite: Suite) -> None:
     )
     score = ErrorHandlingEvaluator().evaluate(scenario, transcript)
     assert [c.name for c in score.failed_checks] == ["degraded gracefully on missing data"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "failed_checks"),
+    [("tool_failing", []), ("max_steps", ["run completed", "failure stated plainly"])],
+)
+def test_stopping_on_a_tool_that_keeps_failing_is_a_graceful_end(
+    suite: Suite, reason: str, failed_checks: list[str]
+) -> None:
+    scenario = suite.get("release_not_found")
+    missing = "Release 'v99.99.99' does not exist (the release API answered 404 Not Found)."
+    lookup = ("get_release_summary", {"release_id": "v99.99.99"}, missing, False)
+    stopped = f"Stopped: get_release_summary kept failing with the same error. {missing}"
+    transcript = _run(scenario.prompt, lookup, lookup, lookup)
+    ending = RunFinished(reason=reason, final_text=stopped if reason == "tool_failing" else "")
+    transcript = transcript.model_copy(update={"events": [ending]})
+    score = ErrorHandlingEvaluator().evaluate(scenario, transcript)
+    assert [c.name for c in score.failed_checks] == failed_checks
 
 
 def test_a_provider_failure_errors_while_a_crash_fails(suite: Suite) -> None:

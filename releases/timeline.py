@@ -71,6 +71,9 @@ def outcome(kind: str, payload: dict[str, Any]) -> tuple[str, str]:
             return RunStatus.FAILED, (
                 f"The agent used all {steps} steps without filing a report or answering."
             )
+        if payload.get("reason") == "tool_failing":
+            # No report, and a reason someone should look at (a missing release, a tool down).
+            return RunStatus.FAILED, str(payload.get("final_text") or "A tool kept failing.")
         return RunStatus.SUCCEEDED, ""
     if kind == "run_cancelled":
         return RunStatus.CANCELLED, ""

@@ -126,6 +126,7 @@ def test_the_end_of_a_run_sets_the_status_and_says_why_it_failed(run: Conversati
         ("run_finished", {"reason": "report_filed"}, "succeeded"),
         ("run_finished", {"reason": "answered"}, "succeeded"),
         ("run_finished", {"reason": "max_steps", "steps": 8}, "failed"),
+        ("run_finished", {"reason": "tool_failing", "final_text": "Stopped: ..."}, "failed"),
         ("run_cancelled", {}, "cancelled"),
         ("run_failed", {"error_type": "NetworkError", "message": "refused"}, "failed"),
     ],
