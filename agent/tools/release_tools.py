@@ -88,6 +88,9 @@ class ReleaseTools:
         self._owns_client = client is None
         self._client = client or async_client(timeout=timeout_s)
         self._filed: dict[str, str | None] = {}
+        # The releases whose summary this assessment has read; why the last read failed.
+        self._summaries_read: set[str] = set()
+        self._summary_problems: dict[str, str] = {}
 
     def __repr__(self) -> str:
         # Never the token.
@@ -126,6 +129,9 @@ class ReleaseTools:
         Args:
             release_id: The release to look up, for example "v2.1.0".
         """
+        return self._note_summary(release_id, await self._fetch_summary(release_id))
+
+    async def _fetch_summary(self, release_id: str) -> ToolOutcome:
         try:
             reply = await self._send("GET", f"/api/releases/{_segment(release_id)}/summary")
         except _Unavailable as error:
@@ -154,6 +160,14 @@ class ReleaseTools:
             content=json.dumps(summary, indent=2, ensure_ascii=False),
             data=summary if isinstance(summary, dict) else {"summary": summary},
         )
+
+    def _note_summary(self, release_id: str, outcome: ToolOutcome) -> ToolOutcome:
+        if outcome.success:
+            self._summaries_read.add(release_id)
+            self._summary_problems.pop(release_id, None)
+        else:
+            self._summary_problems[release_id] = outcome.content
+        return outcome
 
     async def file_risk_report(
         self,
@@ -185,6 +199,17 @@ class ReleaseTools:
             return ToolOutcome.failure(
                 f"A risk report ({self._filed[release_id] or 'no id'}) has already been filed "
                 f"for release {release_id!r}. The assessment is complete; do not file again."
+            )
+        if self.release_id is not None and release_id not in self._summaries_read:
+            # A report must rest on the release's data: never one guessed after the summary
+            # failed (small models file "low" after an HTTP 500) or was never asked for.
+            problem = self._summary_problems.get(release_id)
+            why = f" (it failed: {problem})" if problem else ""
+            return ToolOutcome.failure(
+                f"Refused: the summary of release {release_id!r} has not been read in this "
+                f"assessment{why}, and a risk report must rest on it. Call "
+                f"get_release_summary first; if it stays unavailable, file no report and say "
+                f"in your answer that the summary is unavailable, and why."
             )
         report = {
             "release_id": release_id,

@@ -43,6 +43,14 @@ async def tools() -> AsyncIterator[ReleaseTools]:
         yield release_tools
 
 
+@pytest.fixture
+async def assessing(api: respx.MockRouter, tools: ReleaseTools) -> ReleaseTools:
+    """The tools of an assessment that has read its release's summary, as filing needs."""
+    api.get(SUMMARY_URL).respond(200, json={"version": "v2.1.0"})
+    assert (await tools.get_release_summary("v2.1.0")).success
+    return tools
+
+
 def report(**overrides: Any) -> dict[str, Any]:
     return {
         "release_id": "v2.1.0",
@@ -143,10 +151,10 @@ async def test_a_release_id_is_one_path_segment(
 
 
 async def test_filing_posts_the_report_and_ends_the_run(
-    api: respx.MockRouter, tools: ReleaseTools
+    api: respx.MockRouter, assessing: ReleaseTools
 ) -> None:
     route = api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_1", "status": "filed"})
-    outcome = await tools.file_risk_report(**report())
+    outcome = await assessing.file_risk_report(**report())
     assert json.loads(route.calls.last.request.content) == report()
     assert route.calls.last.request.headers["Authorization"] == f"Bearer {TOKEN}"
     assert (outcome.success, outcome.terminal) == (True, True)
@@ -163,10 +171,10 @@ async def test_filing_posts_the_report_and_ends_the_run(
     ],
 )
 async def test_the_report_id_is_read_where_the_api_puts_it(
-    api: respx.MockRouter, tools: ReleaseTools, response: httpx.Response, report_id: str | None
+    api: respx.MockRouter, assessing: ReleaseTools, response: httpx.Response, report_id: str | None
 ) -> None:
     api.post(REPORTS_URL).mock(return_value=response)
-    outcome = await tools.file_risk_report(**report())
+    outcome = await assessing.file_risk_report(**report())
     assert outcome.terminal
     assert outcome.data is not None and outcome.data["report_id"] == report_id
 
@@ -186,14 +194,42 @@ async def test_filing_for_another_release_is_refused_without_a_request(
 
 
 async def test_a_second_filing_for_the_same_assessment_is_refused(
-    api: respx.MockRouter, tools: ReleaseTools
+    api: respx.MockRouter, assessing: ReleaseTools
 ) -> None:
     route = api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_1"})
-    await tools.file_risk_report(**report())
-    again = await tools.file_risk_report(**report(severity="low"))
+    await assessing.file_risk_report(**report())
+    again = await assessing.file_risk_report(**report(severity="low"))
     assert (again.success, again.terminal) == (False, False)
     assert "rpt_1" in again.content and "already been filed" in again.content
     assert route.call_count == 1
+
+
+async def test_filing_before_the_summary_was_read_is_refused_without_a_request(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_1"})
+    outcome = await tools.file_risk_report(**report())
+    assert (outcome.success, outcome.terminal) == (False, False)
+    assert "has not been read in this assessment" in outcome.content
+    assert "call get_release_summary first" in outcome.content.lower()
+    assert not route.called
+
+
+async def test_filing_after_the_summary_failed_is_refused_and_says_why(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    api.get(SUMMARY_URL).respond(500, text="Internal Server Error")
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_1"})
+    assert not (await tools.get_release_summary("v2.1.0")).success
+    outcome = await tools.file_risk_report(**report(severity="low"))
+    assert not outcome.success and not route.called
+    assert "it failed:" in outcome.content and "500" in outcome.content
+    assert "file no report" in outcome.content
+
+    # Read at last (the API recovered): now it may file.
+    api.get(SUMMARY_URL).respond(200, json={"version": "v2.1.0"})
+    assert (await tools.get_release_summary("v2.1.0")).success
+    assert (await tools.file_risk_report(**report())).terminal
 
 
 async def test_without_a_release_under_assessment_any_release_may_be_filed(
@@ -225,7 +261,7 @@ async def test_without_a_release_under_assessment_any_release_may_be_filed(
 )
 async def test_a_failed_filing_is_explained_and_does_not_end_the_run(
     api: respx.MockRouter,
-    tools: ReleaseTools,
+    assessing: ReleaseTools,
     response: Any,
     error_type: str,
     explanation: str,
@@ -234,7 +270,7 @@ async def test_a_failed_filing_is_explained_and_does_not_end_the_run(
         api.post(REPORTS_URL).mock(side_effect=response)
     else:
         api.post(REPORTS_URL).mock(return_value=response)
-    outcome = await tools.file_risk_report(**report())
+    outcome = await assessing.file_risk_report(**report())
     assert (outcome.success, outcome.terminal, outcome.error_type) == (False, False, error_type)
     assert explanation in outcome.content
     assert len(outcome.content) < 600
@@ -289,7 +325,10 @@ async def test_invalid_reports_never_reach_the_api(
 async def test_a_filed_report_is_a_terminal_result(
     api: respx.MockRouter, registry: ToolRegistry
 ) -> None:
+    api.get(SUMMARY_URL).respond(200, json={"version": "v2.1.0"})
     api.post(REPORTS_URL).respond(201, json={"report_id": "rpt_9"})
+    lookup = ToolCall(id="s", name="get_release_summary", arguments={"release_id": "v2.1.0"})
+    assert (await registry.execute(lookup)).success
     result = await registry.execute(
         ToolCall(id="c", name="file_risk_report", arguments=report(summary=""))
     )
