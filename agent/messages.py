@@ -71,10 +71,7 @@ class Usage(BaseModel):
 
     def __add__(self, other: Usage) -> Usage:
         cached: int | None = None
-        if (
-            self.cached_input_tokens is not None
-            or other.cached_input_tokens is not None
-        ):
+        if self.cached_input_tokens is not None or other.cached_input_tokens is not None:
             cached = (self.cached_input_tokens or 0) + (other.cached_input_tokens or 0)
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,

@@ -24,7 +24,8 @@ exactly what the runner meant.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeGuard
 
 from django.db import transaction
@@ -37,11 +38,27 @@ EVAL_KEY = "eval"
 REPORT_KEY = "eval_report"
 
 
+# How much longer than the tools' timeout a `timeout` fault hangs.
+HANG_MARGIN_S = 2.0
+
+
 def trial_metadata(
-    scenario: Scenario, *, run_id: int, trial: int, suite_version: str
+    scenario: Scenario,
+    *,
+    run_id: int,
+    trial: int,
+    suite_version: str,
+    tool_timeout_s: float | None = None,
 ) -> dict[str, Any]:
-    """What the runner puts under `metadata["eval"]` of a trial's Conversation."""
+    """What the runner puts under `metadata["eval"]` of a trial's Conversation.
+
+    A `timeout` fault hangs no longer than the tools wait (`tool_timeout_s`) plus a margin:
+    past that nobody listens, and served in-process a hanging answer holds one of the few
+    threads that answer every trial's API calls."""
     fault = scenario.tools.get_release_summary
+    spec = fault.model_dump(mode="json") if fault is not None else None
+    if spec is not None and spec.get("mode") == "timeout" and tool_timeout_s is not None:
+        spec["delay_s"] = min(float(spec["delay_s"]), tool_timeout_s + HANG_MARGIN_S)
     return {
         EVAL_KEY: {
             "run_id": run_id,
@@ -51,7 +68,7 @@ def trial_metadata(
             "fingerprint": scenario.fingerprint,
             "release_id": scenario.release_id,
             "release": scenario.release_payload(),
-            "fault": fault.model_dump(mode="json") if fault is not None else None,
+            "fault": spec,
         }
     }
 
@@ -76,8 +93,21 @@ async def _hang(seconds: float) -> AsyncIterator[bytes]:
     yield b"{}"
 
 
-def summary_response(conversation: Conversation, version: str) -> HttpResponseBase:
-    """The API's answer to a trial asking for release `version`'s summary."""
+def _hang_in_thread(seconds: float) -> Iterator[bytes]:
+    # Under WSGI (the eval runner's in-process API) nothing cancels a stream: the request's
+    # thread is held for the whole hang, which `HANG_MARGIN_S` keeps short.
+    time.sleep(seconds)
+    yield b"{}"
+
+
+def summary_response(
+    conversation: Conversation, version: str, *, asynchronous: bool = True
+) -> HttpResponseBase:
+    """The API's answer to a trial asking for release `version`'s summary.
+
+    `asynchronous` says whether the server can stream an async iterator (ASGI) or must hang
+    in the request's own thread (WSGI, where Django would warn and drain an async one).
+    """
     spec = _spec(conversation)
     payload = spec.get("release")
     if version != spec.get("release_id") or payload is None:
@@ -93,9 +123,9 @@ def summary_response(conversation: Conversation, version: str) -> HttpResponseBa
         if mode == "malformed_json":
             return HttpResponse(fault.get("body") or "{", content_type="application/json")
         if mode == "timeout":
-            return StreamingHttpResponse(
-                _hang(float(fault.get("delay_s") or 60)), content_type="application/json"
-            )
+            delay_s = float(fault.get("delay_s") or 60)
+            hang = _hang(delay_s) if asynchronous else _hang_in_thread(delay_s)
+            return StreamingHttpResponse(hang, content_type="application/json")
     return JsonResponse(payload)
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import httpx
@@ -88,6 +89,43 @@ async def test_a_timeout_hangs_until_the_client_gives_up() -> None:
                     headers={"Authorization": f"Bearer {token}"},
                 )
         assert asyncio.get_running_loop().time() - started < 2
+
+
+def test_under_wsgi_a_timeout_hangs_in_the_request_thread_without_a_warning(
+    client: Client, recwarn: pytest.WarningsRecorder
+) -> None:
+    conversation, token, scenario = _trial("summary_timeout")
+    conversation.metadata[api_source.EVAL_KEY]["fault"]["delay_s"] = 0.1
+    conversation.save(update_fields=["metadata"])
+    response = _get(client, token, scenario.release_id)
+    started = time.monotonic()
+    assert b"".join(response.streaming_content) == b"{}"
+    assert time.monotonic() - started >= 0.09
+    assert not [w for w in recwarn if "StreamingHttpResponse" in str(w.message)]
+
+
+def test_a_timeout_hangs_a_little_longer_than_the_tools_wait_and_no_more() -> None:
+    scenario = SUITE.get("summary_timeout")
+    fault = scenario.tools.get_release_summary
+    assert fault is not None and fault.delay_s == 60
+
+    def hang(**options: Any) -> float:
+        spec = api_source.trial_metadata(
+            scenario, run_id=1, trial=1, suite_version=SUITE.version, **options
+        )
+        return spec[api_source.EVAL_KEY]["fault"]["delay_s"]
+
+    assert hang() == 60  # nobody said how long the tools wait
+    assert hang(tool_timeout_s=3.0) == 3.0 + api_source.HANG_MARGIN_S
+    assert hang(tool_timeout_s=100.0) == 60
+    other = api_source.trial_metadata(
+        SUITE.get("summary_http_500"),
+        run_id=1,
+        trial=1,
+        suite_version=SUITE.version,
+        tool_timeout_s=3.0,
+    )
+    assert other[api_source.EVAL_KEY]["fault"]["mode"] == "http_error"
 
 
 def test_a_filed_report_stays_on_the_trial(client: Client) -> None:

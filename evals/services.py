@@ -227,7 +227,13 @@ def publish_progress(run_id: int) -> None:
 
 
 def start_trial(
-    run: EvalRun, scenario: Scenario, trial: int, *, provider: str, model: str
+    run: EvalRun,
+    scenario: Scenario,
+    trial: int,
+    *,
+    provider: str,
+    model: str,
+    tool_timeout_s: float | None = None,
 ) -> tuple[Conversation, str]:
     """The trial's Conversation (running, marked as an eval trial) and its API token."""
     now = timezone.now()
@@ -237,7 +243,11 @@ def start_trial(
         provider=provider[:32],
         model=model[:128],
         metadata=api_source.trial_metadata(
-            scenario, run_id=run.pk, trial=trial, suite_version=run.suite_version
+            scenario,
+            run_id=run.pk,
+            trial=trial,
+            suite_version=run.suite_version,
+            tool_timeout_s=tool_timeout_s,
         ),
         started_at=now,
         heartbeat_at=now,

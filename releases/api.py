@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
@@ -82,7 +83,9 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
         return caller
     if api_source.is_eval_trial(caller.run):
         # An eval trial reads its scenario's data, never a real release.
-        return api_source.summary_response(caller.run, version)
+        return api_source.summary_response(
+            caller.run, version, asynchronous=isinstance(request, ASGIRequest)
+        )
     if not caller.may_touch(version):
         return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
     release = Release.objects.filter(version=version).first()

@@ -70,7 +70,7 @@ from evals.runner.transcript import FiledReport, RunError, Transcript
 from evals.scenario import Scenario, Suite
 from releases import runner as release_runner
 from releases.models import RunStatus
-from releases.runner.store import OrmConversationStore
+from releases.runner.store import BatchCursor, OrmConversationStore
 from releases.timeline import TERMINAL_KINDS
 
 logger = logging.getLogger(__name__)
@@ -231,6 +231,8 @@ class WriteBehindStore:
         self._seq = 0
         self._text: TextDelta | None = None
         self._error: BaseException | None = None
+        # This store is the trial's only writer: its batches need not re-read the numbers.
+        self._cursor = BatchCursor()
 
     def _put(self, write: AgentMessage | AgentEvent | Callable[[], object]) -> None:
         with self._lock:
@@ -254,10 +256,10 @@ class WriteBehindStore:
                     if not callable(write):  # a message or an event
                         appends.append(write)
                         continue
-                    self._store.append_batch(self._conversation_id, appends)
+                    self._store.append_batch(self._conversation_id, appends, self._cursor)
                     appends = []
                     write()
-                self._store.append_batch(self._conversation_id, appends)
+                self._store.append_batch(self._conversation_id, appends, self._cursor)
         except BaseException as exc:
             logger.exception("could not save a trial's messages or events")
             self._error = exc
@@ -411,6 +413,7 @@ class SuiteRunner:
                         trial,
                         provider=self.run.provider,
                         model=self.run.model,
+                        tool_timeout_s=self.options.tool_timeout_s,
                     )
                     conversation_id = conversation.pk
                     self._active.add(conversation_id)
@@ -531,7 +534,7 @@ async def run_trials(
         if http_client is None:
             # One client for every trial's tools: in-process into this site, or to `api_url`.
             if api_url is None:
-                client, api_url = release_runner.in_process_api()
+                client, api_url = release_runner.in_process_api(threads=options.concurrency)
             else:
                 client = async_client()
             http_client = await stack.enter_async_context(client)

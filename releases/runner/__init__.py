@@ -119,12 +119,14 @@ def agent_settings(
     return AgentSettings(**values)
 
 
-def in_process_api() -> tuple[httpx.AsyncClient, str]:
-    """An HTTP client whose requests this site's ASGI application answers in this process,
-    and the API URL to give the tools (`assess` and `run_evals` need no web server)."""
-    from detective_site.asgi import application
+def in_process_api(threads: int = 1) -> tuple[httpx.AsyncClient, str]:
+    """An HTTP client whose requests this site answers in this process (its WSGI handler, on
+    `threads` threads, 2 to 16), and the API URL to give the tools (`assess` and `run_evals`
+    need no web server)."""
+    from detective_site.in_process import InProcessTransport, site_wsgi_application
 
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=application)), in_process_url()
+    transport = InProcessTransport(site_wsgi_application(), threads=min(16, max(2, threads)))
+    return httpx.AsyncClient(transport=transport), in_process_url()
 
 
 def in_process_url() -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -40,6 +41,15 @@ from releases.models import Message as MessageRow
 # Message metadata keys that hold agent Message fields the row has no column for.
 _TOOL_NAME = "tool_name"
 _IS_ERROR = "is_error"
+
+
+@dataclass
+class BatchCursor:
+    """Where a conversation's only writer has got to: its last message position and event
+    number (None until `append_batch` has read them)."""
+
+    position: int | None = None
+    seq: int = 0
 
 
 def _pk(conversation_id: str) -> uuid.UUID:
@@ -94,33 +104,44 @@ class OrmConversationStore:
         return saved.seq
 
     def append_batch(
-        self, conversation_id: str, items: Sequence[AgentMessage | AgentEvent]
+        self,
+        conversation_id: str,
+        items: Sequence[AgentMessage | AgentEvent],
+        cursor: BatchCursor | None = None,
     ) -> None:
         """Append several messages and events at once, in order: what `append_message` and
         `append_event` do one by one, in a handful of queries (the evals store the work of
-        many agents at once)."""
+        many agents at once).
+
+        A writer that is the conversation's only one passes the same `cursor` every time:
+        the last position and number are then read once, not locked and read again for
+        every batch (two inserts a batch instead of five queries)."""
         if not items:
             return
+        pk = _pk(conversation_id)
         with transaction.atomic():
-            # Locked, as services.append_* lock it: the numbers below stay ours.
-            row = Conversation.objects.select_for_update().filter(pk=_pk(conversation_id)).first()
-            if row is None:
-                raise ConversationNotFoundError(f"No conversation {conversation_id!r}")
-            last = row.messages.aggregate(last=Max("position"))["last"]
-            position = -1 if last is None else last
-            seq = row.events.aggregate(last=Max("seq"))["last"] or 0
+            if cursor is None or cursor.position is None:
+                # Locked, as services.append_* lock it: the numbers below stay ours.
+                row = Conversation.objects.select_for_update().filter(pk=pk).first()
+                if row is None:
+                    raise ConversationNotFoundError(f"No conversation {conversation_id!r}")
+                last = row.messages.aggregate(last=Max("position"))["last"]
+                position = -1 if last is None else last
+                seq = row.events.aggregate(last=Max("seq"))["last"] or 0
+            else:
+                position, seq = cursor.position, cursor.seq
             messages, events = [], []
             for item in items:
                 if isinstance(item, AgentMessage):
                     position += 1
                     messages.append(
-                        MessageRow(conversation=row, position=position, **_message_fields(item))
+                        MessageRow(conversation_id=pk, position=position, **_message_fields(item))
                     )
                 else:
                     seq += 1
                     events.append(
                         EventRow(
-                            conversation=row,
+                            conversation_id=pk,
                             seq=seq,
                             kind=item.kind,
                             payload=dump_event(item),
@@ -129,6 +150,9 @@ class OrmConversationStore:
                     )
             MessageRow.objects.bulk_create(messages)
             EventRow.objects.bulk_create(events)
+        if cursor is not None:
+            # Only once the rows are in: a batch that failed leaves the cursor where it was.
+            cursor.position, cursor.seq = position, seq
         if self._on_saved is not None:
             for event in events:
                 self._on_saved(event)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import IntegrityError
 
 from agent.events import TextDelta
 from agent.messages import Conversation as AgentConversation
 from agent.messages import Message
 from agent.store_contract_test import ConversationStoreContract
 from releases.models import Conversation
-from releases.runner.store import OrmConversationStore
+from releases.runner.store import BatchCursor, OrmConversationStore
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +93,40 @@ def test_a_batch_is_saved_as_one_by_one_appends_would_save_it(
     events = store.load_events(conversation.id)
     assert [(e.seq, e.event.text) for e in events] == [(1, "a"), (2, "b"), (3, "c")]  # type: ignore[union-attr]
     assert [event.seq for event in saved] == [1, 2, 3]
+
+
+def test_a_sole_writer_s_cursor_reads_the_numbers_once(
+    django_assert_num_queries: object,
+) -> None:
+    store = OrmConversationStore()
+    conversation = AgentConversation(id=str(uuid.uuid4()))
+    store.create(conversation)
+    store.append_message(conversation.id, Message.user("Assess v1"))
+    store.append_event(conversation.id, TextDelta(step=1, text="a"))
+    cursor = BatchCursor()
+    store.append_batch(
+        conversation.id, [Message.assistant("one"), TextDelta(step=2, text="b")], cursor
+    )
+    assert (cursor.position, cursor.seq) == (1, 2)
+    # From now on: the two inserts (and a savepoint around them), no lock, no MAX().
+    with django_assert_num_queries(4):  # type: ignore[operator]
+        store.append_batch(
+            conversation.id, [Message.assistant("two"), TextDelta(step=3, text="c")], cursor
+        )
+    assert (cursor.position, cursor.seq) == (2, 3)
+    loaded = store.load(conversation.id)
+    assert [m.content for m in loaded.messages] == ["Assess v1", "one", "two"]
+    assert [e.seq for e in store.load_events(conversation.id)] == [1, 2, 3]
+
+
+def test_a_failed_batch_leaves_the_cursor_where_it_was() -> None:
+    store = OrmConversationStore()
+    conversation = AgentConversation(id=str(uuid.uuid4()))
+    store.create(conversation)
+    cursor = BatchCursor()
+    store.append_batch(conversation.id, [Message.user("Assess v1")], cursor)
+    duplicate = BatchCursor(position=-1, seq=0)  # claims position 0 again
+    with pytest.raises(IntegrityError):
+        store.append_batch(conversation.id, [Message.assistant("clash")], duplicate)
+    assert (duplicate.position, duplicate.seq) == (-1, 0)
+    assert (cursor.position, cursor.seq) == (0, 0)

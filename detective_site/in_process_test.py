@@ -1,0 +1,45 @@
+"""The site answering its own API in-process, through Django's WSGI handler on threads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from releases import runner, services
+from releases.models import Release, RiskReport
+
+# The answering threads use connections of their own: the data must be committed.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _assessment(make_release: Callable[..., Release]) -> str:
+    release = make_release("v2.1.0", title="Payments")
+    run = services.start_assessment(release, None)
+    services.mark_running(run.pk)
+    return services.issue_run_token(run.pk)
+
+
+async def test_requests_and_their_bodies_reach_the_site_and_answers_come_back(
+    make_release: Callable[..., Release],
+) -> None:
+    token = await sync_to_async(_assessment)(make_release)
+    client, api_url = runner.in_process_api(threads=2)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with client:
+        summary, anonymous, filed = await asyncio.gather(
+            client.get(f"{api_url}/api/releases/v2.1.0/summary", headers=headers),
+            client.get(f"{api_url}/api/releases/v2.1.0/summary"),
+            client.post(
+                f"{api_url}/api/risk-reports",
+                headers=headers,
+                json={"release_id": "v2.1.0", "severity": "low", "findings": ["docs only"]},
+            ),
+        )
+    assert summary.status_code == 200 and summary.json()["title"] == "Payments"
+    assert anonymous.status_code == 401
+    assert filed.status_code == 201
+    report = await sync_to_async(RiskReport.objects.get)()
+    assert (report.severity, report.findings) == ("low", ["docs only"])
