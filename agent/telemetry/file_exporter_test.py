@@ -115,7 +115,7 @@ def test_span_fields(tmp_path: Path, memory: tuple[trace.Tracer, InMemorySpanExp
     ]
 
 
-def test_file_is_indented_json(
+def test_file_is_a_json_list_of_one_span_per_line(
     tmp_path: Path, memory: tuple[trace.Tracer, InMemorySpanExporter]
 ) -> None:
     tracer, spans = memory
@@ -128,7 +128,10 @@ def test_file_is_indented_json(
     [path] = tmp_path.glob("trace_*.json")
     text = path.read_text()
     parsed = json.loads(text)
-    assert text == json.dumps(parsed, indent=2, ensure_ascii=False) + "\n"
+    lines = text.splitlines()
+    assert lines[0] == "[" and lines[-1] == "]"
+    assert [json.loads(line.strip().rstrip(",")) for line in lines[1:-1]] == parsed
+    assert [span["name"] for span in parsed] == ["a", "b"]  # by start time
 
 
 def test_two_traces_go_to_two_files(
