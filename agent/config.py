@@ -252,9 +252,9 @@ def build_agent(
         temperature=profile.temperature,
         max_text_only_nudges=profile.max_text_only_nudges,
     )
-    context = TracedContextManager(
-        _window_manager(settings.context_strategy, adapter, model_provider, config.max_tokens)
-    )
+    window = _window_manager(settings.context_strategy, adapter, model_provider, config.max_tokens)
+    # Only the summarising strategy calls the model while fitting.
+    context = TracedContextManager(window, calls_model=window.strategy == "summarization")
     agent = Agent(
         model_provider,
         tools,
