@@ -63,6 +63,10 @@ class OrmConversationStore:
     """Conversations in the database. Ids are UUIDs: the run's id.
 
     `on_saved` is called with each event once it is saved (the runner publishes it).
+
+    Each write is one transaction; called inside a caller's transaction (the evals'
+    write-behind batches), it joins it without a savepoint: a failed write fails the whole
+    batch, and none of the callers carries on after one.
     """
 
     def __init__(self, on_saved: Callable[[EventRow], None] | None = None) -> None:
@@ -70,7 +74,7 @@ class OrmConversationStore:
 
     def create(self, conversation: AgentConversation) -> None:
         pk = _pk(conversation.id)
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             row, created = Conversation.objects.get_or_create(
                 pk=pk,
                 defaults={
@@ -119,7 +123,7 @@ class OrmConversationStore:
         if not items:
             return
         pk = _pk(conversation_id)
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             if cursor is None or cursor.position is None:
                 # Locked, as services.append_* lock it: the numbers below stay ours.
                 row = Conversation.objects.select_for_update().filter(pk=pk).first()
@@ -197,7 +201,7 @@ class OrmConversationStore:
 
     def update_metadata(self, conversation_id: str, **metadata: Any) -> None:
         pk = _pk(conversation_id)
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             # Locked: Cancel and the sweep write to the same row.
             row = Conversation.objects.select_for_update().filter(pk=pk).first()
             if row is None:
