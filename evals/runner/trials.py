@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -85,6 +86,8 @@ DEFAULT_TOOL_TIMEOUT_S = 3.0
 DEFAULT_TRIAL_TIMEOUT_S = 600.0
 # After the cancel at the time limit, how long the loop gets to end the run itself.
 CANCEL_GRACE_S = 10.0
+# Database threads of a run, shared by its trials in turn.
+DB_THREADS = 4
 
 
 class EvalInfrastructureError(RuntimeError):
@@ -193,7 +196,7 @@ def provider_judge(provider: Provider) -> Callable[[str], Any]:
 
 
 class _TrialDb:
-    """The trial's own thread, where all its ORM work runs, in order."""
+    """A thread where ORM work runs in order, on the thread's own connection."""
 
     def __init__(self, name: str) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
@@ -209,6 +212,24 @@ class _TrialDb:
             await self.run(connections.close_all)
         finally:
             self._executor.shutdown(wait=False)
+
+
+class _DbThreads:
+    """The run's database threads. Each trial is given one, in turn, and all its ORM work
+    runs there, in order. A few threads rather than one per trial: they keep their
+    connections from trial to trial, and twenty threads woken at once only fought for the
+    GIL (SQLite takes one writer at a time anyway)."""
+
+    def __init__(self, count: int) -> None:
+        self._threads = [_TrialDb(f"evals-db-{index}") for index in range(max(1, count))]
+        self._turn = itertools.cycle(self._threads)
+
+    def take(self) -> _TrialDb:
+        return next(self._turn)
+
+    async def close(self) -> None:
+        for thread in self._threads:
+            await thread.close()
 
 
 class WriteBehindStore:
@@ -359,6 +380,7 @@ class SuiteRunner:
     results: list[TrialResult] = field(default_factory=list)
     _active: set[Any] = field(default_factory=set)
     _progressed: bool = False
+    _db: _DbThreads | None = None
 
     @property
     def total(self) -> int:
@@ -366,6 +388,7 @@ class SuiteRunner:
 
     async def execute(self) -> list[TrialResult]:
         semaphore = asyncio.Semaphore(max(1, self.options.concurrency))
+        self._db = _DbThreads(min(self.options.concurrency, DB_THREADS))
         tick = asyncio.create_task(self._tick())
         try:
             # Trial-major order: the first results already cover every scenario.
@@ -380,6 +403,7 @@ class SuiteRunner:
             tick.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await tick
+            await asyncio.shield(self._db.close())
         return self.results
 
     async def _tick(self) -> None:
@@ -402,44 +426,42 @@ class SuiteRunner:
     async def _trial(self, semaphore: asyncio.Semaphore, scenario: Scenario, trial: int) -> None:
         async with semaphore:
             started = time.monotonic()
-            db = _TrialDb(f"evals-{scenario.id[:20]}-{trial}")
+            assert self._db is not None  # set by execute()
+            db = self._db.take()
             conversation_id: Any = None
             try:
-                try:
-                    conversation, token = await db.run(
-                        services.start_trial,
-                        self.run,
-                        scenario,
-                        trial,
-                        provider=self.run.provider,
-                        model=self.run.model,
-                        tool_timeout_s=self.options.tool_timeout_s,
-                    )
-                    conversation_id = conversation.pk
-                    self._active.add(conversation_id)
-                    transcript = await self._run_agent(db, scenario, conversation_id, token)
-                    result = await aevaluate(
-                        scenario,
-                        transcript,
-                        judge=self.judge,
-                        trial=trial,
-                        suite_version=self.suite.version,
-                    )
-                except Exception as exc:
-                    logger.exception("trial %s #%s could not be run", scenario.id, trial)
-                    result = _errored(scenario, trial, self.suite.version, exc)
-                finally:
-                    self._active.discard(conversation_id)
-                await db.run(
-                    services.record_result,
+                conversation, token = await db.run(
+                    services.start_trial,
                     self.run,
-                    result,
-                    conversation_id=conversation_id,
-                    publish=False,
+                    scenario,
+                    trial,
+                    provider=self.run.provider,
+                    model=self.run.model,
+                    tool_timeout_s=self.options.tool_timeout_s,
                 )
-                self._progressed = True
+                conversation_id = conversation.pk
+                self._active.add(conversation_id)
+                transcript = await self._run_agent(db, scenario, conversation_id, token)
+                result = await aevaluate(
+                    scenario,
+                    transcript,
+                    judge=self.judge,
+                    trial=trial,
+                    suite_version=self.suite.version,
+                )
+            except Exception as exc:
+                logger.exception("trial %s #%s could not be run", scenario.id, trial)
+                result = _errored(scenario, trial, self.suite.version, exc)
             finally:
-                await db.close()
+                self._active.discard(conversation_id)
+            await db.run(
+                services.record_result,
+                self.run,
+                result,
+                conversation_id=conversation_id,
+                publish=False,
+            )
+            self._progressed = True
             self.results.append(result)
             if self.on_trial is not None:
                 report = TrialOutcome(
