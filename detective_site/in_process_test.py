@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 
+from detective_site.in_process import InProcessTransport, site_wsgi_application
 from releases import runner, services
 from releases.models import Release, RiskReport
 
@@ -43,3 +48,29 @@ async def test_requests_and_their_bodies_reach_the_site_and_answers_come_back(
     assert filed.status_code == 201
     report = await sync_to_async(RiskReport.objects.get)()
     assert (report.severity, report.findings) == ("low", ["docs only"])
+
+
+async def test_a_thread_keeps_its_connection_across_requests_until_the_transport_closes(
+    make_release: Callable[..., Release],
+) -> None:
+    token = await sync_to_async(_assessment)(make_release)
+    opened: list[BaseDatabaseWrapper] = []
+
+    def note(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
+        if threading.current_thread().name.startswith("site-api"):
+            opened.append(connection)
+
+    connection_created.connect(note, weak=False)
+    try:
+        transport = InProcessTransport(site_wsgi_application(), threads=1)
+        api_url = runner.in_process_url()
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(transport=transport) as client:
+            for _ in range(3):
+                answer = await client.get(f"{api_url}/api/releases/v2.1.0/summary", headers=headers)
+                assert answer.status_code == 200
+            assert len(opened) == 1  # not one per request
+            assert opened[0].connection is not None
+        assert opened[0].connection is None  # closed with the transport
+    finally:
+        connection_created.disconnect(note)
