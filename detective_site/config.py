@@ -50,6 +50,10 @@ CHANNELS_FILE_NAME = "channels.sqlite3"
 # commands in flight per process (see channel_layers).
 REDIS_SOCKET_TIMEOUT_S = 30.0
 REDIS_MAX_CONNECTIONS = 1000
+# Messages a channel may hold before the layer drops new ones (both layers default to 100).
+# A web process reads every run it shows through one inbox (releases/fanout.py); a few runs
+# narrating at once, with the process busy, passed 100 and lost events.
+CHANNEL_CAPACITY = 1000
 SECRET_KEY_FILE_NAME = "secret_key"
 MIN_SECRET_KEY_LENGTH = 50
 LOCAL_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
@@ -295,7 +299,7 @@ class DetectiveConfig(BaseSettings):
             return {
                 "default": {
                     "BACKEND": "channels_redis.core.RedisChannelLayer",
-                    "CONFIG": {"hosts": [host]},
+                    "CONFIG": {"hosts": [host], "capacity": CHANNEL_CAPACITY},
                 }
             }
         # Broker-free: web server and task worker are separate processes on one machine, and
@@ -303,7 +307,10 @@ class DetectiveConfig(BaseSettings):
         return {
             "default": {
                 "BACKEND": "releases.channel_layer.SQLiteChannelLayer",
-                "CONFIG": {"path": str(self.data_dir / CHANNELS_FILE_NAME)},
+                "CONFIG": {
+                    "path": str(self.data_dir / CHANNELS_FILE_NAME),
+                    "capacity": CHANNEL_CAPACITY,
+                },
             }
         }
 

@@ -112,6 +112,7 @@ def test_defaults_are_sqlite_in_wal_mode_under_the_data_dir(env: pytest.MonkeyPa
     layer = config.channel_layers()["default"]
     assert layer["BACKEND"] == "releases.channel_layer.SQLiteChannelLayer"
     assert layer["CONFIG"]["path"] == str(config.data_dir / "channels.sqlite3")
+    assert layer["CONFIG"]["capacity"] == 1000  # a busy web process's inbox: not 100
     assert config.effective_allowed_hosts() == ["localhost", "127.0.0.1", "[::1]"]
 
 
@@ -150,6 +151,7 @@ def test_database_and_redis_urls(env: pytest.MonkeyPatch) -> None:
     assert layer["CONFIG"]["hosts"] == [
         {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30.0, "max_connections": 1000}
     ]
+    assert layer["CONFIG"]["capacity"] == 1000
 
 
 def test_provider_settings_and_keys_are_secret(env: pytest.MonkeyPatch) -> None:

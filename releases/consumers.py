@@ -10,6 +10,10 @@ delivery) brings the missing ones from the database first. So a page that reload
 its connection mid-run ends up with every event exactly once. Events arrive rendered
 (`releases.timeline`), as htmx out-of-band swaps.
 
+A gap shows only when a later event comes, so a lost last event (the run's end) would leave
+the page open and waiting for ever: after `QUIET_RECHECK_S` without a live event, the
+consumer reads the saved events after its last one again.
+
 Close codes: 4401 not logged in, 4403 not allowed to see the run, 4404 no such run. The
 origin is checked before this (AllowedHostsOriginValidator in asgi.py).
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -30,18 +35,26 @@ from releases.timeline import TERMINAL_KINDS, render_live
 
 # A replay is sent in pieces of this many events (one websocket message each).
 REPLAY_BATCH = 200
+# With no live event for this long, look in the database for events the layer lost.
+QUIET_RECHECK_S = 5.0
 
 
 class RunConsumer(AsyncWebsocketConsumer):
     run_id: str
     group: str
     last_sent: int | None
+    ended: bool
+    last_live: float
     subscription: Subscription | None
+    recheck: asyncio.Task[None] | None
 
     async def connect(self) -> None:
         self.last_sent = None
         self.group = ""
         self.subscription = None
+        self.recheck = None
+        self.ended = False
+        self.last_live = 0.0
         # Live events arrive on the subscription's task, the page's message on this one:
         # one at a time, or both could send the same saved events.
         self.sending = asyncio.Lock()
@@ -66,7 +79,17 @@ class RunConsumer(AsyncWebsocketConsumer):
             # A worker that died never says so: notice it here too (the page shows it).
             await database_sync_to_async(services.fail_if_stale)(run)
 
+    async def _end(self) -> None:
+        """The run is over and the page has all of it: close (the normal close code)."""
+        self.ended = True
+        await self.close()
+
     async def disconnect(self, code: int) -> None:
+        self.ended = True
+        if self.recheck is not None and self.recheck is not asyncio.current_task():
+            self.recheck.cancel()
+            await asyncio.gather(self.recheck, return_exceptions=True)
+        self.recheck = None
         if self.subscription is not None:
             await fanout().unsubscribe(self.group, self.subscription)
             self.subscription = None
@@ -76,7 +99,20 @@ class RunConsumer(AsyncWebsocketConsumer):
             return  # only the first message counts: where the page is
         async with self.sending:
             self.last_sent = _last_seq(text_data)
+            self.last_live = time.monotonic()
             await self._catch_up()
+        if not self.ended:
+            self.recheck = asyncio.get_running_loop().create_task(self._recheck_when_quiet())
+
+    async def _recheck_when_quiet(self) -> None:
+        while not self.ended:
+            await asyncio.sleep(QUIET_RECHECK_S)
+            if time.monotonic() - self.last_live < QUIET_RECHECK_S:
+                continue
+            async with self.sending:
+                if not self.ended:
+                    self.last_live = time.monotonic()
+                    await self._catch_up()
 
     async def run_event(self, message: dict[str, Any]) -> None:
         """A live event from the group (on the subscription's task, not through Channels'
@@ -87,6 +123,7 @@ class RunConsumer(AsyncWebsocketConsumer):
     async def _relay(self, message: dict[str, Any]) -> None:
         if self.last_sent is None:
             return  # the replay, still to come, reads it from the database
+        self.last_live = time.monotonic()
         seq = int(message["seq"])
         if seq <= self.last_sent:
             return
@@ -96,7 +133,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=message["html"])
         self.last_sent = seq
         if message.get("terminal"):
-            await self.close()
+            await self._end()
 
     async def _catch_up(self) -> None:
         """Send every saved event after the last one sent, in batches."""
@@ -108,7 +145,7 @@ class RunConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
             self.last_sent = events[-1].seq
             if events[-1].kind in TERMINAL_KINDS:
-                await self.close()
+                await self._end()
                 return
             if len(events) < REPLAY_BATCH:
                 return

@@ -160,6 +160,24 @@ async def test_the_socket_closes_after_the_end_of_the_run(
     assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
 
 
+async def test_a_lost_last_event_is_found_once_the_page_has_been_quiet(
+    run: Conversation, admin_user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A gap shows only when a later event comes; the run's end has none after it.
+    monkeypatch.setattr("releases.consumers.QUIET_RECHECK_S", 0.2)
+    cookie = (b"cookie", await database_sync_to_async(session_cookie)(admin_user))
+    socket = communicator(run, ORIGIN, cookie)
+    assert (await socket.connect())[0]
+    await socket.send_json_to({"last_seq": 0})
+    await database_sync_to_async(add_events)(run, 2)
+    assert await receive_seqs(socket, 2) == [1, 2]
+    payload = {"kind": "run_finished", "reason": "answered", "final_text": "done"}
+    await database_sync_to_async(services.append_event)(run, kind="run_finished", payload=payload)
+    html = await socket.receive_from(timeout=5)  # saved, never published
+    assert 'data-seq="3"' in html and 'data-status="succeeded"' in html
+    assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
+
+
 async def test_live_events_are_relayed_without_a_hop_to_the_sync_thread(
     run: Conversation, admin_user: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
