@@ -88,7 +88,16 @@ def test_a_burst_of_reassess_requests_on_three_workers_runs_each_release_once(
             assert answer == f"/runs/{runs[release.pk].pk}/"
 
         cookie = f"sessionid={clients[0].cookies['sessionid']}"
-        frames = asyncio.run(watch_all(site, cookie, [run.pk for run in runs.values()]))
+        try:
+            frames = asyncio.run(watch_all(site, cookie, [run.pk for run in runs.values()]))
+        except TimeoutError:
+            states = {
+                str(run.pk): (run.status, run.events.count()) for run in Conversation.objects.all()
+            }
+            pytest.fail(
+                f"a run page's socket was still open after 90 s; runs (status, events): "
+                f"{states}\n{site.log_text()}"
+            )
         deadline = time.monotonic() + 30
         while Conversation.objects.filter(status__in=RunStatus.active()).exists():
             assert time.monotonic() < deadline, site.log_text()
