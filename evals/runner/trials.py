@@ -20,16 +20,17 @@ run_suite(suite, options)                        (the command's thread)
 ```
 
 Trials share one event loop, so many run at once in one process. The agent calls its store
-synchronously from inside the loop; here each call is queued for the trial's own thread and
-returns at once (write-behind), so no trial waits on the database while others talk to the
-model; the writes stay in order, and the trial reads its record back only once they are done.
+synchronously from inside the loop; here each call is queued for the database thread the
+trial was given (a run has a few, shared in turn) and returns at once (write-behind), so no
+trial waits on the database while others talk to the model; a trial's writes stay in order,
+and it reads its record back only once they are done.
 
 Scenario data reaches the agent the way a real release does: its release tools call the
 site's API over HTTP with a per-run token. The token belongs to the trial's Conversation,
 whose metadata carries the scenario (see `evals/api_source.py`), so the API serves the
 scenario's data and faults, and keeps a filed report on the trial, never touching a real
-release. Without `api_url` the site's ASGI application is served in-process (httpx's
-ASGITransport): `run_evals` needs no web server.
+release. Without `api_url` the site answers the API in-process, through its WSGI handler on a
+pool of threads (`detective_site/in_process.py`): `run_evals` needs no web server.
 
 A trial is *errored* (not counted as failed) when the provider fails, when it is cancelled at
 its time limit, or when this harness fails; a crash of the agent's own code is its fault and
@@ -192,10 +193,10 @@ def provider_judge(provider: Provider) -> Callable[[str], Any]:
     return judge
 
 
-# ---- the store: write-behind on the trial's thread ----------------------------------------------
+# ---- the store: write-behind on the trial's database thread ----------------------------------
 
 
-class _TrialDb:
+class _DbThread:
     """A thread where ORM work runs in order, on the thread's own connection."""
 
     def __init__(self, name: str) -> None:
@@ -221,10 +222,10 @@ class _DbThreads:
     GIL (SQLite takes one writer at a time anyway)."""
 
     def __init__(self, count: int) -> None:
-        self._threads = [_TrialDb(f"evals-db-{index}") for index in range(max(1, count))]
+        self._threads = [_DbThread(f"evals-db-{index}") for index in range(max(1, count))]
         self._turn = itertools.cycle(self._threads)
 
-    def take(self) -> _TrialDb:
+    def take(self) -> _DbThread:
         return next(self._turn)
 
     async def close(self) -> None:
@@ -234,14 +235,14 @@ class _DbThreads:
 
 class WriteBehindStore:
     """The ORM store for an agent in a shared event loop: writes are queued for the trial's
-    thread and return at once; what queued up meanwhile is saved in one transaction, the
+    database thread and return at once; what queued up meanwhile is saved in one transaction, the
     messages and events of it in one `append_batch`. The event numbers are counted here: the
     trial's Conversation is written by this store alone.
 
     Consecutive text deltas of one step are saved as one event (the same text, in fewer
     rows): nobody watches a trial's words arrive, and a model streams many small pieces."""
 
-    def __init__(self, store: OrmConversationStore, db: _TrialDb, conversation_id: str) -> None:
+    def __init__(self, store: OrmConversationStore, db: _DbThread, conversation_id: str) -> None:
         self._store = store
         self._conversation_id = conversation_id
         self._db = db
@@ -409,7 +410,7 @@ class SuiteRunner:
     async def _tick(self) -> None:
         """Progress for the pages (one message for trials that end together, at most
         PROGRESS_EVERY_S apart) and the heartbeat of the run and its running trials."""
-        db = _TrialDb("evals-tick")
+        db = _DbThread("evals-tick")
         last_beat = time.monotonic()
         try:
             while True:
@@ -476,7 +477,7 @@ class SuiteRunner:
                 self.on_trial(report)
 
     async def _run_agent(
-        self, db: _TrialDb, scenario: Scenario, conversation_id: Any, token: str
+        self, db: _DbThread, scenario: Scenario, conversation_id: Any, token: str
     ) -> Transcript:
         store = WriteBehindStore(OrmConversationStore(), db, str(conversation_id))
         agent = build_agent(

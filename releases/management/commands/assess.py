@@ -2,8 +2,8 @@
 
 The same pipeline as Reassess (a run in the database, the agent through `releases.runner`, the
 tools calling the release API), except that the API is served in-process: the tools' HTTP
-client is routed straight into the site's ASGI application. The timeline is printed as it
-happens, then the report. Exit status 0 only when a report was filed.
+client is routed straight into the site's WSGI handler (`detective_site/in_process.py`).
+The timeline is printed as it happens, then the report. Exit status 0 only when a report was filed.
 """
 
 from __future__ import annotations
