@@ -8,6 +8,7 @@ import logging
 import secrets
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
@@ -22,6 +23,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
+from releases import verdicts
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -31,6 +33,9 @@ from releases.models import (
     RunStatus,
     Severity,
 )
+from releases.risk import filing
+from releases.risk.filing import FilingDecision
+from releases.verdicts import Judged
 
 
 def create_release(
@@ -65,20 +70,96 @@ def file_risk_report(
     summary: str = "",
     conversation: Conversation | None = None,
     filed_at: datetime | None = None,
+    judged: Judged | None = None,
+    decision: FilingDecision | None = None,
 ) -> RiskReport:
-    """Store a risk report for a release (validated: severity, findings)."""
+    """Store a risk report for a release (validated: severity, findings), with the policy's
+    verdict on the same data: the policy's judgement is taken now unless given."""
+    judged = judged or verdicts.judge_release(release)
     report = RiskReport(
         release=release,
         severity=severity,
         findings=list(findings),
         summary=summary,
         conversation=conversation,
+        policy=judged.policy,
+        policy_severity=judged.verdict.severity,
+        signals=[signal.as_dict() for signal in judged.verdict.signals],
     )
+    if decision is not None:
+        report.grounding = decision.grounding.as_list()
+        report.needs_review = decision.needs_review
+        report.review_reasons = decision.review_reasons
+        report.notes = decision.notes
     if filed_at is not None:
         report.filed_at = filed_at
     report.full_clean()
     report.save()
     return report
+
+
+REFUSALS_KEY = "policy_refusals"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedFiling:
+    """A filing checked against the policy: refused (with the message), or stored."""
+
+    decision: FilingDecision
+    report: RiskReport | None = None
+
+
+def file_checked_report(
+    *,
+    release: Release,
+    severity: str,
+    findings: Sequence[str],
+    summary: str = "",
+    conversation: Conversation | None = None,
+) -> CheckedFiling:
+    """File a report the way the API does: checked against the policy and the data.
+
+    A run's first filing with problems is refused (counted on the run, so that the second
+    is stored for review); a caller without a run gets no second chance to remember, so its
+    filing is stored at once, marked for review when it has problems."""
+    judged = verdicts.judge_release(release)
+    refused_before = conversation is None or bool((conversation.metadata or {}).get(REFUSALS_KEY))
+    decision = filing.decide(
+        severity=severity,
+        findings=findings,
+        summary=summary,
+        data=judged.summary,
+        verdict=judged.verdict,
+        cfg=judged.settings,
+        refused_before=refused_before,
+        shown=judged.for_agent(),
+    )
+    if decision.refused:
+        assert conversation is not None
+        note_refusal(conversation, decision)
+        return CheckedFiling(decision)
+    report = file_risk_report(
+        release=release,
+        severity=severity,
+        findings=findings,
+        summary=summary,
+        conversation=conversation,
+        judged=judged,
+        decision=decision,
+    )
+    return CheckedFiling(decision, report)
+
+
+def note_refusal(conversation: Conversation, decision: FilingDecision) -> None:
+    """Count a refused filing on the run (merged into its metadata, which the agent's store
+    also writes)."""
+    with transaction.atomic():
+        row = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        refusals = list((row.metadata or {}).get(REFUSALS_KEY, []))
+        refusals.append({"problems": decision.problems, "at": timezone.now().isoformat()})
+        row.metadata = {**(row.metadata or {}), REFUSALS_KEY: refusals}
+        row.save(update_fields=["metadata"])
+    conversation.metadata = row.metadata
 
 
 def _lock(conversation: Conversation) -> None:
