@@ -29,12 +29,14 @@ from releases.models import (
     Conversation,
     Message,
     Release,
+    RiskPolicy,
     RiskReport,
     RunStatus,
     Severity,
 )
 from releases.risk import filing
 from releases.risk.filing import FilingDecision
+from releases.risk.policy import PolicySettings
 from releases.verdicts import Judged
 
 
@@ -96,6 +98,20 @@ def file_risk_report(
     report.full_clean()
     report.save()
     return report
+
+
+def new_policy_version(
+    settings: PolicySettings, *, note: str = "", user: AbstractBaseUser | None = None
+) -> RiskPolicy:
+    """Save `settings` as the next version of the risk policy (versions are never edited)."""
+    with transaction.atomic():
+        latest = RiskPolicy.objects.select_for_update().order_by("-version").first()
+        return RiskPolicy.objects.create(
+            version=(latest.version if latest else 0) + 1,
+            thresholds=settings.model_dump(mode="json"),
+            note=note,
+            created_by=user if user is not None and user.pk else None,
+        )
 
 
 REFUSALS_KEY = "policy_refusals"
