@@ -132,6 +132,7 @@ def file_checked_report(
     findings: Sequence[str],
     summary: str = "",
     conversation: Conversation | None = None,
+    filed_at: datetime | None = None,
 ) -> CheckedFiling:
     """File a report the way the API does: checked against the policy and the data.
 
@@ -160,6 +161,7 @@ def file_checked_report(
         findings=findings,
         summary=summary,
         conversation=conversation,
+        filed_at=filed_at,
         judged=judged,
         decision=decision,
     )

@@ -191,6 +191,7 @@ def _facts(
             baselines += [_baseline_of(s.detail) for s in verdict.signals if s.name == "p95_change"]
         for base in baselines:
             if p95 is not None and base:
+                direct.append(Known(base, "p95 of the baseline or previous release"))
                 rises += [
                     Known(p95 - base, "p95 against its baseline (ms)"),
                     Known((p95 - base) / base, "p95 rise against its baseline"),

@@ -53,7 +53,7 @@ DEFAULT_CRITICAL_AREAS: dict[str, list[str]] = {
         "security", "secure", "csrf", "xss", "encryption", "encrypt", "secret",
         "vulnerability", "cve", "rate limit", "rate limiting",
     ],
-    "data": ["data integrity", "backfill", "data loss", "delete", "purge", "truncate"],
+    "data": ["data integrity", "backfill", "data loss", "purge", "truncate"],
     "migrations": ["migration", "migrate", "schema", "alter table"],
 }  # fmt: skip
 
