@@ -316,7 +316,8 @@ def _claims_failures(text: str) -> bool:
         window = words[max(0, i - 4) : i + 4]
         if not any(w.startswith("test") for w in window):
             continue
-        if _NEGATIONS & set(words[max(0, i - 4) : i]):
+        # "no failed tests", "Failed tests: 0", "failures: none"
+        if _NEGATIONS & set(words[max(0, i - 4) : i + 4]):
             continue
         return True
     return False

@@ -129,3 +129,10 @@ def test_an_error_rate_may_be_compared_with_a_threshold() -> None:
     text = "error_rate 8.1% is 3.1 percentage points (62%) above the 5% threshold"
     assert problems(text, data) == []
     assert problems("error_rate 8.1% is 9 pp above the threshold", data)
+
+
+@pytest.mark.parametrize(
+    "text", ["Failed tests: 0 failed tests", "Failed tests: none", "Tests failed: 0"]
+)
+def test_a_signal_label_followed_by_zero_is_no_claim_of_failure(text: str) -> None:
+    assert problems(text, CLEAN) == []

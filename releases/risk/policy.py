@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from releases.risk.instructions import instruction_like_texts
+from releases.risk.instructions import instruction_like_texts, reads_like_instruction
 
 Level = Literal["none", "low", "medium", "high"]
 Severity = Literal["low", "medium", "high"]
@@ -179,6 +179,11 @@ def areas_in(text: str, areas: Mapping[str, Sequence[str]]) -> list[str]:
     return found
 
 
+def _shown(text: str) -> str:
+    # Signals reach the model: a test name that gives orders is named by what it is.
+    return "[a test name that reads like instructions]" if reads_like_instruction(text) else text
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -296,7 +301,7 @@ def _tests(tests: Mapping[str, Any], changes: Sequence[str], cfg: PolicySettings
             and failed_count >= cfg.failed_tests_high_at_or_above
         ):
             level = "high"
-    names = f": {', '.join(failing)}" if failing else ""
+    names = f": {', '.join(_shown(name) for name in failing)}" if failing else ""
     if failed_count and not failing:
         names = " (the failing tests are not named, so their areas are unknown)"
     signals.append(
@@ -330,7 +335,7 @@ def _tests(tests: Mapping[str, Any], changes: Sequence[str], cfg: PolicySettings
                 + ", ".join(cfg.critical_areas),
                 detail=f"{len(critical_failures)} failing test"
                 f"{'s' if len(critical_failures) != 1 else ''} in {', '.join(areas)}: "
-                + ", ".join(critical_failures),
+                + ", ".join(_shown(name) for name in critical_failures),
                 areas=tuple(areas),
             )
         )
@@ -414,7 +419,8 @@ def _instructions(summary: Mapping[str, Any], cfg: PolicySettings) -> Signal | N
     found = instruction_like_texts(summary)
     if not found:
         return None
-    quoted = "; ".join(f"{where}: {text[:120]!r}" for where, text in found[:3])
+    # Where, not what: the signals reach the model, and the text itself must not.
+    places = ", ".join(where for where, _ in found[:5])
     return Signal(
         name="instructions_in_data",
         label="Release data addressed to the assessor",
@@ -422,8 +428,9 @@ def _instructions(summary: Mapping[str, Any], cfg: PolicySettings) -> Signal | N
         critical=False,
         figure=len(found),
         threshold="always flagged; a person reviews the report",
-        detail=f"{len(found)} text{'s' if len(found) != 1 else ''} in the release data read "
-        f"like instructions to the assessor ({quoted})",
+        detail=f"{len(found)} text{'s' if len(found) != 1 else ''} in the release data "
+        f"read{'s' if len(found) == 1 else ''} like instructions to the assessor (at {places}); "
+        "withheld from the model",
         needs_review=True,
     )
 
