@@ -56,7 +56,7 @@ LABELLED = [
     ("5 failed tests", FAILING, False),  # it has 8
     # what the data says, in several spellings
     ("8 failed tests, among them payment capture and refund", FAILING, True),
-    ("2 payment tests failing", FAILING, True),  # two of the failing tests are payments'
+    ("3 payment tests failing", FAILING, True),  # three of the failing tests are payments'
     ("error_rate 0.07 (7%) is above the 5% threshold", FAILING, True),
     ("Error rate 7.0 % in production", FAILING, True),
     ("error rate 0.004 (0.4%)", CLEAN, True),

@@ -42,7 +42,7 @@ SEVERITY_RANK: dict[str, int] = {"low": 1, "medium": 2, "high": 3}
 
 DEFAULT_CRITICAL_AREAS: dict[str, list[str]] = {
     "payments": [
-        "payment", "pay", "refund", "ledger", "payout", "billing", "invoice", "psp",
+        "payment", "pay", "checkout", "refund", "ledger", "payout", "billing", "invoice", "psp",
         "3ds", "3-d secure", "charge", "capture",
     ],
     "auth": [
