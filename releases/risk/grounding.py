@@ -40,6 +40,7 @@ _CHANGE_WORDS = (
     "faster", "against", "baseline", "previous", "regress", "jump", "grew", "grow", "more",
     "less", "from", "drop", "worse", "better", "change", "delta",
 )  # fmt: skip
+_THRESHOLD_WORDS = ("threshold", "limit", "from")
 _DISTANCE_WORDS = ("above", "below", "over", "under", "point", "pp", "exceed", "beyond", "times")
 _ABOVE = ("above", "over", "exceeds", "exceed", "exceeding", "higher than", "greater than")
 _BELOW = ("below", "under", "lower than", "less than", "within")
@@ -152,6 +153,10 @@ def _facts(
                 direct.append(Known(float(signal.figure), f"policy signal {signal.name}"))
             for number in numbers_in(signal.threshold):
                 direct.append(Known(number, f"policy threshold of {signal.name}"))
+            # The details are shown to the model as facts ("40 of 160 tests skipped (25 %)");
+            # a rise stays a derived figure (rule 3).
+            for number in [] if derived else numbers_in(signal.detail):
+                direct.append(Known(number, f"policy signal {signal.name}"))
 
     tests_raw = data.get("tests")
     tests: dict[str, float] | None = None
@@ -247,16 +252,12 @@ def _test_word(text: str, figure: Figure) -> str | None:
 
 
 def _test_counts(kind: str, facts: _Facts) -> list[Known]:
-    tests = facts.tests or {}
+    """The counts a figure next to this test word may be. Failures are held to the failure
+    counts; "40 of 160 tests skipped" names a total beside a skip count, so other test words
+    accept any of the release's test counts."""
     if kind in _FAIL_WORDS:
         return [Known(v, "failed tests") for v in sorted(facts.failures)]
-    if kind == "pass":
-        keys = ("passed", "total", "executed")
-    elif kind == "skip":
-        keys = ("skipped",)
-    else:
-        return [Known(v, f"tests: {k}") for k, v in tests.items()]
-    return [Known(tests[k], f"tests: {k}") for k in keys if k in tests]
+    return [Known(v, f"tests: {k}") for k, v in (facts.tests or {}).items()]
 
 
 def _has(words: Iterable[str], prefixes: Sequence[str]) -> bool:
@@ -274,6 +275,11 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
     """(evidence, problem) for one figure; both None when it is prose."""
     is_count = not figure.unit and not figure.decimals
     kind = _test_word(text, figure) if is_count else None
+    if kind is not None and _has(_near(text, figure, before=3, after=0), _THRESHOLD_WORDS):
+        # "below the threshold of 1 failed test": the policy's number, not a test count.
+        found = _match(figure, [k for k in facts.direct if k.source.startswith("policy")])
+        if found is not None:
+            return f"{figure.text} = {found.source}", None
     if kind is not None:
         if facts.tests is None:
             return (
@@ -318,6 +324,9 @@ def _claims_failures(text: str) -> bool:
             continue
         # "no failed tests", "Failed tests: 0", "failures: none"
         if _NEGATIONS & set(words[max(0, i - 4) : i + 4]):
+            continue
+        # "below the threshold of 1 failed test" speaks of the policy, not of the release.
+        if any(w.startswith(_THRESHOLD_WORDS[:2]) for w in words[max(0, i - 4) : i]):
             continue
         return True
     return False

@@ -136,3 +136,21 @@ def test_an_error_rate_may_be_compared_with_a_threshold() -> None:
 )
 def test_a_signal_label_followed_by_zero_is_no_claim_of_failure(text: str) -> None:
     assert problems(text, CLEAN) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # What local-model reports said, copying the policy's own signals.
+        "Skipped tests: 2 of 152 tests skipped (1 %)",
+        "Failed tests: 0 failed tests (less than the threshold of 1 failed test)",
+        "Error rate: 0.004 (0.4 %) is below 0.02",
+    ],
+)
+def test_restating_the_policys_signals_is_grounded(text: str) -> None:
+    assert problems(text, CLEAN) == []
+
+
+def test_a_failure_count_still_has_to_be_the_releases() -> None:
+    assert problems("1 failed test in checkout", CLEAN)
+    assert problems("9 failed tests", FAILING)

@@ -25,6 +25,7 @@ version of the policy (`releases.models.RiskPolicy`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -146,37 +147,40 @@ def severity_of(signals: Iterable[Signal]) -> Severity:
 # Reading the release
 # ---------------------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
-
-def _tokens(text: str) -> list[str]:
-    # Test names are snake_case: "test_auth_token_refresh" reads as "test auth token refresh".
-    return _TOKEN_RE.findall(text.lower().replace("_", " "))
-
-
-def _word_hit(word: str, token: str) -> bool:
+def _word_pattern(word: str) -> str:
     # "auth" finds "authentication", "payment" finds "payments"; short words must be exact,
     # or "pay" would find "payload".
-    return token == word or (len(word) >= 4 and token.startswith(word))
+    tail = r"\w*" if len(word) >= 4 else ""
+    return rf"\b{re.escape(word)}{tail}\b"
+
+
+@functools.lru_cache(maxsize=32)
+def _area_patterns(
+    areas: tuple[tuple[str, tuple[str, ...]], ...],
+) -> list[tuple[str, re.Pattern[str]]]:
+    compiled = []
+    for area, phrases in areas:
+        alternatives = [
+            "[^a-z0-9]+".join(_word_pattern(w) for w in phrase.lower().split())
+            for phrase in phrases
+            if phrase.strip()
+        ]
+        if alternatives:
+            compiled.append((area, re.compile("|".join(alternatives))))
+    return compiled
 
 
 def areas_in(text: str, areas: Mapping[str, Sequence[str]]) -> list[str]:
-    """The critical areas whose words appear in `text`."""
-    tokens = _tokens(text)
-    found = []
-    for area, area_words in areas.items():
-        for phrase in area_words:
-            want = _tokens(phrase)
-            if not want:
-                continue
-            n = len(want)
-            if any(
-                all(_word_hit(w, t) for w, t in zip(want, tokens[i : i + n], strict=True))
-                for i in range(len(tokens) - n + 1)
-            ):
-                found.append(area)
-                break
-    return found
+    """The critical areas whose words appear in `text` (test names' underscores are spaces)."""
+    return list(_areas_in(text, tuple((area, tuple(words)) for area, words in areas.items())))
+
+
+# The policy, the digest and the grounding each ask about the same changes and test names.
+@functools.lru_cache(maxsize=4096)
+def _areas_in(text: str, areas: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[str, ...]:
+    normalised = text.lower().replace("_", " ")
+    return tuple(area for area, pattern in _area_patterns(areas) if pattern.search(normalised))
 
 
 def _shown(text: str) -> str:
