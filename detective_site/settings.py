@@ -33,6 +33,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: what the database cannot store never reaches a view (see hostile_input.py).
+    "detective_site.hostile_input.HostileInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # In production whitenoise serves the collected static files; in development the ASGI
     # application serves them from the apps' static directories (see asgi.py).
