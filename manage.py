@@ -11,8 +11,9 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "detective_site.settings")
     from django.core.management import execute_from_command_line
 
-    from detective_site.config import ConfigError
+    from detective_site.config import ConfigError, prepare_up_environment
 
+    prepare_up_environment(sys.argv, os.environ)
     try:
         execute_from_command_line(sys.argv)
     except ConfigError as exc:

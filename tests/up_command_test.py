@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -95,6 +96,16 @@ def test_up_serves_the_site_and_stops_cleanly_on_ctrl_c(
     assert login is not None, f"no answer in {START_TIMEOUT} s:\n{log.read_text()}"
     assert login.status_code == 200
     assert "Sign in" in login.text
+    # Safe by default: DEBUG off (the site's 404 page, not Django's list of every URL), plain
+    # HTTP on the address given (no redirect to https), private data files.
+    missing = httpx.get(f"{base_url}/no/such/page/", timeout=5)
+    assert missing.status_code == 404
+    assert "Page not found" in missing.text and "URLconf" not in missing.text
+    assert httpx.get(f"{base_url}/", headers={"Host": "evil.example"}, timeout=5).status_code == 400
+    data = log.parent / "data"
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    for name in ("detective.sqlite3", "detective.sqlite3-wal", "channels.sqlite3", "secret_key"):
+        assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
 
     with httpx.Client(base_url=base_url, timeout=10) as client:
         client.get("/accounts/login/")

@@ -93,6 +93,15 @@ class Command(BaseCommand):
             help="Seconds to let the processes stop gracefully before killing them.",
         )
         parser.add_argument(
+            "--debug",
+            action="store_true",
+            help=(
+                "Run with DEBUG on (tracebacks on error pages). Without it (and without "
+                "DEBUG=true), the site runs with DEBUG off, its generated secret key and host "
+                "names from --host. manage.py reads this before the settings load."
+            ),
+        )
+        parser.add_argument(
             "--prepare-only",
             action="store_true",
             help="Migrate, seed and ensure the admin user, then exit without serving.",
