@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from detective_site import local_model
 from detective_site.config import BASE_DIR
 from detective_site.supervisor import ChildNotReady, ChildSpec, Supervisor
+from releases import services
 from releases.models import Release
 
 ADMIN_USERNAME = "admin"
@@ -120,7 +121,8 @@ class Command(BaseCommand):
 
         children = [
             ChildSpec("web server", self.web_argv(host, port, verbosity)),
-            ChildSpec("task worker", self.worker_argv(verbosity)),
+            # A worker that dies is started again; the web server keeps serving meanwhile.
+            ChildSpec("task worker", self.worker_argv(verbosity), restart=True),
         ]
         model_child, model_env = self.local_model_server()
         if model_child is not None:
@@ -151,6 +153,9 @@ class Command(BaseCommand):
     def prepare(self, verbosity: int) -> None:
         self.stdout.write("Applying database migrations ...")
         call_command("migrate", interactive=False, verbosity=max(verbosity - 1, 0))
+        # Runs stranded by a crash of the last `up` are resolved before anything else.
+        for run in services.fail_orphaned_runs():
+            self.stderr.write(f"Run {run.pk} was left running by a worker that is gone: failed.")
         if not settings.DEBUG:
             call_command("collectstatic", interactive=False, verbosity=max(verbosity - 1, 0))
         if not Release.objects.exists():
