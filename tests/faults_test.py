@@ -9,9 +9,11 @@ quotes them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +30,7 @@ from django_tasks_db.models import DBTaskResult
 
 from detective_site.config import BASE_DIR
 from releases.models import AgentEvent, Conversation, Release, RunStatus
-from tests.live_site import START_TIMEOUT, free_port, subprocess_environment
+from tests.live_site import START_TIMEOUT, LiveSite, free_port, subprocess_environment
 from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -268,3 +270,58 @@ def test_stopping_up_mid_run_cancels_the_run_stopped_with_the_site(
     task = DBTaskResult.objects.get(pk=run.task_id)
     assert task.status not in ("READY", "RUNNING")  # the task row agrees: it ended
     assert not Conversation.objects.filter(status__in=RunStatus.active()).exists()
+
+
+# ---- the web server under hostile requests -----------------------------------------------------
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[LiveSite]:
+    with LiveSite(tmp_path / "logs", {"DETECTIVE_API_TOKEN": API_TOKEN}, workers=0) as live:
+        yield live
+
+
+API_TOKEN = "t" * 40
+
+
+def raw_request(site: LiveSite, request: bytes) -> bytes:
+    """Send bytes as they are (no client library would send some of these) and read the
+    answer until the server closes the connection."""
+    with socket.create_connection(("127.0.0.1", site.port), timeout=10) as connection:
+        # The server may answer and stop reading before all is sent: the answer is still there.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+            if b"\r\n\r\n" in answer and b"Connection: close" not in answer:
+                break
+        return answer
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [b"Authorization: Bearer " + b"a" * 60_000],  # one line past 16 KB
+        [b"X-Filler-%d: %s" % (n, b"b" * 1000) for n in range(20)],  # 20 KB in all
+    ],
+    ids=["one-60KB-header", "20KB-of-headers"],
+)
+def test_oversized_headers_get_a_431_with_a_body(site: LiveSite, headers: list[bytes]) -> None:
+    request = b"GET /api/releases/v2.1.0/summary HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    answer = raw_request(site, request + b"\r\n".join(headers) + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), answer[:200]
+    assert answer.endswith(
+        b"Request header fields too large: send smaller headers (at most 16 KB in all).\n"
+    )
+    # The server is fine afterwards.
+    assert httpx.get(f"{site.url}/accounts/login/", timeout=10).status_code == 200
+
+
+def test_a_client_library_sending_a_60kb_header_reads_the_431(site: LiveSite) -> None:
+    response = httpx.get(
+        f"{site.url}/api/releases/v2.1.0/summary",
+        headers={"Authorization": "Bearer " + "a" * 60_000},
+        timeout=10,
+    )
+    assert response.status_code == 431

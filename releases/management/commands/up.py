@@ -209,7 +209,8 @@ class Command(BaseCommand):
         return [
             sys.executable,
             "-m",
-            "daphne",
+            # daphne, with answers (431) to requests whose headers are too large
+            "detective_site.web_server",
             "--bind",
             host,
             "--port",
