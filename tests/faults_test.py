@@ -10,7 +10,9 @@ quotes them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
 import re
 import signal
 import socket
@@ -20,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -29,7 +32,7 @@ from django.test import Client
 from django_tasks_db.models import DBTaskResult
 
 from detective_site.config import BASE_DIR
-from releases.models import AgentEvent, Conversation, Release, RunStatus
+from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 from tests.live_site import START_TIMEOUT, LiveSite, free_port, subprocess_environment
 from tests.llm_server import ScriptedLLM
 
@@ -325,3 +328,241 @@ def test_a_client_library_sending_a_60kb_header_reads_the_431(site: LiveSite) ->
         timeout=10,
     )
     assert response.status_code == 431
+
+
+# ---- the fuzzer --------------------------------------------------------------------------------
+
+VALID_REPORT: dict[str, Any] = {
+    "release_id": "v2.1.0",
+    "severity": "high",
+    "findings": ["2 payment tests fail"],
+    "summary": "Risky.",
+}
+ODD_TEXT = [
+    "\\u0000",
+    "\\ud800",
+    "\\udfff\\ud800",
+    "a\\u0000b",
+    "<script>alert(1)</script>",
+    "v1/2",
+    "../../etc/passwd",
+    "' OR 1=1 --",
+    "%00",
+    "\u202e\u0301",
+    "x" * 5000,
+    "",
+    " ",
+    "\\n\\r\\t",
+]
+ODD_VALUES = ["null", "true", "1e400", "-0", "123456789012345678901234567890", "[]", "{}", "NaN"]
+
+
+def _json_text(value: str) -> str:
+    """A JSON string literal that keeps escapes such as \\u0000 as escapes."""
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def fuzz_bodies(rng: random.Random, count: int) -> list[bytes]:
+    bodies: list[bytes] = []
+    fields = list(VALID_REPORT)
+    while len(bodies) < count:
+        kind = rng.randrange(10)
+        if kind == 0:  # deep nesting
+            depth = rng.choice([19, 21, 100, 5000, 60_000])
+            bodies.append(b"[" * depth + b"]" * depth)
+        elif kind == 1:  # duplicate keys
+            field = rng.choice(fields)
+            bodies.append(
+                ('{"' + field + '": "low", ').encode() + json.dumps(VALID_REPORT)[1:].encode()
+            )
+        elif kind == 2:  # invalid bytes, truncated JSON
+            valid = json.dumps(VALID_REPORT).encode()
+            cut = rng.randrange(len(valid))
+            bodies.append(rng.choice([valid[:cut], valid[:cut] + b"\xff\xfe" + valid[cut:]]))
+        elif kind == 3:  # many or long findings
+            findings = ["f" * rng.choice([1, 999, 1000, 1001, 100_000])] * rng.choice([1, 50, 51])
+            bodies.append(json.dumps({**VALID_REPORT, "findings": findings}).encode())
+        elif kind == 4:  # odd text in any field
+            parts = [
+                f'"{name}": '
+                + (_json_text(rng.choice(ODD_TEXT)) if name == field else json.dumps(value))
+                for field in [rng.choice(fields)]
+                for name, value in VALID_REPORT.items()
+            ]
+            bodies.append(("{" + ", ".join(parts) + "}").encode())
+        elif kind == 5:  # odd values in any field
+            field = rng.choice(fields)
+            parts = [
+                f'"{name}": ' + (rng.choice(ODD_VALUES) if name == field else json.dumps(value))
+                for name, value in VALID_REPORT.items()
+            ]
+            bodies.append(("{" + ", ".join(parts) + "}").encode())
+        elif kind == 6:  # odd text in findings' items and keys
+            odd = _json_text(rng.choice(ODD_TEXT))
+            bodies.append(
+                rng.choice(
+                    [
+                        '{"release_id": "v2.1.0", "severity": "low", "findings": [' + odd + "]}",
+                        '{"release_id": "v2.1.0", "severity": "low", "findings": ["x"], '
+                        + odd
+                        + ": 1}",
+                    ]
+                ).encode()
+            )
+        elif kind == 7:  # not an object, or empty
+            bodies.append(rng.choice([b"", b" ", b"[]", b"null", b"42", b'"text"', b"{}", b"{"]))
+        elif kind == 8:  # too large
+            bodies.append(
+                json.dumps({**VALID_REPORT, "summary": "s" * rng.choice([4001, 70_000])}).encode()
+            )
+        else:  # a valid report with one field missing or added
+            body = dict(VALID_REPORT)
+            if rng.random() < 0.5:
+                body.pop(rng.choice(fields))
+            else:
+                body[rng.choice(["extra", "Severity", "release_id\\u0000"])] = "x"
+            bodies.append(json.dumps(body).encode())
+    return bodies
+
+
+ODD_SEGMENTS = [
+    "%00",
+    "v2.1.0%00",
+    "%2F",
+    "v1%2F2",
+    "%C0%AF",
+    "%ff%fe",
+    "%zz",
+    "%",
+    "..",
+    "%2e%2e",
+    "%E2%80%AE",
+    "%F0%9F%92%A5",
+    "a" * 3000,
+    "%3Cscript%3E",
+    "v2.1.0",
+    "99999999999999999999999999",
+    "-1",
+    "00000000-0000-0000-0000-000000000000",
+    "not-a-uuid",
+]
+PATH_TEMPLATES = [
+    "/releases/{}/",
+    "/releases/{}/reassess",
+    "/runs/{}/",
+    "/evals/runs/{}/",
+    "/evals/compare/{}/",
+    "/api/releases/{}/summary",
+    "/{}",
+    "/releases/?q={}",
+    "/releases/?page={}",
+    "/releases/?severity={}&run={}",
+    "/evals/compare/1/?against={}",
+    "/admin/releases/release/?q={}",
+    "/accounts/login/?next={}",
+    "/static/{}",
+]
+
+
+def fuzz_paths(rng: random.Random, count: int) -> list[str]:
+    return [
+        rng.choice(PATH_TEMPLATES).replace("{}", rng.choice(ODD_SEGMENTS)) for _ in range(count)
+    ]
+
+
+ODD_HEADERS = [
+    b"Authorization: Bearer \x00",
+    b"Authorization: Bearer " + "é".encode() * 10,
+    b"Authorization: Basic %%%",
+    b"Authorization: Bearer " + b"t" * 40,
+    b"Cookie: sessionid=\x00abc",
+    b"Cookie: sessionid=" + b"z" * 4000,
+    b"Cookie: csrftoken=\xff\xfe; sessionid=..",
+    b"Host: evil.example",
+    b"Host: 127.0.0.1:99999",
+    b"Host: \x00",
+    b"X-Forwarded-Proto: https",
+    b"HX-Request: true",
+    b"HX-Current-URL: javascript:alert(1)",
+    b"Accept-Language: \xff\xff;q=abc",
+    b"Content-Type: application/json; charset=latin-1",
+    b"Content-Type: multipart/form-data; boundary=",
+    b"Referer: \x00",
+    b"Traceparent: 00-zzzz-yyyy-01",
+    b"X-Filler: " + b"f" * 15_000,
+    b"Transfer-Encoding: chunked",
+    b"Origin: null",
+]
+
+
+def fuzz_header_requests(
+    rng: random.Random, count: int, session: str
+) -> list[tuple[bytes, str, list[bytes], bytes]]:
+    requests = []
+    for _ in range(count):
+        method = rng.choice([b"GET", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"HEAD"])
+        path = rng.choice(["/", "/releases/", "/api/risk-reports", "/api/releases/v2.1.0/summary"])
+        headers = rng.sample(ODD_HEADERS, rng.randint(1, 3))
+        if rng.random() < 0.5:
+            headers.append(b"Cookie: sessionid=" + session.encode())
+        body = json.dumps(VALID_REPORT).encode() if method == b"POST" else b""
+        requests.append((method, path, headers, body))
+    return requests
+
+
+def send(
+    site: LiveSite, method: bytes, path: str, headers: list[bytes], body: bytes = b""
+) -> int | None:
+    """The status of the answer to a request sent byte for byte, or None when none came."""
+    has_host = any(header.lower().startswith(b"host:") for header in headers)
+    lines = [method + b" " + path.encode("latin-1") + b" HTTP/1.1"]
+    if not has_host:
+        lines.append(b"Host: 127.0.0.1")
+    chunked = any(header.lower().startswith(b"transfer-encoding") for header in headers)
+    lines += headers
+    if not chunked:
+        lines.append(b"Content-Length: %d" % len(body))
+    lines.append(b"Connection: close")
+    payload = (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)) if chunked else body
+    try:
+        answer = raw_request(site, b"\r\n".join(lines) + b"\r\n\r\n" + payload)
+    except (TimeoutError, OSError):
+        return None
+    match = re.match(rb"HTTP/1\.[01] (\d{3}) ", answer)
+    return int(match.group(1)) if match else None
+
+
+def test_a_fuzzer_of_bodies_paths_and_headers_gets_no_5xx_and_always_an_answer(
+    site: LiveSite, release: Release, manager: User
+) -> None:
+    rng = random.Random(12)
+    session = site.session_cookie(manager)
+    token = b"Authorization: Bearer " + API_TOKEN.encode()
+    json_type = b"Content-Type: application/json"
+    cookie = b"Cookie: sessionid=" + session.encode()
+    results: list[tuple[str, int | None]] = []
+    started = time.monotonic()
+    for body in fuzz_bodies(rng, 250):
+        status = send(site, b"POST", "/api/risk-reports", [token, json_type], body)
+        results.append((f"body {body[:80]!r}", status))
+    for path in fuzz_paths(rng, 200):
+        status = send(site, b"GET", path, [cookie] if rng.random() < 0.7 else [token])
+        results.append((f"path {path[:80]}", status))
+    for method, path, headers, body in fuzz_header_requests(rng, 100, session):
+        status = send(site, method, path, headers, body)
+        results.append((f"{method.decode()} {path} {[h[:40] for h in headers]}", status))
+    elapsed = time.monotonic() - started
+
+    counts: dict[str, int] = {}
+    for _, status in results:
+        key = "no answer" if status is None else f"{status // 100}xx"
+        counts[key] = counts.get(key, 0) + 1
+    print(f"\nfuzzer: {len(results)} requests in {elapsed:.1f} s: {dict(sorted(counts.items()))}")
+    bad = [(what, status) for what, status in results if status is None or status >= 500]
+    assert len(results) >= 500
+    assert bad == [], f"{len(bad)} bad answers, e.g. {bad[:5]}\n{site.log_text()}"
+    assert "Internal Server Error" not in site.log_text()
+    # Nothing hostile was stored: every report filed is one of the valid ones.
+    for report in RiskReport.objects.all():
+        assert report.release == release and len(report.findings) <= 50
+        assert all("\x00" not in finding and len(finding) <= 1000 for finding in report.findings)
