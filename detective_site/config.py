@@ -103,6 +103,10 @@ EXPECTED: dict[str, str] = {
         "the http(s) base URL of the release API the agent's tools call "
         "(unset: this site's own address)"
     ),
+    "DETECTIVE_RUN_DEADLINE": (
+        "seconds an assessment may take in all before it is stopped and marked failed "
+        "(10 or more)"
+    ),
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
     ),
@@ -196,6 +200,13 @@ class DetectiveConfig(BaseSettings):
     def behind_https_proxy(self) -> bool:
         """DEBUG=false set explicitly: a public site behind a proxy that terminates TLS."""
         return not self.debug and not self._local_site
+
+    run_deadline: float = Field(
+        default=900.0,
+        ge=10,
+        validation_alias="DETECTIVE_RUN_DEADLINE",
+        description=EXPECTED["DETECTIVE_RUN_DEADLINE"],
+    )
 
     @field_validator("*", mode="before")
     @classmethod

@@ -96,6 +96,8 @@ CHANNEL_LAYERS = CONFIG.channel_layers()
 DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None
 DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
+# The whole assessment's deadline (each model call has its own: agent/config.py).
+DETECTIVE_RUN_DEADLINE = CONFIG.run_deadline
 
 TASKS = {
     "default": {

@@ -122,6 +122,11 @@ class _SiteStop:
 site_stop = _SiteStop()
 
 
+def run_deadline_reason() -> str:
+    seconds = float(settings.DETECTIVE_RUN_DEADLINE)
+    return f"the assessment's deadline ({seconds:g} s, DETECTIVE_RUN_DEADLINE) passed"
+
+
 def stop_runs_on_signals() -> None:
     """Called by the task worker: a stop signal cancels the run under way (see _SiteStop)."""
     site_stop.enabled = True
@@ -267,6 +272,7 @@ class _Run:
         self.jobs: queue.Queue[_Job[Any]] = queue.Queue()
         self.store = OrmConversationStore(on_saved=self._saved)
         self.cancel = CancelToken()
+        self.deadline = time.monotonic() + float(settings.DETECTIVE_RUN_DEADLINE)
         self.terminal: AgentEvent | None = None
         self.crash: BaseException | None = None
         self.agent: Any = None
@@ -343,6 +349,9 @@ class _Run:
             if site_stop.requested.is_set() and not self.cancel.is_set:
                 logger.warning("run %s: %s", self.run.pk, STOPPED_WITH_SITE)
                 self.cancel.set(STOPPED_WITH_SITE)
+            if time.monotonic() > self.deadline and not self.cancel.is_set:
+                logger.warning("run %s: %s", self.run.pk, run_deadline_reason())
+                self.cancel.set(run_deadline_reason())
             if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
                 self._beat()
@@ -362,6 +371,9 @@ class _Run:
             status, error = outcome(event.kind, event.payload)
             if status == RunStatus.CANCELLED and self.cancel.reason == STOPPED_WITH_SITE:
                 error = "The run was cancelled: stopped with the site (the worker was stopping)."
+            elif status == RunStatus.CANCELLED and self.cancel.reason == run_deadline_reason():
+                # Nobody asked for this stop: the run failed to finish in time.
+                status, error = RunStatus.FAILED, f"The run was stopped: {run_deadline_reason()}."
             self.status = self._finish(status, error, **self._totals())
         services.publish_event(event)
         if self.on_event is not None:
