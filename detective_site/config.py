@@ -55,6 +55,7 @@ PROVIDER_ALIASES = {
     "lm-studio": "lmstudio",
 }
 
+SUPPORTED_ENGINES = frozenset({"django.db.backends.postgresql", "django.db.backends.sqlite3"})
 SQLITE_FILE_NAME = "detective.sqlite3"
 SQLITE_TEST_FILE_STEM = "test_detective"
 CHANNELS_FILE_NAME = "channels.sqlite3"
@@ -104,8 +105,7 @@ EXPECTED: dict[str, str] = {
         "(unset: this site's own address)"
     ),
     "DETECTIVE_RUN_DEADLINE": (
-        "seconds an assessment may take in all before it is stopped and marked failed "
-        "(10 or more)"
+        "seconds an assessment may take in all before it is stopped and marked failed (10 or more)"
     ),
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
@@ -223,12 +223,15 @@ class DetectiveConfig(BaseSettings):
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
         if value is not None:
+            scheme = value.split("://", 1)[0]
             try:
-                dj_database_url.parse(value)
+                engine = dj_database_url.parse(value)["ENGINE"]
             except ValueError:
                 if "://" not in value:
                     raise ValueError("not a URL") from None
-                scheme = value.split("://", 1)[0]
+                raise ValueError(f"unsupported URL scheme {scheme!r}") from None
+            if engine not in SUPPORTED_ENGINES:
+                # Django knows more (MySQL, Oracle ...), but Detective runs on these two only.
                 raise ValueError(f"unsupported URL scheme {scheme!r}") from None
         return value
 

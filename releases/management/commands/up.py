@@ -14,12 +14,15 @@ import os
 import secrets
 import socket
 import sys
+import traceback
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from detective_site import local_model
 from detective_site.config import BASE_DIR
@@ -78,6 +81,53 @@ def accepts_connections(host: str, port: int) -> bool:
         return False
 
 
+class StartupProblem(RuntimeError):
+    """Something `up` needs does not answer; the message says which variable to look at."""
+
+
+def _where(url: str) -> str:
+    """host:port of a URL, never its password."""
+    parts = urlsplit(url)
+    host = parts.hostname or parts.path or "?"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def check_database() -> None:
+    try:
+        connections["default"].ensure_connection()
+    except Exception as exc:
+        database = settings.CONFIG.database_url
+        where = _where(database) if database else str(settings.CONFIG.sqlite_path)
+        raise StartupProblem(
+            f"Cannot reach the database at {where} ({_first_line(exc)}); check DATABASE_URL "
+            "and that the database server runs."
+        ) from exc
+
+
+def check_redis() -> None:
+    url = settings.CONFIG.redis_url
+    if not url:
+        return
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:
+        raise StartupProblem(
+            f"Cannot reach Redis at {_where(url)} ({_first_line(exc)}); check REDIS_URL and "
+            "that Redis runs (or unset REDIS_URL to run without a broker)."
+        ) from exc
+
+
 class Command(BaseCommand):
     help = (
         "Start Detective: migrate, seed demo data if empty, ensure the admin user, then run the "
@@ -103,6 +153,11 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="With a start-up error, print its traceback too (it is one line otherwise).",
+        )
+        parser.add_argument(
             "--prepare-only",
             action="store_true",
             help="Migrate, seed and ensure the admin user, then exit without serving.",
@@ -115,6 +170,7 @@ class Command(BaseCommand):
         if not options["prepare_only"] and not port_is_free(host, port):
             raise CommandError(f"{host}:{port} is already in use; choose another with --port.")
 
+        self.preflight(verbose=options["verbose"])
         self.prepare(verbosity)
         if options["prepare_only"]:
             return
@@ -149,6 +205,17 @@ class Command(BaseCommand):
         self.stdout.write("Stopped.")
         if code:
             raise CommandError("A process exited unexpectedly; see the output above.")
+
+    def preflight(self, *, verbose: bool) -> None:
+        """The database and Redis answer; otherwise one line that names the variable."""
+        for check in (check_database, check_redis):
+            try:
+                check()
+            except StartupProblem as problem:
+                if verbose:
+                    cause = problem.__cause__ or problem
+                    self.stderr.write("".join(traceback.format_exception(cause)))
+                raise CommandError(str(problem)) from None
 
     def prepare(self, verbosity: int) -> None:
         self.stdout.write("Applying database migrations ...")
