@@ -48,6 +48,8 @@ class ChildSpec:
     output: Path | None = None
     # Start it again when it dies (the task worker); otherwise its exit stops everything.
     restart: bool = False
+    # Called with the exit code when it exits on its own (up fails the dead worker's run).
+    on_exit: Callable[[int], None] | None = None
 
 
 class ChildNotReady(RuntimeError):
@@ -142,6 +144,15 @@ class Supervisor:
         self.restart_due[name] = time.monotonic() + delay
         return True
 
+    def _notify_exit(self, name: str, code: int) -> None:
+        callback = self._spec(name).on_exit
+        if callback is None:
+            return
+        try:
+            callback(code)
+        except Exception as exc:  # the supervisor goes on supervising
+            self.log(f"after {name} exited, its clean-up failed: {exc!r}")
+
     def _restart_due_children(self) -> None:
         now = time.monotonic()
         for name, due in list(self.restart_due.items()):
@@ -185,6 +196,7 @@ class Supervisor:
         while self.stop_signal is None:
             if exited := self.exited_child():
                 name, code = exited
+                self._notify_exit(name, code)
                 if not self._spec(name).restart:
                     how = _exit_description(code)
                     self.log(f"{name} {how}; stopping the others.")

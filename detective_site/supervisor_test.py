@@ -286,3 +286,32 @@ def test_after_repeated_quick_crashes_the_supervisor_gives_up() -> None:
         "starting; giving up and stopping the others."
     )
     assert supervisor.processes["sleeper"].returncode is not None
+
+
+def test_a_childs_exit_is_reported_to_its_callback_before_the_restart() -> None:
+    codes: list[int] = []
+    lines: list[str] = []
+    supervisor = Supervisor(
+        [ChildSpec("worker", python("raise SystemExit(4)"), restart=True, on_exit=codes.append)],
+        log=lines.append,
+        first_restart_delay=0.05,
+        max_quick_crashes=1,
+    )
+    assert supervisor.run() == 1
+    assert codes == [4, 4]  # the first exit, then the one that made it give up
+
+
+def test_a_failing_exit_callback_does_not_stop_the_supervisor() -> None:
+    lines: list[str] = []
+
+    def broken(code: int) -> None:
+        raise RuntimeError("database gone")
+
+    supervisor = Supervisor(
+        [ChildSpec("worker", python("raise SystemExit(4)"), restart=True, on_exit=broken)],
+        log=lines.append,
+        first_restart_delay=0.05,
+        max_quick_crashes=1,
+    )
+    assert supervisor.run() == 1
+    assert "after worker exited, its clean-up failed: RuntimeError('database gone')" in lines

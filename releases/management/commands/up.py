@@ -22,7 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
+from django.db import close_old_connections, connections
 
 from detective_site import local_model
 from detective_site.config import BASE_DIR
@@ -178,7 +178,12 @@ class Command(BaseCommand):
         children = [
             ChildSpec("web server", self.web_argv(host, port, verbosity)),
             # A worker that dies is started again; the web server keeps serving meanwhile.
-            ChildSpec("task worker", self.worker_argv(verbosity), restart=True),
+            ChildSpec(
+                "task worker",
+                self.worker_argv(verbosity),
+                restart=True,
+                on_exit=self.fail_runs_of_dead_worker,
+            ),
         ]
         model_child, model_env = self.local_model_server()
         if model_child is not None:
@@ -216,6 +221,16 @@ class Command(BaseCommand):
                     cause = problem.__cause__ or problem
                     self.stderr.write("".join(traceback.format_exception(cause)))
                 raise CommandError(str(problem)) from None
+
+    def fail_runs_of_dead_worker(self, code: int) -> None:
+        """The worker died: its run fails now, with the reason, not when a restarted worker
+        or the stale-run sweep gets to it."""
+        close_old_connections()
+        try:
+            for run in services.fail_orphaned_runs():
+                self.stderr.write(f"Run {run.pk} failed: {run.error or 'its worker died'}")
+        finally:
+            close_old_connections()
 
     def prepare(self, verbosity: int) -> None:
         self.stdout.write("Applying database migrations ...")
