@@ -167,6 +167,13 @@ def streaming(run: Conversation) -> Callable[[], bool]:
     return lambda: AgentEvent.objects.filter(conversation=run, kind="text_delta").count() > 5
 
 
+def assert_no_event_lost(run: Conversation) -> None:
+    """Events are numbered 1, 2, 3 ... per run: a gap is a lost event, the end is terminal."""
+    seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert run.events.order_by("-seq").first().kind in ("run_failed", "run_cancelled")
+
+
 def status(run: Conversation) -> str:
     return Conversation.objects.values_list("status", flat=True).get(pk=run.pk)
 
@@ -240,6 +247,7 @@ def test_a_worker_killed_mid_run_is_restarted_the_site_serves_and_the_run_fails_
     run.refresh_from_db()
     assert f"The worker running it (pid {killed}) stopped" in run.error
     assert run.events.order_by("-seq").first().kind == "run_failed"
+    assert_no_event_lost(run)
     task = DBTaskResult.objects.get(pk=run.task_id)
     assert task.status == "FAILED"  # the task row agrees
     assert "task worker was killed (SIGKILL); restarting it in 1 s (restart 1)" in up.text()
@@ -273,6 +281,7 @@ def test_stopping_up_mid_run_cancels_the_run_stopped_with_the_site(
     assert "stopped with the site" in run.error
     last = run.events.order_by("-seq").first()
     assert (last.kind, last.payload.get("reason")) == ("run_cancelled", "stopped with the site")
+    assert_no_event_lost(run)
     task = DBTaskResult.objects.get(pk=run.task_id)
     assert task.status not in ("READY", "RUNNING")  # the task row agrees: it ended
     assert not Conversation.objects.filter(status__in=RunStatus.active()).exists()
