@@ -29,6 +29,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from detective_site.config import BASE_DIR
@@ -60,7 +61,7 @@ def _children(pid: int) -> dict[int, bytes]:
 class Up:
     """`manage.py up` as a user starts it (DEBUG unset), on the test database."""
 
-    def __init__(self, tmp_path: Path, environment: dict[str, str]) -> None:
+    def __init__(self, tmp_path: Path, environment: dict[str, str], *args: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / "up.log"
@@ -76,7 +77,14 @@ class Up:
         env.pop("DETECTIVE_API_URL", None)  # up gives the worker its web server's address
         with self.log.open("wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, str(BASE_DIR / "manage.py"), "up", "--port", str(self.port)],
+                [
+                    sys.executable,
+                    str(BASE_DIR / "manage.py"),
+                    "up",
+                    "--port",
+                    str(self.port),
+                    *args,
+                ],
                 cwd=BASE_DIR,
                 env=env,
                 stdout=output,
@@ -660,3 +668,37 @@ def test_the_whole_assessment_has_a_deadline(tmp_path: Path, release: Release) -
     assert 9 < took < 20
     last = run.events.order_by("-seq").first()
     assert last.kind == "run_cancelled" and "DETECTIVE_RUN_DEADLINE" in last.payload["reason"]
+
+
+def test_up_resolves_a_run_stranded_by_a_crash_before_anything_else(
+    tmp_path: Path, release: Release, manager: User
+) -> None:
+    """As after a power cut: the run is 'running', its worker (on this machine) long gone."""
+    from releases import services, workers
+
+    run = services.start_assessment(release, None)
+    task = DBTaskResult.objects.create(
+        task_path="releases.tasks.assess_release",
+        args_kwargs={"args": [str(run.pk)], "kwargs": {}},
+        backend_name="default",
+        queue_name="default",
+        run_after=timezone.now(),
+        status="RUNNING",
+        worker_ids=[workers.worker_id(_dead_pid())],
+    )
+    Conversation.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, task_id=str(task.pk), heartbeat_at=timezone.now()
+    )
+    site = Up(tmp_path, {}, "--prepare-only")
+    assert site.process.wait(timeout=START_TIMEOUT) == 0, site.text()
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert "stopped: it was killed or crashed" in run.error
+    assert f"Run {run.pk} was left running by a worker that is gone: failed." in site.text()
+    assert DBTaskResult.objects.get(pk=task.pk).status == "FAILED"
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
