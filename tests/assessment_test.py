@@ -25,6 +25,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.test import Client
+from django_tasks_db.models import DBTaskResult
 
 from releases import runner, services
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
@@ -245,8 +246,11 @@ def test_a_killed_worker_leaves_a_failed_run_and_its_events_crossed_processes(
     wait_for(lambda: bool(services.fail_stale_runs()), 20, "the sweep to notice", log)
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
-    assert run.error.startswith("The worker stopped responding at ")
+    # Its worker was on this machine and is gone: failed at once, not after the stale delay.
+    assert run.error.startswith(f"The worker running it (pid {worker.pid}) stopped")
     assert kinds(run)[-1] == "run_failed"
+    task = DBTaskResult.objects.get(pk=run.task_id)
+    assert (task.status, task.traceback) == ("FAILED", run.error)  # the task row agrees
     # The worker's events reached this process through the configured channel layer, in order.
     listening.join(timeout=10)
     seqs = [message["seq"] for message in received]

@@ -77,7 +77,14 @@ def site(
 def manager(django_user_model: type[User]) -> User:
     """A release manager (may run assessments) whose password the site's hashers accept."""
     user = django_user_model.objects.create(username="manager", password=password_hash())
-    user.user_permissions.add(Permission.objects.get(codename="run_assessment"))
+    # What the Release managers group grants (a transactional test's flush removes the group
+    # itself): running assessments, and viewing releases and their reports.
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="releases",
+            codename__in=["run_assessment", "view_release", "view_riskreport"],
+        )
+    )
     return user
 
 
