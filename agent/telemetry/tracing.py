@@ -26,7 +26,6 @@ component's own spans (and the HTTP client's) are created.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -81,6 +80,7 @@ from agent.providers.protocol import (
     StreamToolCallDelta,
 )
 from agent.retry import listening_for_retries
+from agent.telemetry import content
 from agent.telemetry.logging import (
     conversation_scope,
     get_logger,
@@ -236,22 +236,6 @@ def _record_error(span: Span, error: BaseException) -> None:
             "exception.message": message,
         },
     )
-
-
-def _json(value: Any) -> str:
-    return scrub(json.dumps(value, ensure_ascii=False, default=str))
-
-
-def _message_content(message: Message) -> dict[str, Any]:
-    data: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        data["tool_calls"] = [
-            {"id": call.id, "name": call.name, "arguments": call.arguments}
-            for call in message.tool_calls
-        ]
-    if message.tool_call_id:
-        data["tool_call_id"] = message.tool_call_id
-    return data
 
 
 class _Delegating:
@@ -417,17 +401,15 @@ class TracedProvider(_Delegating):
         }
         if request.temperature is not None:
             attributes["gen_ai.request.temperature"] = request.temperature
-        span = self._tracer.start_span(
+        if self._capture:
+            attributes[content.INPUT_MESSAGES] = content.input_messages(request.messages)
+            if request.system:
+                attributes[content.SYSTEM_INSTRUCTIONS] = content.system_instructions(
+                    request.system
+                )
+        return self._tracer.start_span(
             f"chat {self._inner.model}", kind=SpanKind.CLIENT, attributes=attributes
         )
-        if self._capture and span.is_recording():
-            prompt: dict[str, Any] = {
-                "gen_ai.input.messages": _json([_message_content(m) for m in request.messages])
-            }
-            if request.system:
-                prompt["gen_ai.system_instructions"] = scrub(request.system)
-            span.add_event("gen_ai.content.prompt", prompt)
-        return span
 
     def _succeeded(self, span: Span, response: ModelResponse, duration_s: float) -> None:
         usage = response.usage
@@ -452,12 +434,11 @@ class TracedProvider(_Delegating):
             attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
         if cost is not None:
             attributes["detective.usage.cost_usd"] = cost
-        span.set_attributes(attributes)
-        if self._capture and span.is_recording():
-            span.add_event(
-                "gen_ai.content.completion",
-                {"gen_ai.output.messages": _json([_message_content(response.message)])},
+        if self._capture:
+            attributes[content.OUTPUT_MESSAGES] = content.output_messages(
+                response.message, response.finish_reason
             )
+        span.set_attributes(attributes)
         span.end()
         self._metrics.record_model_call(
             provider=self._inner.name,
@@ -553,7 +534,7 @@ class TracedToolExecutor(_Delegating):
             "gen_ai.tool.type": "function",
         }
         if self._capture:
-            attributes["gen_ai.tool.call.arguments"] = _json(call.arguments)
+            attributes["gen_ai.tool.call.arguments"] = content.to_json(call.arguments)
         started = time.perf_counter()
         with self._tracer.start_as_current_span(
             f"execute_tool {call.name}",
@@ -806,19 +787,24 @@ class TracedAgent(_Delegating):
             finally:
                 self._end_span(span, conversation, summary, error)
 
-    def _start_span(self, conversation: Conversation, content: str) -> Span:
+    def _start_span(self, conversation: Conversation, text: str) -> Span:
         parent, links = conversation_parent(conversation.metadata)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self._agent_name,
+            "gen_ai.conversation.id": conversation.id,
+            # What OpenInference (Phoenix) and Langfuse group a session by.
+            "session.id": conversation.id,
+            "detective.conversation.message_count": len(conversation.messages),
+        }
+        if self._capture:
+            attributes[content.INPUT_MESSAGES] = content.text_message("user", text)
         span = self._tracer.start_span(
             f"invoke_agent {self._agent_name}",
             context=parent,
             kind=SpanKind.INTERNAL,
             links=links,
-            attributes={
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": self._agent_name,
-                "gen_ai.conversation.id": conversation.id,
-                "detective.conversation.message_count": len(conversation.messages),
-            },
+            attributes=attributes,
         )
         if parse_trace_id(conversation.metadata.get("trace_id")) is None:
             span_context = span.get_span_context()
@@ -829,8 +815,6 @@ class TracedAgent(_Delegating):
                 # is resumed with tracing on.
                 else new_trace_id()
             )
-        if self._capture and span.is_recording():
-            span.add_event("gen_ai.content.input", {"content": scrub(content)})
         return span
 
     def _observe(self, span: Span, summary: _RunSummary, event: AgentEvent) -> None:
@@ -874,9 +858,12 @@ class TracedAgent(_Delegating):
                     "gen_ai.usage.output_tokens": event.usage.output_tokens,
                 }
             )
+            if self._capture:
+                span.set_attribute(
+                    content.OUTPUT_MESSAGES,
+                    content.text_message("assistant", event.final_text, "stop"),
+                )
             span.set_status(Status(StatusCode.OK))
-            if self._capture and span.is_recording():
-                span.add_event("gen_ai.content.output", {"content": scrub(event.final_text)})
         elif isinstance(event, RunFailed):
             summary.status = "failed"
             message = scrub(event.message)
