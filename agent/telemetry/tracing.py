@@ -111,6 +111,37 @@ _context_log = get_logger("agent.context")
 _run_log = get_logger("agent.run")
 
 
+# --- workflows ---------------------------------------------------------------------------
+
+
+def workflow_span(
+    tracer: trace.Tracer,
+    workflow: str,
+    *,
+    conversation_id: str,
+    release_id: str,
+    context: Context | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> Span:
+    """The root of a run's spans (an assessment, an eval trial): an `invoke_workflow` span,
+    which OpenInference (Phoenix) shows as a CHAIN, with the release and the run on it.
+
+    No `gen_ai.agent.*` attribute here: it would make viewers take the span for an agent."""
+    values: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_workflow",
+        "gen_ai.workflow.name": workflow,
+        "gen_ai.conversation.id": conversation_id,
+        "session.id": conversation_id,
+        "detective.run.id": conversation_id,
+        "detective.release.id": release_id,
+    }
+    if attributes:
+        values.update(attributes)
+    return tracer.start_span(
+        f"invoke_workflow {workflow}", context=context, kind=SpanKind.INTERNAL, attributes=values
+    )
+
+
 # --- trace context -----------------------------------------------------------------------
 
 
