@@ -5,10 +5,14 @@ the OTLP exporter (`opentelemetry-proto`).
 `POST /v1/traces` and `POST /v1/metrics` take `application/x-protobuf` bodies (gzip or not)
 and answer 200; anything else 404. Spans and metric points are kept decoded, as plain Python
 values, with the request headers they came with.
+
+Also a stand-in viewer: `uv run python -m tests.otlp_receiver --port 4318` prints one line per
+span it receives (see the README's "Observability").
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import threading
 import time
@@ -127,6 +131,9 @@ class _Handler(BaseHTTPRequestHandler):
             with store.lock:
                 store.spans.extend(spans)
                 store.headers.append(dict(self.headers.items()))
+            if self.server.on_span is not None:
+                for span in spans:
+                    self.server.on_span(span)
         elif self.path == "/v1/metrics":
             points = _points(ExportMetricsServiceRequest.FromString(body))
             with store.lock:
@@ -149,16 +156,21 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(
+        self, port: int = 0, on_span: Callable[[ReceivedSpan], None] | None = None
+    ) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
         self.store = _Store()
+        self.on_span = on_span
 
 
 class OtlpReceiver:
     """The receiver on a free loopback port, in a background thread; a context manager."""
 
-    def __init__(self) -> None:
-        self._server = _Server()
+    def __init__(
+        self, port: int = 0, on_span: Callable[[ReceivedSpan], None] | None = None
+    ) -> None:
+        self._server = _Server(port, on_span)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -200,3 +212,38 @@ class OtlpReceiver:
     ) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+_SHOWN = (
+    "gen_ai.request.model",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.tool.name",
+    "detective.release.id",
+    "session.id",
+)
+
+
+def _print_span(span: ReceivedSpan) -> None:
+    shown = " ".join(f"{k}={span.attributes[k]}" for k in _SHOWN if k in span.attributes)
+    content = [k for k in span.attributes if k.startswith("gen_ai.") and "messages" in k]
+    line = f"{span.trace_id[:8]} {span.kind:<8} {span.name}  {shown}"
+    if content:
+        line += f"  (+{', '.join(content)})"
+    print(line, flush=True)
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Print the spans sent over OTLP/HTTP.")
+    parser.add_argument("--port", type=int, default=4318)
+    port = parser.parse_args().port
+    with OtlpReceiver(port, on_span=_print_span) as receiver:
+        print(f"OTLP/HTTP receiver on {receiver.url} (Ctrl+C stops it)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
