@@ -27,7 +27,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
-from agent.telemetry.file_exporter import FileSpanExporter
+from agent.telemetry.file_exporter import FileSpanExporter, TraceFileProcessor
 from agent.telemetry.logging import register_env_secrets
 from agent.telemetry.metrics import AgentMetrics
 
@@ -42,8 +42,7 @@ DEFAULT_SERVICE_NAME = "detective"
 # The SDK's default OTLP/HTTP endpoint, used when an exporter is asked for by name alone.
 DEFAULT_OTLP_ENDPOINT = "http://localhost:4318"
 EXPORTERS = frozenset({"otlp", "console", "none"})
-# Trace pages read the files while a run is going: flush them more often than the
-# SDK's five-second default, still in batches.
+# How long a finished trace, or a long one's spans, wait to be written with others.
 FILE_EXPORT_DELAY_MS = 1000
 
 _log = logging.getLogger(__name__)
@@ -276,7 +275,7 @@ def configure_telemetry(
     if config.file_export:
         file_exporter = FileSpanExporter(config.traces_dir)
         tracer_provider.add_span_processor(
-            BatchSpanProcessor(file_exporter, schedule_delay_millis=FILE_EXPORT_DELAY_MS)
+            TraceFileProcessor(file_exporter, delay_s=FILE_EXPORT_DELAY_MS / 1000)
         )
     readers = list(metric_readers)
     traces_url, metrics_url = config.otlp_traces_url, config.otlp_metrics_url
