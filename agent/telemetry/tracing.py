@@ -83,7 +83,9 @@ from agent.retry import listening_for_retries
 from agent.telemetry import content
 from agent.telemetry.logging import (
     conversation_scope,
+    enter_conversation,
     get_logger,
+    leave_conversation,
     log_context_trim,
     log_error,
     log_retry,
@@ -756,6 +758,7 @@ class _RunSummary:
         self.retries = 0
         self.trims = 0
         self.cost_usd: float | None = None
+        self.attributes: dict[str, Any] = {}
 
 
 class TracedAgent(_Delegating):
@@ -802,11 +805,16 @@ class TracedAgent(_Delegating):
         error: BaseException | None = None
         try:
             while True:
-                with _attached(span_context), conversation_scope(conversation.id):
-                    try:
-                        event = await anext(events)
-                    except StopAsyncIteration:
-                        break
+                # Inline rather than two context managers: this runs for every event.
+                otel_token = otel_context.attach(span_context)
+                scope_token = enter_conversation(conversation.id)
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                finally:
+                    leave_conversation(scope_token)
+                    otel_context.detach(otel_token)
                 self._observe(span, summary, event)
                 yield event
         except BaseException as caught:
@@ -849,8 +857,10 @@ class TracedAgent(_Delegating):
         return span
 
     def _observe(self, span: Span, summary: _RunSummary, event: AgentEvent) -> None:
+        # Attributes are gathered and set once, when the span ends: each set_attributes call
+        # takes the span's lock and checks every value again.
         if isinstance(event, RunStarted):
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "gen_ai.provider.name": event.provider,
                     "gen_ai.request.model": event.model,
@@ -872,7 +882,7 @@ class TracedAgent(_Delegating):
             if event.estimated_cost_usd is not None:
                 summary.cost_usd = (summary.cost_usd or 0.0) + event.estimated_cost_usd
         elif isinstance(event, ReportFiled):
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "detective.release.id": event.release_id,
                     "detective.report.severity": event.severity,
@@ -881,7 +891,7 @@ class TracedAgent(_Delegating):
             )
         elif isinstance(event, RunFinished):
             summary.status = "finished"
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "detective.run.finish_reason": event.reason,
                     "detective.run.steps": event.steps,
@@ -890,21 +900,20 @@ class TracedAgent(_Delegating):
                 }
             )
             if self._capture:
-                span.set_attribute(
-                    content.OUTPUT_MESSAGES,
-                    content.text_message("assistant", event.final_text, "stop"),
+                summary.attributes[content.OUTPUT_MESSAGES] = content.text_message(
+                    "assistant", event.final_text, "stop"
                 )
             span.set_status(Status(StatusCode.OK))
         elif isinstance(event, RunFailed):
             summary.status = "failed"
             message = scrub(event.message)
-            span.set_attributes(
+            summary.attributes.update(
                 {"error.type": event.error_type, "detective.run.steps": event.steps}
             )
             span.set_status(Status(StatusCode.ERROR, message[:_STATUS_DESCRIPTION_LIMIT]))
         elif isinstance(event, RunCancelled):
             summary.status = "cancelled"
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "detective.run.steps": event.steps,
                     "detective.run.cancel_reason": event.reason,
@@ -918,10 +927,26 @@ class TracedAgent(_Delegating):
         summary: _RunSummary,
         error: BaseException | None,
     ) -> None:
+        raised = error is not None and not _abandoned(error)
         if isinstance(error, asyncio.CancelledError):
             summary.status = "cancelled"
-        elif error is not None and not _abandoned(error):
+        elif raised:
             summary.status = "failed"
+        attributes = summary.attributes
+        attributes.update(
+            {
+                "detective.run.status": summary.status,
+                "detective.run.tool_calls": summary.tool_calls,
+                "detective.run.retries": summary.retries,
+                "detective.run.context_trims": summary.trims,
+                "detective.conversation.message_count_after": len(conversation.messages),
+            }
+        )
+        if summary.cost_usd is not None:
+            attributes["detective.usage.cost_usd"] = summary.cost_usd
+        span.set_attributes(attributes)
+        if raised and error is not None:
+            # After the run's own attributes: the exception's error.type wins.
             _record_error(span, error)
             if isinstance(error, Exception):
                 with (
@@ -929,14 +954,4 @@ class TracedAgent(_Delegating):
                     conversation_scope(conversation.id),
                 ):
                     log_error(_run_log, "agent run raised", error)
-        attributes: dict[str, Any] = {
-            "detective.run.status": summary.status,
-            "detective.run.tool_calls": summary.tool_calls,
-            "detective.run.retries": summary.retries,
-            "detective.run.context_trims": summary.trims,
-            "detective.conversation.message_count_after": len(conversation.messages),
-        }
-        if summary.cost_usd is not None:
-            attributes["detective.usage.cost_usd"] = summary.cost_usd
-        span.set_attributes(attributes)
         span.end()
