@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, ExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
     MetricReader,
@@ -37,6 +37,7 @@ METRICS_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
 TRACES_EXPORTER_ENV = "OTEL_TRACES_EXPORTER"
 METRICS_EXPORTER_ENV = "OTEL_METRICS_EXPORTER"
 CAPTURE_CONTENT_ENV = "DETECTIVE_CAPTURE_CONTENT"
+EXEMPLAR_FILTER_ENV = "OTEL_METRICS_EXEMPLAR_FILTER"
 TRACER_NAME = "agent"
 DEFAULT_SERVICE_NAME = "detective"
 # The SDK's default OTLP/HTTP endpoint, used when an exporter is asked for by name alone.
@@ -248,6 +249,15 @@ def _quiet_refusals(logger_name: str, refused: _RefusedExportFilter) -> None:
     logger.addFilter(refused)
 
 
+def _exemplar_filter() -> ExemplarFilter | None:
+    """No exemplars unless OTEL_METRICS_EXEMPLAR_FILTER asks (None: the SDK reads it). The
+    SDK's default looks at the current span for every measurement, a cost on each model and
+    tool call for links our OTLP viewers do not show."""
+    if os.environ.get(EXEMPLAR_FILTER_ENV, "").strip():
+        return None
+    return AlwaysOffExemplarFilter()
+
+
 def configure_telemetry(
     config: TelemetryConfig,
     *,
@@ -307,7 +317,9 @@ def configure_telemetry(
         readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
     for processor in span_processors:
         tracer_provider.add_span_processor(processor)
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    meter_provider = MeterProvider(
+        resource=resource, metric_readers=readers, exemplar_filter=_exemplar_filter()
+    )
 
     if set_global:
         trace.set_tracer_provider(tracer_provider)

@@ -19,6 +19,7 @@ from agent.telemetry.file_exporter import read_trace
 from agent.telemetry.setup import (
     CAPTURE_CONTENT_ENV,
     ENDPOINT_ENV,
+    EXEMPLAR_FILTER_ENV,
     METRICS_ENDPOINT_ENV,
     METRICS_EXPORTER_ENV,
     TRACES_ENDPOINT_ENV,
@@ -43,6 +44,7 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         TRACES_EXPORTER_ENV,
         METRICS_EXPORTER_ENV,
         CAPTURE_CONTENT_ENV,
+        EXEMPLAR_FILTER_ENV,
         "OTEL_SERVICE_NAME",
         "OTEL_RESOURCE_ATTRIBUTES",
         "OTEL_EXPORTER_OTLP_HEADERS",
@@ -327,3 +329,27 @@ def test_a_refused_metrics_export_is_logged_once_with_advice(
     message = refusals[0].getMessage()
     assert "HTTP 405" in message
     assert "OTEL_METRICS_EXPORTER=none" in message
+
+
+@pytest.mark.parametrize(("env", "expected"), [("", 0), ("always_on", 1)])
+def test_exemplars_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str, expected: int
+) -> None:
+    monkeypatch.setenv(EXEMPLAR_FILTER_ENV, env)
+    reader = InMemoryMetricReader()
+    telemetry = configure_telemetry(
+        TelemetryConfig(data_dir=tmp_path), set_global=False, metric_readers=[reader]
+    )
+    with telemetry.tracer.start_as_current_span("a model call"):
+        telemetry.metrics.record_tool(tool_name="t", success=True, duration_s=0.1)
+    data = reader.get_metrics_data()
+    assert data is not None
+    [point] = [
+        point
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "detective.tool.duration"
+        for point in metric.data.data_points
+    ]
+    assert len(point.exemplars) == expected
