@@ -334,18 +334,18 @@ class TracedProvider(_Delegating):
             with _attached(span_context), listening_for_retries(on_retry):
                 response = await self._inner.complete(request)
         except BaseException as error:
-            self._end_retries(span, retry_spans)
+            self._end_retries(retry_spans)
+            span.set_attribute("detective.retry.count", len(retry_spans))
             self._failed(span, error, time.perf_counter() - started)
             raise
-        self._end_retries(span, retry_spans)
-        self._succeeded(span, response, time.perf_counter() - started)
+        self._end_retries(retry_spans)
+        self._succeeded(span, response, time.perf_counter() - started, len(retry_spans))
         return response
 
     @staticmethod
-    def _end_retries(span: Span, retry_spans: list[Span]) -> None:
+    def _end_retries(retry_spans: list[Span]) -> None:
         if retry_spans:
             retry_spans[-1].end()
-        span.set_attribute("detective.retry.count", len(retry_spans))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         span = self._start_span(request, stream=True)
@@ -405,12 +405,15 @@ class TracedProvider(_Delegating):
         retries: int,
         started: float,
     ) -> None:
-        span.set_attribute("detective.retry.count", retries)
         duration = time.perf_counter() - started
+        if error is None and response is not None:
+            self._succeeded(span, response, duration, retries)
+            return
+        span.set_attribute("detective.retry.count", retries)
         if error is not None and not _abandoned(error):
             self._failed(span, error, duration)
         elif response is not None:
-            self._succeeded(span, response, duration)
+            self._succeeded(span, response, duration, retries)
         else:
             # The consumer stopped early or was cancelled: no response to
             # describe, and no error either.
@@ -444,7 +447,9 @@ class TracedProvider(_Delegating):
             f"chat {self._inner.model}", kind=SpanKind.CLIENT, attributes=attributes
         )
 
-    def _succeeded(self, span: Span, response: ModelResponse, duration_s: float) -> None:
+    def _succeeded(
+        self, span: Span, response: ModelResponse, duration_s: float, retries: int
+    ) -> None:
         usage = response.usage
         response_model = response.model or self._inner.model
         cost = estimate_cost(response_model, usage, self._inner.name)
@@ -455,6 +460,8 @@ class TracedProvider(_Delegating):
             "gen_ai.usage.input_tokens": usage.input_tokens,
             "gen_ai.usage.output_tokens": usage.output_tokens,
             "detective.response.tool_call_count": len(response.message.tool_calls),
+            # With the others: one set_attributes call per model call.
+            "detective.retry.count": retries,
         }
         if response.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [response.finish_reason]
@@ -660,13 +667,14 @@ class TracedContextManager(_Delegating):
             self._failed(span, error)
             span.end()
             raise
-        attributes = _fit_attributes(fit)
         if fit.trimmed:
             span = self._start_span(len(messages), started_ns)
-            span.set_attributes(attributes)
+            span.set_attributes(_fit_attributes(fit))
             span.end()
         else:
-            trace.get_current_span().add_event("context.fit", attributes, timestamp=started_ns)
+            trace.get_current_span().add_event(
+                "context.fit", _untouched_fit_attributes(fit), timestamp=started_ns
+            )
         self._observe(fit)
         return fit
 
@@ -714,6 +722,19 @@ class TracedContextManager(_Delegating):
 
     def record_usage(self, prompt_tokens: int, messages_sent: int) -> None:
         self._inner.record_usage(prompt_tokens, messages_sent)
+
+
+def _untouched_fit_attributes(fit: ContextFit) -> dict[str, Any]:
+    # What is left when nothing was trimmed: the rest would repeat these (after = before).
+    return {
+        "detective.context.messages_before": fit.messages_before,
+        "detective.context.tokens_before": fit.tokens_before,
+        "detective.context.budget": fit.budget,
+        "detective.context.window": fit.context_window,
+        "detective.context.utilisation": fit.utilisation,
+        "detective.context.strategy": fit.strategy,
+        "detective.context.trimmed": False,
+    }
 
 
 def _fit_attributes(fit: ContextFit) -> dict[str, Any]:
