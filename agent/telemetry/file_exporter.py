@@ -109,7 +109,9 @@ def span_to_dict(span: ReadableSpan, resource: dict[str, Any]) -> SpanDict:
         "end_time_unix_nano": end,
         "duration_ms": duration_ms,
         "status": status,
-        "attributes": _attributes(span.attributes),
+        # The span's own BoundedAttributes: `span.attributes` wraps it in a read-only proxy,
+        # which would have to be copied item by item.
+        "attributes": _attributes(getattr(span, "_attributes", None) or span.attributes),
         "events": [
             {
                 "name": event.name,
