@@ -9,7 +9,8 @@ its own (not counted).
 
 Callgrind counts the same however busy the machine is, so two runs of this compare code, not
 load. Contestants: `floor`, `detective` (tracing on, trace files written, as in the benchmark),
-`untraced` (Detective with no telemetry configured: the wrappers on a no-op tracer).
+`untraced` (Detective with no telemetry configured: the wrappers on a no-op tracer),
+`no-files` (tracing and metrics on, no trace files: the exporter's share).
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ from detective_site.bench.procs import model_server
 
 async def _main(contestant: str, n: int, stream: bool, traces: Path) -> None:
     with model_server() as url:
-        if contestant == "detective":
+        if contestant in ("detective", "no-files"):
             configure_telemetry(
-                TelemetryConfig(data_dir=traces, otlp_endpoint=None, capture_content=False),
+                TelemetryConfig(
+                    data_dir=traces,
+                    otlp_endpoint=None,
+                    capture_content=False,
+                    file_export=contestant == "detective",
+                ),
                 set_global=False,
             )
         settings = AgentSettings(
@@ -84,7 +90,7 @@ async def _main(contestant: str, n: int, stream: bool, traces: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("contestant", choices=("floor", "detective", "untraced"))
+    parser.add_argument("contestant", choices=("floor", "detective", "untraced", "no-files"))
     parser.add_argument("--n", type=int, default=20)
     parser.add_argument("--stream", action="store_true")
     args = parser.parse_args()
