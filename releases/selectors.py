@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -16,6 +17,7 @@ from releases.models import (
     Conversation,
     Message,
     Release,
+    ReviewDecision,
     RiskReport,
     RunStatus,
     Severity,
@@ -53,12 +55,21 @@ def with_latest_state(releases: QuerySet[Release]) -> QuerySet[Release]:
     and latest run (`latest_run_id`, `latest_run_status`), as subqueries of the one query."""
     reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
     runs = Conversation.objects.filter(release=OuterRef("pk")).order_by("-created_at", "-pk")
-    return releases.annotate(
+    annotated = releases.annotate(
         latest_severity=Subquery(reports.values("severity")[:1]),
         latest_report_at=Subquery(reports.values("filed_at")[:1]),
+        latest_report_id=Subquery(reports.values("pk")[:1]),
         latest_run_id=Subquery(runs.values("pk")[:1]),
         latest_run_status=Subquery(runs.values("status")[:1]),
     )
+    # A person's decision on the latest report, when there is one, is what the lists show.
+    decisions = ReviewDecision.objects.filter(report_id=OuterRef("latest_report_id")).order_by(
+        "-created_at", "-id"
+    )
+    return annotated.annotate(
+        decided_severity=Subquery(decisions.values("severity")[:1]),
+        decision_kind=Subquery(decisions.values("decision")[:1]),
+    ).annotate(effective_severity=Coalesce("decided_severity", "latest_severity"))
 
 
 @dataclass(frozen=True)
@@ -82,7 +93,8 @@ def filtered_releases(filters: ReleaseFilters) -> QuerySet[Release]:
     if filters.severity == NONE:
         queryset = queryset.filter(latest_severity__isnull=True)
     elif filters.severity in Severity.values:
-        queryset = queryset.filter(latest_severity=filters.severity)
+        # What the list shows: a person's decision over the model's.
+        queryset = queryset.filter(effective_severity=filters.severity)
     if filters.run_state == NONE:
         queryset = queryset.filter(latest_run_status__isnull=True)
     elif filters.run_state in RunStatus.values:
@@ -100,8 +112,23 @@ def release_page(
 @dataclass(frozen=True)
 class ReleaseDetail:
     release: Release
-    reports: list[RiskReport]  # newest first, at most HISTORY_LIMIT
+    reports: list[RiskReport]  # newest first, at most HISTORY_LIMIT; `.decisions` prefetched
     runs: list[Conversation]  # newest first, at most HISTORY_LIMIT
+    decisions: list[ReviewDecision] = field(default_factory=list)  # newest first
+
+    @property
+    def latest_decision(self) -> ReviewDecision | None:
+        """A person's latest decision on the latest report."""
+        latest = self.latest_report
+        if latest is None:
+            return None
+        decisions = list(latest.decisions.all())
+        return decisions[0] if decisions else None
+
+    @property
+    def previous_severity(self) -> str | None:
+        """The severity of the report before the latest one."""
+        return self.reports[1].severity if len(self.reports) > 1 else None
 
     @property
     def latest_report(self) -> RiskReport | None:
@@ -120,12 +147,19 @@ def release_detail(version: str) -> ReleaseDetail:
     """A release with its report and run history: three queries. Raises Http404."""
     release = get_object_or_404(Release, version=version)
     reports = list(
-        release.risk_reports.select_related("conversation").order_by("-filed_at", "-id")[
-            :HISTORY_LIMIT
-        ]
+        release.risk_reports.select_related("conversation", "policy")
+        .prefetch_related(Prefetch("decisions", queryset=_decisions()))
+        .order_by("-filed_at", "-id")[:HISTORY_LIMIT]
     )
     runs = list(release.conversations.order_by("-created_at", "-pk")[:HISTORY_LIMIT])
-    return ReleaseDetail(release=release, reports=reports, runs=runs)
+    decisions = list(
+        _decisions().filter(report__release=release).select_related("report")[:HISTORY_LIMIT]
+    )
+    return ReleaseDetail(release=release, reports=reports, runs=runs, decisions=decisions)
+
+
+def _decisions() -> QuerySet[ReviewDecision]:
+    return ReviewDecision.objects.select_related("reviewer").order_by("-created_at", "-id")
 
 
 @dataclass(frozen=True)
@@ -249,3 +283,117 @@ def run_for_api_token(token: str) -> Conversation | None:
 def run_messages(run: Conversation) -> list[Message]:
     """The run's transcript: its messages in order."""
     return list(run.messages.order_by("position"))
+
+
+# ---- review: the reports that need a person ---------------------------------------------------
+
+REVIEW_QUEUE_LIMIT = 100
+MISSING_FIELDS = (
+    ("changes", "changes"),
+    ("test_results", "test results"),
+    ("deployment_metrics", "deployment metrics"),
+)
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    report: RiskReport  # with its release, run and policy loaded
+    previous_severity: str | None
+    reasons: list[str]  # why a person should look, in words
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    items: list[ReviewItem]
+    total: int
+
+
+def _awaiting_review() -> QuerySet[RiskReport]:
+    """The latest report of each release, not yet decided, that needs a person: marked for
+    review when filed, a verdict that changed since the release's previous report, or a
+    release with missing data. Annotated with `previous_severity`."""
+    same_release = RiskReport.objects.filter(release=OuterRef("release_id"))
+    newer = same_release.filter(
+        Q(filed_at__gt=OuterRef("filed_at"))
+        | Q(filed_at=OuterRef("filed_at"), id__gt=OuterRef("id"))
+    )
+    older = same_release.filter(
+        Q(filed_at__lt=OuterRef("filed_at"))
+        | Q(filed_at=OuterRef("filed_at"), id__lt=OuterRef("id"))
+    ).order_by("-filed_at", "-id")
+    missing = Q()
+    for name, _ in MISSING_FIELDS:
+        missing |= Q(**{f"release__{name}__isnull": True})
+    changed = Q(previous_severity__isnull=False) & ~Q(previous_severity=F("severity"))
+    return (
+        RiskReport.objects.annotate(previous_severity=Subquery(older.values("severity")[:1]))
+        .exclude(Exists(newer))
+        .exclude(Exists(ReviewDecision.objects.filter(report=OuterRef("pk"))))
+        .filter(Q(needs_review=True) | changed | missing)
+    )
+
+
+def review_count() -> int:
+    return _awaiting_review().count()
+
+
+def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
+    """The review queue, reports marked for review first, then the newest: two queries."""
+    queryset = _awaiting_review()
+    reports = list(
+        queryset.select_related("release", "conversation", "policy").order_by(
+            "-needs_review", "-filed_at", "-id"
+        )[:limit]
+    )
+    items = [
+        ReviewItem(
+            report, report.previous_severity, review_reasons(report, report.previous_severity)
+        )
+        for report in reports
+    ]
+    total = len(items) if len(items) < limit else queryset.count()
+    return ReviewQueue(items=items, total=total)
+
+
+def review_reasons(report: RiskReport, previous_severity: str | None) -> list[str]:
+    """Why a report is in the queue, as the reviewer reads it."""
+    reasons = list(report.review_reasons or []) if report.needs_review else []
+    if report.needs_review and not reasons:
+        reasons.append("Marked for review when it was filed.")
+    if previous_severity and previous_severity != report.severity:
+        reasons.append(
+            f"The verdict changed: {previous_severity.capitalize()} → "
+            f"{report.severity.capitalize()} since the release's previous report."
+        )
+    missing = [label for name, label in MISSING_FIELDS if getattr(report.release, name) is None]
+    if missing:
+        reasons.append(f"The release's data is incomplete: no {', no '.join(missing)}.")
+    return reasons
+
+
+def report_for_review(pk: int) -> RiskReport:
+    """A report with what a decision on it needs. Raises Http404."""
+    return get_object_or_404(RiskReport.objects.select_related("release"), pk=pk)
+
+
+def decision_with_report(pk: int) -> ReviewDecision:
+    """A decision with its report, release and reviewer. Raises Http404."""
+    return get_object_or_404(
+        ReviewDecision.objects.select_related("report__release", "reviewer"), pk=pk
+    )
+
+
+def run_report(run: Conversation) -> tuple[RiskReport | None, str | None]:
+    """The report a run filed (its latest, should there be several) and the severity of the
+    release's report before it, for "Medium → High" in the run's header."""
+    report = run.risk_reports.order_by("-filed_at", "-id").first()
+    if report is None:
+        return None, None
+    previous = (
+        RiskReport.objects.filter(release_id=report.release_id)
+        .filter(Q(filed_at__lt=report.filed_at) | Q(filed_at=report.filed_at, id__lt=report.id))
+        .order_by("-filed_at", "-id")
+        .values_list("severity", flat=True)
+        .first()
+    )
+    return report, previous
