@@ -85,6 +85,8 @@ CHANNEL_LAYERS = CONFIG.channel_layers()
 DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None
 DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
+# Review labels exported as eval scenarios; `run_evals` reads them beside evals/scenarios/.
+DETECTIVE_REVIEW_SCENARIOS_DIR = CONFIG.effective_review_scenarios_dir()
 
 TASKS = {
     "default": {

@@ -144,7 +144,7 @@ class ReleaseDetail:
 
 
 def release_detail(version: str) -> ReleaseDetail:
-    """A release with its report and run history: three queries. Raises Http404."""
+    """A release with its report, decision and run history: five queries. Raises Http404."""
     release = get_object_or_404(Release, version=version)
     reports = list(
         release.risk_reports.select_related("conversation", "policy")
