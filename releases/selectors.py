@@ -131,6 +131,12 @@ class ReleaseDetail:
         return self.reports[1].severity if len(self.reports) > 1 else None
 
     @property
+    def review_reasons(self) -> list[str]:
+        """Why the latest report needs a person (empty: it does not)."""
+        latest = self.latest_report
+        return review_reasons(latest, self.previous_severity) if latest else []
+
+    @property
     def latest_report(self) -> RiskReport | None:
         return self.reports[0] if self.reports else None
 
@@ -216,6 +222,7 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         counts={
             **release_counts,
             "active": assessments.filter(status__in=RunStatus.active()).count(),
+            "to_review": review_count(),
             **recent_counts,
         },
     )

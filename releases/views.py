@@ -12,6 +12,7 @@ from releases.models import RunStatus, Severity
 from releases.selectors import NONE, ReleaseFilters
 
 RUN_ASSESSMENT = "releases.run_assessment"
+REVIEW_REPORT = "releases.review_report"
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -60,5 +61,10 @@ def release_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def release_detail(request: HtmxHttpRequest, version: str) -> HttpResponse:
     detail = selectors.release_detail(version)
-    context = {"detail": detail, "can_reassess": request.user.has_perm(RUN_ASSESSMENT)}
+    context = {
+        "detail": detail,
+        "can_reassess": request.user.has_perm(RUN_ASSESSMENT),
+        "can_review": request.user.has_perm(REVIEW_REPORT),
+        "severities": Severity.choices,
+    }
     return render(request, "releases/detail.html", context)

@@ -328,7 +328,7 @@ def test_while_a_run_is_active_the_button_links_to_it(
     page = admin_client.get(reverse("releases:detail", args=["v2.3.0"])).content.decode()
     assert "disabled" in page and "Running…" in page
     assert f'href="/runs/{running.pk}/">Watch the run' in page
-    assert "hx-post" not in page
+    assert 'hx-post="/releases/v2.3.0/reassess"' not in page
 
     viewer = User.objects.create_user("viewer", password="a-long-password")
     client.force_login(viewer)
@@ -351,10 +351,11 @@ def test_the_detail_query_count_does_not_grow_with_history(
 
     url = reverse("releases:detail", args=["v1.0.0"])
     add(2)
-    with django_assert_num_queries(5):  # session, user, release, reports, runs
+    # session, user, release, reports, their decisions, runs, the decision history
+    with django_assert_num_queries(7):
         assert admin_client.get(url).status_code == 200
     add(30)
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(7):
         assert admin_client.get(url).status_code == 200
 
 
@@ -391,8 +392,8 @@ def test_home_query_count_is_constant(
             Conversation.objects.create(release=release, status=RunStatus.FAILED, error="boom")
 
     add(2)
-    with django_assert_num_queries(8):  # session, user, six reads
+    with django_assert_num_queries(9):  # session, user, seven reads (one: the review count)
         assert admin_client.get(reverse("home")).status_code == 200
     add(20)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         assert admin_client.get(reverse("home")).status_code == 200
