@@ -572,6 +572,10 @@ def scenario_toml(decision: ReviewDecision) -> str:
     return to_toml(scenario_data(label))
 
 
+def review_scenarios_dir() -> Path:
+    return Path(settings.DETECTIVE_REVIEW_SCENARIOS_DIR)
+
+
 def export_scenario(decision: ReviewDecision, directory: Path | None = None) -> Path:
     """Write the decision as an eval scenario into the review scenarios directory (settings
     DETECTIVE_REVIEW_SCENARIOS_DIR), where `run_evals` picks it up. Exporting again rewrites
@@ -580,7 +584,7 @@ def export_scenario(decision: ReviewDecision, directory: Path | None = None) -> 
         raise ReviewError(
             "Only an override or a finding labelled wrong teaches the suite something."
         )
-    target = Path(directory or settings.DETECTIVE_REVIEW_SCENARIOS_DIR)
+    target = Path(directory or review_scenarios_dir())
     target.mkdir(parents=True, exist_ok=True)
     name = scenario_id(review_label(decision))
     path = target / f"{name}.toml"
