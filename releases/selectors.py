@@ -390,12 +390,28 @@ def decision_with_report(pk: int) -> ReviewDecision:
     )
 
 
-def run_report(run: Conversation) -> tuple[RiskReport | None, str | None]:
-    """The report a run filed (its latest, should there be several) and the severity of the
-    release's report before it, for "Medium → High" in the run's header."""
-    report = run.risk_reports.order_by("-filed_at", "-id").first()
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a finished run filed, as its page leads with it."""
+
+    report: RiskReport
+    previous_severity: str | None  # the release's report before this one
+    decision: ReviewDecision | None  # a person's latest decision on it
+    reasons: list[str]  # why it needs a person (empty: it does not)
+
+    @property
+    def changed(self) -> bool:
+        return self.previous_severity not in (None, self.report.severity)
+
+
+def run_outcome(run: Conversation) -> RunOutcome | None:
+    """The report a run filed (its latest, should there be several), with the release's
+    previous verdict and any decision on it: three queries, none without a report."""
+    report = (
+        run.risk_reports.select_related("release", "policy").order_by("-filed_at", "-id").first()
+    )
     if report is None:
-        return None, None
+        return None
     previous = (
         RiskReport.objects.filter(release_id=report.release_id)
         .filter(Q(filed_at__lt=report.filed_at) | Q(filed_at=report.filed_at, id__lt=report.id))
@@ -403,4 +419,5 @@ def run_report(run: Conversation) -> tuple[RiskReport | None, str | None]:
         .values_list("severity", flat=True)
         .first()
     )
-    return report, previous
+    decision = _decisions().filter(report=report).first()
+    return RunOutcome(report, previous, decision, review_reasons(report, previous))

@@ -226,6 +226,10 @@ def render_live(events: Sequence[AgentEvent]) -> str:
                 status, _ = outcome(kind, payload)
                 fragments.append(_oob("status", {"status": status, "oob": True}, seq))
                 fragments.append(_oob("actions_done", {}, seq))
+                # What only a finished run has (its report and verdict in the header, the
+                # duration, the transcript, the trace) comes with the page's own body,
+                # fetched once the run is recorded as ended (it is, before this is sent).
+                fragments.append(_oob("refresh", {"run_id": event.conversation_id}, seq))
     return "".join(fragments)
 
 

@@ -118,6 +118,11 @@ def test_the_end_of_a_run_sets_the_status_and_says_why_it_failed(run: Conversati
     assert (
         '<div id="run-actions" class="run-actions" data-seq="1" hx-swap-oob="true"></div>' in live
     )
+    # The page then fetches its own body: the duration, transcript, trace and report.
+    assert (
+        f'<div id="run-refresh" hx-swap-oob="true" data-seq="1" hx-get="/runs/{run.pk}/" '
+        'hx-trigger="load" hx-target="#run" hx-swap="outerHTML"></div>' in live
+    )
 
 
 @pytest.mark.parametrize(
