@@ -205,7 +205,7 @@ def test_accept_override_and_export_from_the_review_queue(
         page.goto("/releases/")
         row = page.locator("tr", has=page.locator('a[href="/releases/v8.2.0/"]'))
         expect(row.locator(".badge")).to_have_text("Medium")
-        expect(row.locator(".rv-mark")).to_have_text("person")
+        expect(row.locator(".rv-mark")).to_have_text("overridden")
         screenshots(page, "release-list-decided")
         page.goto("/releases/v8.2.0/")
         expect(page.locator("h1")).to_contain_text("Medium risk")
