@@ -325,6 +325,7 @@ def test_cancel_from_the_run_page_ends_the_run_within_seconds(
     page = run_page.page
     reassess(page, release)
     page.wait_for_function("document.querySelectorAll('#step-1-text span[data-seq]').length >= 3")
+    expect(page.locator("#run-elapsed")).to_have_text(re.compile(r"^elapsed \d+ s$"))
     screenshots(page, "run-mid-run")
     assert run_page.status() == RunStatus.RUNNING
 
