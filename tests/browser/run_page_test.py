@@ -366,3 +366,22 @@ def test_a_provider_that_refuses_the_key_shows_the_run_failed_with_the_cause(
     page.goto("/")
     expect(page.locator("main")).to_contain_text(release.version)
     screenshots(page, "home-with-a-failed-run")
+
+
+def test_while_the_model_thinks_the_page_says_so_with_the_time(
+    open_page: Callable[[User | None], RunPage],
+    llm: ScriptedLLM,
+    manager: User,
+    release: Release,
+) -> None:
+    llm.configure(delay=1.0, narration=2)  # a second before each streamed piece
+    run_page = open_page(manager)
+    page = run_page.page
+    reassess(page, release)
+    waiting = page.locator("#run-waiting")
+    expect(waiting).to_be_visible(timeout=10_000)
+    expect(waiting).to_have_text(re.compile(r"^waiting for the model \(\d+\.\d s\)$"))
+    # Once the model's text arrives, the step shows it instead.
+    expect(page.locator("#step-1-text")).not_to_be_empty(timeout=10_000)
+    expect(waiting).to_be_hidden()
+    # (Each streamed piece takes a second: the fixture cancels the rest of the run.)
