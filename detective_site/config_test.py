@@ -228,3 +228,15 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+def test_review_scenarios_go_under_the_data_dir_unless_set(
+    env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert load().effective_review_scenarios_dir() == (tmp_path / "data").resolve() / (
+        "review-scenarios"
+    )
+    env.setenv("DETECTIVE_REVIEW_SCENARIOS", "")  # empty means unset
+    assert load().effective_review_scenarios_dir().name == "review-scenarios"
+    env.setenv("DETECTIVE_REVIEW_SCENARIOS", str(tmp_path / "labels"))
+    assert load().effective_review_scenarios_dir() == tmp_path / "labels"
