@@ -304,6 +304,8 @@ def test_reassess_is_an_htmx_post_with_csrf_for_users_allowed_to_run(
     assert 'name="csrfmiddlewaretoken"' in page
     assert 'hx-headers=\'{"X-CSRFToken"' in page  # every htmx request carries the token
     assert ">Reassess</button>" in page
+    never = admin_client.get(reverse("releases:detail", args=["v2.2.0"])).content.decode()
+    assert ">Assess</button>" in never  # never assessed, never run
 
 
 def test_release_managers_may_reassess_others_may_not(

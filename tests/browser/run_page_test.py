@@ -33,6 +33,8 @@ from tests.llm_server import ScriptedLLM
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 RUN_TIMEOUT_MS = 30_000
+# "Assess" for a release never assessed, "Reassess" after.
+ASSESS = re.compile(r"^(Re)?assess$", re.IGNORECASE)
 SEQ = re.compile(r'data-seq="(\d+)"')
 
 # Records, from the moment the page has loaded, every element an update adds to the run page,
@@ -181,7 +183,7 @@ def _text(payload: str | bytes) -> str:
 
 def reassess(page: Page, release: Release) -> None:
     page.goto(f"/releases/{release.version}/")
-    page.get_by_role("button", name="Reassess").click()
+    page.get_by_role("button", name=ASSESS).click()
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
 
 
@@ -242,7 +244,7 @@ def test_reassess_streams_the_run_live_and_the_report_reaches_the_release_page(
     # Release data is shown as text, never run.
     expect(page.locator(".changes")).to_contain_text("<script>alert('changes')</script>")
 
-    page.get_by_role("button", name="Reassess").click()
+    page.get_by_role("button", name=ASSESS).click()
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
     page.evaluate("window.__sameDocument = true")  # gone if the page reloads
     assert run_page.wait_for_status("succeeded", "failed", "cancelled") == "succeeded"
