@@ -7,8 +7,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -72,11 +87,34 @@ def with_latest_state(releases: QuerySet[Release]) -> QuerySet[Release]:
     ).annotate(effective_severity=Coalesce("decided_severity", "latest_severity"))
 
 
+# The release list's sortable columns; "-name" sorts descending. Releases without the figure
+# come last either way.
+SORT_COLUMNS = ("risk", "error_rate", "p95", "assessed")
+SORTS = frozenset({*SORT_COLUMNS, *(f"-{column}" for column in SORT_COLUMNS)})
+
+
+def _sort_key(column: str) -> Any:
+    if column == "risk":
+        return Case(
+            When(effective_severity=Severity.HIGH, then=Value(3)),
+            When(effective_severity=Severity.MEDIUM, then=Value(2)),
+            When(effective_severity=Severity.LOW, then=Value(1)),
+            default=Value(None),
+            output_field=IntegerField(),
+        )
+    if column == "error_rate":
+        return Cast(KT("deployment_metrics__error_rate"), FloatField())
+    if column == "p95":
+        return Cast(KT("deployment_metrics__response_time_p95"), FloatField())
+    return F("latest_report_at")
+
+
 @dataclass(frozen=True)
 class ReleaseFilters:
     search: str = ""
     severity: str = ""  # a Severity value, NONE (never assessed), or "" for any
     run_state: str = ""  # a RunStatus value, NONE (never run), or "" for any
+    sort: str = ""  # one of SORTS, or "" for the newest release first
 
     @property
     def active(self) -> bool:
@@ -99,6 +137,12 @@ def filtered_releases(filters: ReleaseFilters) -> QuerySet[Release]:
         queryset = queryset.filter(latest_run_status__isnull=True)
     elif filters.run_state in RunStatus.values:
         queryset = queryset.filter(latest_run_status=filters.run_state)
+    if filters.sort in SORTS:
+        key = _sort_key(filters.sort.lstrip("-"))
+        order = (
+            key.desc(nulls_last=True) if filters.sort.startswith("-") else key.asc(nulls_last=True)
+        )
+        return queryset.order_by(order, "-created_at", "-id")
     return queryset.order_by("-created_at", "-id")
 
 

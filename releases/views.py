@@ -9,10 +9,17 @@ from django_htmx.middleware import HtmxDetails
 
 from releases import selectors
 from releases.models import RunStatus, Severity
-from releases.selectors import NONE, ReleaseFilters
+from releases.selectors import NONE, SORTS, ReleaseFilters
 
 RUN_ASSESSMENT = "releases.run_assessment"
 REVIEW_REPORT = "releases.review_report"
+SORT_CHOICES = [
+    ("-risk", "Highest risk"),
+    ("risk", "Lowest risk"),
+    ("-assessed", "Recently assessed"),
+    ("-error_rate", "Highest error rate"),
+    ("-p95", "Slowest p95"),
+]
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -23,10 +30,12 @@ def _release_filters(query: QueryDict) -> ReleaseFilters:
     """The list's filters from the query string; an unknown value means "any"."""
     severity = query.get("severity", "")
     run_state = query.get("run", "")
+    sort = query.get("sort", "")
     return ReleaseFilters(
         search=query.get("q", "").strip()[:200],
         severity=severity if severity in [*Severity.values, NONE] else "",
         run_state=run_state if run_state in [*RunStatus.values, NONE] else "",
+        sort=sort if sort in SORTS else "",
     )
 
 
@@ -51,6 +60,7 @@ def release_list(request: HtmxHttpRequest) -> HttpResponse:
         "query": query,
         "severities": Severity.choices,
         "run_states": RunStatus.choices,
+        "sort_choices": SORT_CHOICES,
     }
     if not request.htmx:
         return render(request, "releases/list.html", context)

@@ -399,3 +399,36 @@ def test_home_query_count_is_constant(
     add(20)
     with django_assert_num_queries(9):
         assert admin_client.get(reverse("home")).status_code == 200
+
+
+# --- sorting ---------------------------------------------------------------------------------
+
+
+def test_the_release_list_sorts_by_risk_error_rate_p95_and_assessment(
+    admin_client: Client, make_release: Callable[..., Release]
+) -> None:
+    now = timezone.now()
+    slow = make_release("slow", deployment_metrics={"error_rate": 0.01, "response_time_p95": 900})
+    risky = make_release("risky", deployment_metrics={"error_rate": 0.07, "response_time_p95": 300})
+    make_release("unknown", deployment_metrics=None)
+    services.file_risk_report(
+        release=slow, severity="low", findings=["x"], filed_at=now - timedelta(hours=1)
+    )
+    report = services.file_risk_report(release=risky, severity="low", findings=["x"], filed_at=now)
+    # A person's override counts: risky is high, whatever the model filed.
+    services.decide_report(report, None, decision="override", severity="high", reason="Errors.")
+
+    def order(sort: str) -> list[str]:
+        return rows(admin_client.get(reverse("releases:list"), {"sort": sort}).content.decode())
+
+    # Releases without the figure come last, whichever the direction.
+    assert order("-risk") == ["risky", "slow", "unknown"]
+    assert order("risk") == ["slow", "risky", "unknown"]
+    assert order("-error_rate") == ["risky", "slow", "unknown"]
+    assert order("-p95") == ["slow", "risky", "unknown"]
+    assert order("-assessed") == ["risky", "slow", "unknown"]
+    assert order("bogus") == order("") == ["unknown", "risky", "slow"]  # newest first
+    page = admin_client.get(reverse("releases:list"), {"sort": "-risk", "q": "s"}).content.decode()
+    assert 'aria-sort="descending"' in page
+    # The next click on the same column sorts the other way, keeping the search.
+    assert 'href="?sort=risk&amp;q=s" hx-get="?sort=risk&amp;q=s"' in page
