@@ -16,9 +16,12 @@ REVIEW_REPORT = "releases.review_report"
 SORT_CHOICES = [
     ("-risk", "Highest risk"),
     ("risk", "Lowest risk"),
-    ("-assessed", "Recently assessed"),
+    ("-assessed", "Assessed most recently"),
+    ("assessed", "Assessed longest ago"),
     ("-error_rate", "Highest error rate"),
+    ("error_rate", "Lowest error rate"),
     ("-p95", "Slowest p95"),
+    ("p95", "Fastest p95"),
 ]
 
 

@@ -432,3 +432,10 @@ def test_the_release_list_sorts_by_risk_error_rate_p95_and_assessment(
     assert 'aria-sort="descending"' in page
     # The next click on the same column sorts the other way, keeping the search.
     assert 'href="?sort=risk&amp;q=s" hx-get="?sort=risk&amp;q=s"' in page
+
+
+def test_every_sort_has_its_entry_in_the_phones_select() -> None:
+    from releases.selectors import SORTS
+    from releases.views import SORT_CHOICES
+
+    assert {value for value, _ in SORT_CHOICES} == SORTS

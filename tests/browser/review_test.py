@@ -251,3 +251,30 @@ def test_accept_on_the_release_page_at_phone_width(
         expect(page.locator("h1 .rv-mark")).to_have_text("accepted")
     finally:
         page.context.close()
+
+
+def test_the_release_list_sorts_by_header_and_on_a_phone_by_select(
+    site: LiveSite, browser: Browser, manager: User, make_release: Callable[..., Release]
+) -> None:
+    make_release("v5.0.0", deployment_metrics={"error_rate": 0.004, "response_time_p95": 200})
+    make_release("v5.1.0", deployment_metrics={"error_rate": 0.09, "response_time_p95": 250})
+    make_release("v5.2.0", deployment_metrics={"error_rate": 0.03, "response_time_p95": 900})
+    page = open_page(browser, site, DESKTOP)
+    versions = page.locator("#release-table a.version")
+    try:
+        log_in(page, manager.username, "/releases/")
+        page.locator('a.sort-link[data-sort="error_rate"]').click()
+        expect(versions).to_have_text(["v5.1.0", "v5.2.0", "v5.0.0"])
+        assert page.url.endswith("?sort=-error_rate")
+        page.locator('a.sort-link[data-sort="error_rate"]').click()  # again: the other way
+        expect(versions).to_have_text(["v5.0.0", "v5.2.0", "v5.1.0"])
+        screenshots(page, "release-list-sorted")
+        page.set_viewport_size(PHONE)
+        page.locator("#release-sort").select_option("-p95")
+        expect(versions).to_have_text(["v5.2.0", "v5.1.0", "v5.0.0"])
+        # The filters keep the sort.
+        page.get_by_label("Search releases by version, title or change").fill("v5.")
+        expect(versions).to_have_text(["v5.2.0", "v5.1.0", "v5.0.0"])
+        expect(page.locator("#release-sort")).to_have_value("-p95")
+    finally:
+        page.context.close()
