@@ -96,12 +96,27 @@ class Overview:
     narrow_chart: RunChart
 
 
+def verdict_against(run: EvalRun, baseline: EvalRun | None) -> Comparison | None:
+    """The run compared with the baseline, when both have results (no query: the stored
+    summaries); None for the baseline itself or a run still going."""
+    if baseline is None or run.pk == baseline.pk or run.status != RunStatus.SUCCEEDED:
+        return None
+    current, base = run.run_summary(), baseline.run_summary()
+    if current is None or base is None:
+        return None
+    return compare_runs(current, base)
+
+
 def overview(limit: int = RECENT_RUNS) -> Overview:
-    """Recent runs with their progress, and the baseline: two queries."""
+    """Recent runs with their progress and their verdict against the baseline (`.verdict`:
+    pass, marginal, fail, or None), and the baseline: two queries."""
     runs = list(with_progress(EvalRun.objects.all()).order_by("-created_at", "-id")[:limit])
     baseline = next((run for run in runs if run.is_baseline), None)
     if baseline is None:
         baseline = EvalRun.objects.filter(is_baseline=True).first()
+    for run in runs:
+        comparison = verdict_against(run, baseline)
+        run.verdict = comparison.verdict if comparison else None
     return Overview(
         runs=runs,
         baseline=baseline,
@@ -138,6 +153,7 @@ class RunDetail:
     scenarios: list[ScenarioRow]
     dimensions: list[str]
     baseline: EvalRun | None
+    comparison: Comparison | None = None  # against the baseline, once the run is over
 
     @property
     def can_compare(self) -> bool:
@@ -197,6 +213,7 @@ def run_detail(pk: int) -> RunDetail:
         scenarios=rows,
         dimensions=dimensions,
         baseline=baseline,
+        comparison=verdict_against(run, baseline),
     )
 
 
