@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
@@ -23,7 +23,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast, Coalesce, TruncWeek
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -37,6 +37,7 @@ from releases.models import (
     RunStatus,
     Severity,
 )
+from releases.trend import Trend, monday, weekly_trend
 
 # Filter values meaning "has none": never assessed, never run.
 NONE = "none"
@@ -46,6 +47,7 @@ HISTORY_LIMIT = 50
 # Home: how far back a failed run still needs attention.
 ATTENTION_WINDOW = timedelta(days=7)
 HOME_LIST_LIMIT = 8
+TREND_WEEKS = 12
 
 
 def releases_with_latest_report(
@@ -218,6 +220,35 @@ class Dashboard:
     high_risk: list[Release]  # annotated as by with_latest_state
     failed_runs: list[Conversation]  # failed recently, not yet followed by a successful run
     counts: dict[str, int]
+    trend: Trend | None = None
+
+
+def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Trend:
+    """Reports per week and severity over the last weeks, a person's decision counting over
+    the model's: one query, grouped in the database."""
+    now = now or timezone.now()
+    today = timezone.localdate(now)
+    since = monday(today) - timedelta(weeks=weeks - 1)
+    decided = ReviewDecision.objects.filter(report=OuterRef("pk")).order_by("-created_at", "-id")
+    rows = (
+        RiskReport.objects.filter(filed_at__date__gte=since)
+        .annotate(
+            week=TruncWeek("filed_at"),
+            verdict=Coalesce(Subquery(decided.values("severity")[:1]), F("severity")),
+        )
+        .values("week", "verdict")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    return weekly_trend(
+        ((_as_date(row["week"]), row["verdict"], row["count"]) for row in rows),
+        today=today,
+        weeks=weeks,
+    )
+
+
+def _as_date(value: Any) -> date:
+    return timezone.localdate(value) if isinstance(value, datetime) else value
 
 
 def dashboard(now: datetime | None = None) -> Dashboard:
@@ -269,6 +300,7 @@ def dashboard(now: datetime | None = None) -> Dashboard:
             "to_review": review_count(),
             **recent_counts,
         },
+        trend=severity_trend(now),
     )
 
 

@@ -208,7 +208,7 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
     # An eval trial (no release) is not an assessment: the home page leaves it out.
     Conversation.objects.create(release=None, status=RunStatus.FAILED, created_at=now)
 
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         board = dashboard()
         assert [r.version for r in board.high_risk] == ["high"]
         assert board.failed_runs == [open_failure]
@@ -226,6 +226,7 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
         "runs_recently": 4,
         "to_review": 1,  # was-high went from high to low
     }
+    assert board.trend is not None and board.trend.total == 3
 
 
 def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_report(
@@ -312,3 +313,24 @@ def test_the_release_list_shows_a_persons_decision_over_the_models(
     )
     high = filtered_releases(ReleaseFilters(severity="high"))
     assert [r.version for r in high] == ["overridden"]
+
+
+def test_the_severity_trend_counts_reports_per_week_a_decision_over_the_model(
+    make_release: Callable[..., Release], django_assert_num_queries: Any
+) -> None:
+    from releases.selectors import severity_trend
+
+    now = timezone.now()
+    release = make_release()
+    for severity in ("high", "low"):
+        RiskReport.objects.create(release=release, severity=severity, filed_at=now)
+    overridden = RiskReport.objects.create(release=release, severity="low", filed_at=now)
+    services.decide_report(overridden, None, decision="override", severity="medium", reason="x")
+    RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=1))
+    RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=20))
+
+    with django_assert_num_queries(1):
+        trend = severity_trend(now)
+    assert trend.bars[-1].counts == {"high": 1, "medium": 1, "low": 1}
+    assert trend.bars[-2].counts == {"high": 1, "medium": 0, "low": 0}
+    assert trend.total == 4  # the report of 20 weeks ago is outside the window
