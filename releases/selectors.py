@@ -272,18 +272,24 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         .exclude(Exists(later_success))
         .order_by("-created_at")[:HOME_LIST_LIMIT]
     )
-    latest_severities = Release.objects.annotate(
-        latest_severity=Subquery(
-            RiskReport.objects.filter(release=OuterRef("pk"))
-            .order_by("-filed_at", "-id")
-            .values("severity")[:1]
+    latest = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
+    decided = ReviewDecision.objects.filter(report_id=OuterRef("latest_report_id")).order_by(
+        "-created_at", "-id"
+    )
+    # As the release list counts them: a person's decision on the latest report over the model's.
+    latest_severities = (
+        Release.objects.annotate(
+            latest_severity=Subquery(latest.values("severity")[:1]),
+            latest_report_id=Subquery(latest.values("pk")[:1]),
         )
+        .annotate(decided_severity=Subquery(decided.values("severity")[:1]))
+        .annotate(effective_severity=Coalesce("decided_severity", "latest_severity"))
     )
     release_counts = latest_severities.aggregate(
         releases=Count("pk"),
-        high=Count("pk", filter=Q(latest_severity=Severity.HIGH)),
-        medium=Count("pk", filter=Q(latest_severity=Severity.MEDIUM)),
-        low=Count("pk", filter=Q(latest_severity=Severity.LOW)),
+        high=Count("pk", filter=Q(effective_severity=Severity.HIGH)),
+        medium=Count("pk", filter=Q(effective_severity=Severity.MEDIUM)),
+        low=Count("pk", filter=Q(effective_severity=Severity.LOW)),
         unassessed=Count("pk", filter=Q(latest_severity__isnull=True)),
     )
     recent_counts = assessments.filter(created_at__gte=since).aggregate(

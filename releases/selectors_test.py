@@ -227,6 +227,16 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
         "to_review": 1,  # was-high went from high to low
     }
     assert board.trend is not None and board.trend.total == 3
+    # A person's override moves the release to the severity they decided.
+    services.decide_report(
+        RiskReport.objects.filter(release=high).get(),
+        None,
+        decision="override",
+        severity="medium",
+        reason="x",
+    )
+    counts = dashboard().counts
+    assert (counts["high"], counts["medium"], counts["low"]) == (0, 1, 1)
 
 
 def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_report(

@@ -163,6 +163,8 @@ def test_accept_override_and_export_from_the_review_queue(
     try:
         log_in(page, manager.username, "/")
         expect(page.locator("#review-card .stat-value")).to_have_text("2")
+        expect(page.locator("#severity-trend svg")).to_be_visible()
+        screenshots(page, "home")
         page.locator("#review-card").click()
         page.wait_for_url("**/review/")
         first = page.locator(f"#queue-item-{accepted.pk}")
