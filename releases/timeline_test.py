@@ -54,9 +54,16 @@ def test_a_retry_that_discarded_text_empties_the_step(run: Conversation) -> None
     )
     live = timeline.render_live([retry])
     assert '<div class="tl-text" id="step-2-text" data-seq="3" hx-swap-oob="true"></div>' in live
-    assert "Retrying in 2.0 s" in live and "discarded" in live
-    page = "".join(item.render() for item in timeline.build(run.events.all()))
+    # The retry is drawn inside the step it interrupted, with its wait.
+    assert (
+        '<div hx-swap-oob="beforeend:#step-2-notes"><li data-seq="3" class="tl-note-retry"' in live
+    )
+    assert "attempt 1 of 3 failed (overloaded) · retrying in 2.0 s" in live and "discarded" in live
+    built = timeline.build(run.events.all())
+    assert [item.partial for item in built] == ["step"]
+    page = "".join(item.render() for item in built)
     assert "partial" not in page
+    assert '<ul class="tl-notes" id="step-2-notes"><li data-seq="3" class="tl-note-retry"' in page
 
 
 def test_a_tool_call_card_gets_its_result(run: Conversation) -> None:
