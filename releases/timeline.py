@@ -91,9 +91,16 @@ class Step:
     seq: int
     message_count: int = 0
     estimated_input_tokens: int = 0
+    context_window: int = 0  # 0: not recorded (runs from before it was)
     text: str = ""
     text_seq: int = 0
     notes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def context_percent(self) -> int | None:
+        if not self.context_window:
+            return None
+        return round(self.estimated_input_tokens / self.context_window * 100)
 
 
 @dataclass
@@ -135,6 +142,7 @@ def build(events: Iterable[AgentEvent]) -> Timeline:
                 seq=seq,
                 message_count=int(payload.get("message_count") or 0),
                 estimated_input_tokens=int(payload.get("estimated_input_tokens") or 0),
+                context_window=int(payload.get("context_window") or 0),
                 text_seq=seq,
             )
             steps[current.number] = current

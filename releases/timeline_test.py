@@ -145,3 +145,19 @@ def test_the_end_of_a_run_sets_the_status_and_says_why_it_failed(run: Conversati
 )
 def test_outcomes(kind: str, payload: dict[str, object], status: str) -> None:
     assert timeline.outcome(kind, payload)[0] == status
+
+
+def test_a_step_says_how_full_the_context_window_is(run: Conversation) -> None:
+    save(
+        run,
+        "model_request_started",
+        step=1,
+        message_count=3,
+        estimated_input_tokens=3120,
+        context_window=8192,
+    )
+    save(run, "model_request_started", step=2, message_count=5, estimated_input_tokens=900)
+    first, older = (item.render() for item in timeline.build(run.events.all()))
+    assert "3,120 / 8,192 tokens (38 % of the context window)" in first
+    # A run recorded before the window was: the estimate alone.
+    assert "about 900 tokens" in older and "context window" not in older
