@@ -71,6 +71,7 @@ def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
     return {
         "run": run,
         "outcome": selectors.run_outcome(run) if finished and run.release_id else None,
+        "trial": selectors.eval_trial(run),
         "can_review": request.user.has_perm("releases.review_report"),
         "severities": Severity.choices,
         "timeline": timeline.build(events),

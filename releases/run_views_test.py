@@ -126,3 +126,19 @@ def test_a_finished_run_leads_with_its_verdict_and_the_change(
     assert "An ungrounded finding." in page and "in the review queue" in page
     assert "&lt;i&gt;2 refund tests fail&lt;/i&gt;" in page
     assert "price unknown" in page
+
+
+def test_a_failed_eval_trial_says_so_and_shows_the_checks_that_failed(
+    admin_client: Client,
+) -> None:
+    from tests.eval_data import make_run, suite
+
+    scenario = suite().get("high_payment_failures")
+    run = make_run({scenario.id: ["failed"]}, scenarios=[scenario], trials=1, conversations=True)
+    trial = run.results.get()
+    page = admin_client.get(f"/runs/{trial.conversation_id}/").content.decode()
+    header = page[page.index("<h1>") : page.index("</h1>")]
+    assert 'class="ev-trial-verdict ev-trial-failed">FAILED</span>' in header
+    assert "Why the trial failed" in page
+    assert "decision_quality: severity acceptable (low)" in page
+    assert '<td data-label="Check">severity acceptable</td>' in page
