@@ -49,7 +49,9 @@ def manager(django_user_model: type[User]) -> User:
     group its data migration made.)"""
     user = django_user_model.objects.create(username="evaluator", password=password_hash())
     user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_evalrun", "mark_baseline"])
+        *Permission.objects.filter(
+            codename__in=["view_evalrun", "mark_baseline", "view_conversation"]
+        )
     )
     return user
 
