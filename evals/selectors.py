@@ -3,7 +3,7 @@ however many runs or results there are."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, Q
@@ -248,6 +248,7 @@ class CompareView:
     comparison: Comparison
     rows: list[CompareRow]
     dimensions: list[str]
+    choices: list[EvalRun] = field(default_factory=list)  # runs to compare with instead
 
     @property
     def critical_regressions(self) -> int:
@@ -298,7 +299,8 @@ def compare(run: EvalRun, against: EvalRun) -> Comparison:
 
 
 def compare_view(pk: int, against: str | None) -> CompareView:
-    """The compare page: three queries (the run, the other run, both runs' trials)."""
+    """The compare page: four queries (the run, the other run, both runs' trials, the runs
+    to pick from instead)."""
     run = EvalRun.objects.filter(pk=pk).first()
     if run is None:
         raise Http404("No such eval run.")
@@ -333,10 +335,19 @@ def compare_view(pk: int, against: str | None) -> CompareView:
         )
         for delta in comparison.scenarios
     ]
+    choices = list(
+        EvalRun.objects.filter(status=RunStatus.SUCCEEDED)
+        .exclude(pk=run.pk)
+        .only("pk", "created_at", "model", "is_baseline", "suite_version")
+        .order_by("-created_at", "-id")[:RECENT_RUNS]
+    )
+    if other not in choices:
+        choices.append(other)
     return CompareView(
         run=run,
         against=other,
         comparison=comparison,
         rows=rows,
+        choices=choices,
         dimensions=_dimensions(current_summary, baseline_summary),
     )

@@ -241,3 +241,17 @@ def test_a_regressed_run_says_fail_in_the_list_and_on_its_page(admin_client: Cli
     assert "hx-confirm=" in run_page and 'class="button button-primary">Mark' not in run_page
     same_page = admin_client.get(reverse("evals:run", args=[same.pk])).content.decode()
     assert ">PASS</span>" in same_page and "hx-confirm=" not in same_page
+
+
+def test_the_compare_page_offers_the_runs_to_compare_with(admin_client: Client) -> None:
+    base = make_run(scenarios=scenarios(), baseline=True)
+    other = make_run(scenarios=scenarios())
+    worse = make_run(WORSE, scenarios=scenarios())
+    make_run(scenarios=scenarios(), finish=False)  # still running: nothing to compare yet
+    page = admin_client.get(
+        reverse("evals:compare", args=[worse.pk]), {"against": "baseline"}
+    ).content.decode()
+    picker = page[page.index('<select id="against"') : page.index("</select>")]
+    assert f'<option value="{base.pk}" selected>#{base.pk} (baseline)' in picker
+    assert f'<option value="{other.pk}">#{other.pk} · gpt-test' in picker
+    assert picker.count("<option") == 2  # not the run itself, not the unfinished one
