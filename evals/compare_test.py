@@ -186,6 +186,17 @@ def test_a_noisy_score_drop_is_marginal() -> None:
     assert all(c.significant is False for c in comparison.drops)
 
 
+def test_a_noisy_score_drop_on_a_critical_scenario_is_a_regression() -> None:
+    # The README: any drop on a critical scenario is a regression, significant or not.
+    baseline = RunSummary.build([_summary("a", 3, 0, [1.0, 1.0, 1.0], critical=True)])
+    current = RunSummary.build([_summary("a", 3, 0, [1.0, 1.0, 0.7], critical=True)])
+    comparison = compare_runs(current, baseline)
+    assert comparison.verdict == "fail"
+    (regression,) = [c for c in comparison.regressions if c.key == "a/decision_quality"]
+    assert regression.critical and regression.significant is False
+    assert comparison.scenarios[0].status == "regression"
+
+
 def test_scenarios_in_one_run_only_are_listed_not_compared() -> None:
     baseline = RunSummary.build([_summary("a", 3, 0), _summary("gone", 3, 0)], suite_version="1")
     current = RunSummary.build([_summary("a", 3, 0), _summary("new", 0, 3)], suite_version="2")

@@ -221,3 +221,19 @@ def test_fingerprint_changes_with_the_data() -> None:
     )
     assert a.fingerprint == Scenario.model_validate(_minimal()).fingerprint
     assert a.fingerprint != b.fingerprint
+
+
+def test_extra_directories_add_their_scenarios_and_mark_the_suite_version(tmp_path: Path) -> None:
+    shipped = load_suite()
+    assert load_suite(extra_dirs=[tmp_path / "absent"]).version == shipped.version
+    source = DEFAULT_SUITE_DIR / "low_clean_docs.toml"
+    text = source.read_text().replace('id = "low_clean_docs"', 'id = "review_docs_1"')
+    (tmp_path / "review_docs_1.toml").write_text(text)
+    extended = load_suite(extra_dirs=[tmp_path])
+    assert extended.ids == [*shipped.ids, "review_docs_1"]
+    assert extended.version.startswith(f"{shipped.version}+review.")
+    assert load_suite(pattern="review_*", extra_dirs=[tmp_path]).ids == ["review_docs_1"]
+    # An id the shipped suite already has is refused, naming both files.
+    shutil.copy(source, tmp_path / "low_clean_docs.toml")
+    with pytest.raises(ScenarioError, match=r"already used by low_clean_docs\.toml"):
+        load_suite(extra_dirs=[tmp_path])

@@ -381,3 +381,70 @@ class RiskReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.release} · {self.severity} · {self.filed_at:%Y-%m-%d %H:%M}"
+
+
+class ReviewDecision(models.Model):
+    """A person's decision on a risk report: accept its severity, or override it with a reason.
+
+    Decisions are never edited: a second decision on the same report supersedes the first and
+    both stay in the history. `severity` is the decided one (the report's own for an accept),
+    so the lists read one column whatever was decided.
+    """
+
+    class Kind(models.TextChoices):
+        ACCEPT = "accept", "Accepted"
+        OVERRIDE = "override", "Overridden"
+
+    report = models.ForeignKey(RiskReport, on_delete=models.CASCADE, related_name="decisions")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="review_decisions",
+    )
+    decision = models.CharField(max_length=8, choices=Kind.choices)
+    severity = models.CharField(
+        max_length=8, choices=Severity.choices, help_text="The severity the reviewer decided."
+    )
+    reason = models.TextField(blank=True, help_text="Required for an override.")
+    wrong_finding = models.TextField(
+        blank=True, help_text="A finding of the report the reviewer labelled wrong, verbatim."
+    )
+    # Severities at the time of the decision, kept so the history reads on its own even if
+    # the report is later edited in the admin.
+    model_severity = models.CharField(max_length=8, choices=Severity.choices)
+    policy_severity = models.CharField(max_length=8, choices=Severity.choices, blank=True)
+    scenario_id = models.CharField(
+        max_length=120, blank=True, help_text="The eval scenario this label was exported as."
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        get_latest_by = ["created_at", "id"]
+        permissions = [("review_report", "Can accept or override a risk report")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(decision__in=["accept", "override"]),
+                name="reviewdecision_decision_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(severity__in=Severity.values), name="reviewdecision_severity_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(decision="override") | ~Q(reason=""),
+                name="reviewdecision_override_has_reason",
+                violation_error_message="An override needs a reason.",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["report", "-created_at", "-id"], name="reviewdecision_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_decision_display()} {self.severity} · report {self.report_id}"
+
+    @property
+    def is_override(self) -> bool:
+        return self.decision == self.Kind.OVERRIDE
