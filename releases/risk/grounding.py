@@ -44,6 +44,7 @@ _THRESHOLD_WORDS = ("threshold", "limit", "from")
 _DISTANCE_WORDS = ("above", "below", "over", "under", "point", "pp", "exceed", "beyond", "times")
 _ABOVE = ("above", "over", "exceeds", "exceed", "exceeding", "higher than", "greater than")
 _BELOW = ("below", "under", "lower than", "less than", "within")
+_AND_RE = re.compile(r"\b(and|while|but|whereas)\b", re.IGNORECASE)
 _COMPARISON_RE = re.compile(
     r"\b(" + "|".join(re.escape(w) for w in (*_ABOVE, *_BELOW)) + r")\b", re.IGNORECASE
 )
@@ -181,6 +182,11 @@ def _facts(
             if in_area:
                 failures.add(float(len(in_area)))
                 tests[f"failing tests in {area}"] = float(len(in_area))
+        # "7 failing tests in data, migrations, payments": the policy counts them together.
+        critical = [t for t in failing if areas_in(t, cfg.critical_areas)]
+        if critical:
+            failures.add(float(len(critical)))
+            tests["failing tests in a critical area"] = float(len(critical))
         for key in ("passed", "failed", "skipped"):
             for denominator in ("total", "executed"):
                 if key in tests and tests[denominator]:
@@ -336,7 +342,8 @@ def _comparison_problems(text: str, figures: Sequence[Figure]) -> list[str]:
     problems = []
     for a, b in itertools.pairwise(figures):
         between = text[a.start + len(a.text) : b.start]
-        if len(between) > 60 or any(c in between for c in ".;"):
+        # "above 0.05, and a p95 latency above 1000 ms": the second "above" has its own subject.
+        if len(between) > 60 or any(c in between for c in ".;") or _AND_RE.search(between):
             continue
         match = _COMPARISON_RE.search(between)
         if match is None:
@@ -361,7 +368,7 @@ def _on_one_scale(a: Figure, b: Figure) -> tuple[float | None, float | None]:
     rate_a, rate_b = as_rate(a), as_rate(b)
     if rate_a is not None and rate_b is not None:
         return rate_a, rate_b
-    if a.unit in ("ms", "s") or b.unit in ("ms", "s"):
+    if a.unit in ("ms", "s") and b.unit in ("ms", "s"):
 
         def ms(f: Figure) -> float:
             return f.value * 1000 if f.unit == "s" else f.value

@@ -154,3 +154,19 @@ def test_restating_the_policys_signals_is_grounded(text: str) -> None:
 def test_a_failure_count_still_has_to_be_the_releases() -> None:
     assert problems("1 failed test in checkout", CLEAN)
     assert problems("9 failed tests", FAILING)
+
+
+def test_the_count_of_failing_tests_in_all_critical_areas_together_is_grounded() -> None:
+    # The policy's own wording, measured on the local model: 3 of 8 named are payments', one
+    # is a migration's, so 4 are in a critical area.
+    assert problems("4 failing tests in migrations, payments", FAILING) == []
+
+
+def test_a_comparison_is_read_only_between_a_subject_and_its_own_threshold() -> None:
+    text = "an error rate above 0.05, and a p95 latency above 1000 ms"
+    data = {**CLEAN, "deployment_metrics": {"error_rate": 0.07, "response_time_p95": 1200}}
+    assert problems(text, data) == []
+    low = {**CLEAN, "deployment_metrics": {"error_rate": 0.031, "response_time_p95": 480}}
+    assert problems("error rate 0.031 (3.1 %), which is above the threshold of 0.05", low) == [
+        "3.1 % is not above 0.05"
+    ]
