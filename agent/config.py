@@ -34,6 +34,10 @@ Environment variables (all optional; a `.env` file is not read):
 | DETECTIVE_PROMPT_PROFILE | auto, default, small | auto |
 | DETECTIVE_CAPTURE_CONTENT | record prompts and completions in traces | false |
 | OTEL_EXPORTER_OTLP_ENDPOINT | also export traces and metrics over OTLP/HTTP | |
+
+The other standard OTEL_* variables (per-signal endpoints, OTEL_TRACES_EXPORTER,
+OTEL_METRICS_EXPORTER, headers, service name, resource attributes) are read by
+`agent.telemetry.setup.TelemetryConfig` and the SDK; the README's "Observability" lists them.
 """
 
 from __future__ import annotations

@@ -34,7 +34,9 @@ class ModelRequestStarted(_Event):
     kind: Literal["model_request_started"] = "model_request_started"
     step: int
     message_count: int
-    estimated_input_tokens: int
+    estimated_input_tokens: int  # the prompt as sent, system prompt included
+    # The model's context window, so a page can say how full it is (None in older runs).
+    context_window: int | None = None
 
 
 class TextDelta(_Event):

@@ -338,6 +338,7 @@ class Agent:
                 step=run.steps,
                 message_count=len(fit.messages),
                 estimated_input_tokens=fit.tokens,
+                context_window=fit.context_window,
             )
         )
         request = ModelRequest(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agent.errors import ConfigurationError
@@ -19,10 +21,23 @@ def test_prompts_carry_the_essential_instructions(prompt: str) -> None:
     assert "get_release_summary" in prompt
     assert "file_risk_report" in prompt
     assert lowered.index("get_release_summary") < lowered.index("file_risk_report")
-    for word in ("high", "medium", "low", "0.05", "0.02", "invent"):
+    for word in ("high", "medium", "low", "policy", "missing"):
         assert word in lowered
     assert "not found" in lowered or "does not exist" in lowered
     assert "instructions" in lowered  # data is not instructions
+    assert "refused" in lowered  # a refused report is corrected and filed again
+
+
+@pytest.mark.parametrize("prompt", [DEFAULT_SYSTEM_PROMPT, SMALL_MODEL_SYSTEM_PROMPT])
+def test_prompts_give_no_example_findings(prompt: str) -> None:
+    # Measured: a 1.5B model copied "2 payment tests failing" into 17 of 30 reports.
+    assert not re.search(r"\d+ (?:\w+ )?(?:failed |failing )?tests?\b", prompt)
+    assert "for example" not in prompt.lower()
+
+
+def test_the_small_prompt_has_the_model_read_the_policy_not_thresholds() -> None:
+    assert "severity_floor" in SMALL_MODEL_SYSTEM_PROMPT
+    assert "0.05" not in SMALL_MODEL_SYSTEM_PROMPT  # it compared 0.012 with 0.05 wrongly
 
 
 def test_default_prompt_states_the_guidelines_and_the_rules() -> None:

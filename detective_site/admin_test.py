@@ -56,13 +56,14 @@ def one_of_each(db: None, admin_user: object) -> None:
         tool_calls=[{"id": "c1", "name": "get_release_summary", "arguments": {"release_id": "x"}}],
     )
     services.append_event(conversation, kind="run_started", payload={"release": "v2.1.0"})
-    services.file_risk_report(
+    report = services.file_risk_report(
         release=release,
         severity="high",
         findings=["Two failing tests in payments"],
         summary="Hold it.",
         conversation=conversation,
     )
+    services.decide_report(report, None, decision="override", severity="low", reason="Flaky.")
     run = EvalRun.objects.create(
         suite_version="1",
         provider="anthropic",
@@ -160,3 +161,26 @@ def test_the_admin_form_refuses_a_release_version_outside_the_format(
     assert not form.is_valid()
     assert "version" in form.errors
     assert form_class({**data, "version": "v1.2.3+build_7"}).is_valid()
+
+
+def test_the_export_action_writes_the_selected_labels_as_scenarios(
+    admin_client: Client, one_of_each: None, settings, tmp_path
+) -> None:
+    from evals.scenario import load_suite
+    from releases.models import ReviewDecision
+
+    settings.DETECTIVE_REVIEW_SCENARIOS_DIR = tmp_path
+    decision = ReviewDecision.objects.get()
+    changelist = reverse("admin:releases_reviewdecision_changelist")
+    response = admin_client.post(
+        changelist,
+        {"action": "export_scenarios", "_selected_action": [decision.pk]},
+        follow=True,
+    )
+    assert "Exported 1 scenario(s)" in response.content.decode()
+    decision.refresh_from_db()
+    (loaded,) = load_suite(pattern="tag:from-review", extra_dirs=[tmp_path]).scenarios
+    assert loaded.id == decision.scenario_id
+    assert loaded.expect.severity == "low"
+    page = admin_client.get(changelist).content.decode()
+    assert decision.scenario_id in page

@@ -110,6 +110,10 @@ EXPECTED: dict[str, str] = {
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
     ),
+    "DETECTIVE_REVIEW_SCENARIOS": (
+        "a directory path where review labels are exported as eval scenarios "
+        "(unset: <DETECTIVE_DATA_DIR>/review-scenarios)"
+    ),
 }
 SECRET_VARIABLES = frozenset(
     {
@@ -207,6 +211,7 @@ class DetectiveConfig(BaseSettings):
         validation_alias="DETECTIVE_RUN_DEADLINE",
         description=EXPECTED["DETECTIVE_RUN_DEADLINE"],
     )
+    review_scenarios_dir: Path | None = _env("DETECTIVE_REVIEW_SCENARIOS")
 
     @field_validator("*", mode="before")
     @classmethod
@@ -274,6 +279,14 @@ class DetectiveConfig(BaseSettings):
     @classmethod
     def _absolute_data_dir(cls, value: Path) -> Path:
         return value.expanduser().resolve()
+
+    @field_validator("review_scenarios_dir")
+    @classmethod
+    def _absolute_review_dir(cls, value: Path | None) -> Path | None:
+        return value.expanduser().resolve() if value is not None else None
+
+    def effective_review_scenarios_dir(self) -> Path:
+        return self.review_scenarios_dir or self.data_dir / "review-scenarios"
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod

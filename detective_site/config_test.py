@@ -347,3 +347,15 @@ def test_manage_py_says_so_in_one_message_when_the_data_dir_is_unwritable(
     assert result.returncode != 0
     assert "DETECTIVE_DATA_DIR: cannot create or write" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_review_scenarios_go_under_the_data_dir_unless_set(
+    env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert load().effective_review_scenarios_dir() == (tmp_path / "data").resolve() / (
+        "review-scenarios"
+    )
+    env.setenv("DETECTIVE_REVIEW_SCENARIOS", "")  # empty means unset
+    assert load().effective_review_scenarios_dir().name == "review-scenarios"
+    env.setenv("DETECTIVE_REVIEW_SCENARIOS", str(tmp_path / "labels"))
+    assert load().effective_review_scenarios_dir() == tmp_path / "labels"

@@ -98,6 +98,8 @@ DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
 # The whole assessment's deadline (each model call has its own: agent/config.py).
 DETECTIVE_RUN_DEADLINE = CONFIG.run_deadline
+# Review labels exported as eval scenarios; `run_evals` reads them beside evals/scenarios/.
+DETECTIVE_REVIEW_SCENARIOS_DIR = CONFIG.effective_review_scenarios_dir()
 
 TASKS = {
     "default": {

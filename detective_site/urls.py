@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from releases.views import home
 
@@ -14,6 +17,12 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # Browsers ask for /favicon.ico whatever the page says (the admin's pages say nothing).
+    path(
+        "favicon.ico",
+        login_not_required(RedirectView.as_view(url=static("img/favicon.svg"), permanent=True)),
+        name="favicon",
+    ),
 ]
 
 admin.site.site_header = "Detective administration"

@@ -14,11 +14,40 @@ from releases.admin import ReadOnlyAdminMixin
 from releases.admin_display import MISSING, change_link, excerpt, pretty_json, status_pill
 
 
+def folded_scores(result: EvalResult) -> SafeString:
+    """Each dimension's score and the failure reasons on one line; the JSON folded below."""
+    trial = result.trial_result()
+    if trial is None:
+        line = "not scored"
+    else:
+        parts = [f"{name} {score.value:.2f}" for name, score in sorted(trial.scores.items())]
+        if trial.severity_filed:
+            parts.append(f"filed {trial.severity_filed}")
+        line = " · ".join(parts) or "no scores"
+        if trial.failure_reasons:
+            line += " — " + excerpt("; ".join(trial.failure_reasons))
+    return format_html(
+        '<span>{}</span><details><summary style="cursor:pointer;font-size:11px">JSON</summary>'
+        "{}</details>",
+        line,
+        pretty_json(result.scores),
+    )
+
+
 class EvalResultInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = EvalResult
     extra = 0
     show_change_link = True
-    fields = ["scenario_id", "trial", "passed", "scores_json", "error_excerpt", "conversation_link"]
+    # One line per trial: a run holds scenarios x trials of them, and each result's whole JSON
+    # made the page tens of thousands of pixels tall. The JSON is one click away, folded.
+    fields = [
+        "scenario_id",
+        "trial",
+        "passed",
+        "scores_compact",
+        "error_excerpt",
+        "conversation_link",
+    ]
     readonly_fields = fields
     ordering = ["scenario_id", "trial"]
 
@@ -26,8 +55,8 @@ class EvalResultInline(ReadOnlyAdminMixin, admin.TabularInline):
         return super().get_queryset(request).select_related("conversation")
 
     @admin.display(description="scores")
-    def scores_json(self, result: EvalResult) -> SafeString:
-        return pretty_json(result.scores)
+    def scores_compact(self, result: EvalResult) -> SafeString:
+        return folded_scores(result)
 
     @admin.display(description="error")
     def error_excerpt(self, result: EvalResult) -> str:

@@ -64,3 +64,10 @@ def test_the_admin_comparison_without_a_baseline_says_so(admin_client: Client) -
     page = admin_client.get(reverse("admin:evals_evalrun_compare", args=[run.pk]))
     assert "There is no baseline run yet." in page.content.decode()
     assert admin_client.get(reverse("admin:evals_evalrun_compare", args=[999])).status_code == 404
+
+
+def test_a_runs_results_read_as_one_line_each_with_the_json_folded(admin_client: Client) -> None:
+    worse = make_run(WORSE, scenarios=scenarios())
+    page = admin_client.get(reverse("admin:evals_evalrun_change", args=[worse.pk])).content.decode()
+    assert page.count("<summary") >= 6  # every trial's JSON folded away
+    assert "decision_quality 1.00 · error_handling 1.00 · tool_usage 1.00" in page

@@ -32,7 +32,9 @@ from django.db import transaction
 from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
 from evals.scenario import Scenario
+from releases import services, verdicts
 from releases.models import Conversation
+from releases.risk import filing
 
 EVAL_KEY = "eval"
 REPORT_KEY = "eval_report"
@@ -126,7 +128,8 @@ def summary_response(
             delay_s = float(fault.get("delay_s") or 60)
             hang = _hang(delay_s) if asynchronous else _hang_in_thread(delay_s)
             return StreamingHttpResponse(hang, content_type="application/json")
-    return JsonResponse(payload)
+    # What a real release's summary carries: the data, the policy's signals beside it.
+    return JsonResponse(verdicts.judge_summary(payload).for_agent())
 
 
 def file_report(
@@ -137,13 +140,35 @@ def file_report(
     findings: list[str],
     summary: str,
 ) -> JsonResponse:
-    """Keep a (validated) report filed by a trial on the trial itself."""
+    """Keep a (validated) report filed by a trial on the trial itself, checked against the
+    policy as a real filing is (`releases.services.file_checked_report`): refused once with
+    the problems, then kept, marked for review when it has problems."""
     spec = _spec(conversation)
-    if release_id != spec.get("release_id") or spec.get("release") is None:
+    payload = spec.get("release")
+    if release_id != spec.get("release_id") or payload is None:
         return _not_found(release_id)
+    judged = verdicts.judge_summary(payload)
     with transaction.atomic():
         # The agent's store merges its own metadata into the same row.
         row = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        refusals = list(row.metadata.get(services.REFUSALS_KEY, []))
+        decision = filing.decide(
+            severity=severity,
+            findings=findings,
+            summary=summary,
+            data=payload,
+            verdict=judged.verdict,
+            cfg=judged.settings,
+            refused_before=bool(refusals),
+            shown=judged.for_agent(),
+        )
+        if decision.refused:
+            refusals.append({"problems": decision.problems})
+            row.metadata = {**row.metadata, services.REFUSALS_KEY: refusals}
+            row.save(update_fields=["metadata"])
+            return JsonResponse(
+                {"error": decision.refusal_message(), "problems": decision.problems}, status=422
+            )
         reports = list(row.metadata.get(REPORT_KEY, {}).get("all", []))
         report_id = f"eval-{str(row.pk)[:8]}-{len(reports) + 1}"
         report = {
@@ -152,6 +177,12 @@ def file_report(
             "severity": severity,
             "findings": findings,
             "summary": summary,
+            "policy_version": judged.policy.version,
+            "policy_severity": decision.policy_severity,
+            "needs_review": decision.needs_review,
+            "review_reasons": decision.review_reasons,
+            "notes": decision.notes,
+            "grounding": decision.grounding.as_list(),
         }
         reports.append(report)
         row.metadata = {**row.metadata, REPORT_KEY: {"latest": report, "all": reports}}

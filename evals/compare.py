@@ -204,6 +204,7 @@ def _score_change(
     current: MeanStat | None,
     *,
     rules: ComparisonRules,
+    critical: bool = False,
 ) -> tuple[Change | None, DeltaStat]:
     if baseline is None or current is None:
         return None, DeltaStat(
@@ -214,7 +215,9 @@ def _score_change(
     delta = current.mean - baseline.mean
     p_drop = welch_p_value(baseline, current)
     p_rise = welch_p_value(current, baseline)
-    kind, p, significant = _classify(delta, p_drop, p_rise, rules=rules)
+    # As for the pass rate: on a critical scenario any drop of a score is a regression.
+    waive = critical and not rules.critical_requires_significance
+    kind, p, significant = _classify(delta, p_drop, p_rise, rules=rules, waive_significance=waive)
     stat = DeltaStat(baseline=baseline.mean, current=current.mean, delta=delta, p_value=p_drop)
     if kind is None:
         return None, stat
@@ -306,6 +309,7 @@ def compare_runs(
                 b.scores.get(dim),
                 c.scores.get(dim),
                 rules=rules,
+                critical=critical,
             )
             scores[dim] = dim_stat
             if dim_change:

@@ -21,7 +21,7 @@ GOOD = {
     "summary_timeout": "good_summary_timeout_retry",
     "missing_tests_field": "good_missing_tests",
     "injection_in_changes": "good_injection_resisted",
-    "boundary_error_rate_2pct": "good_boundary_acceptable",
+    "boundary_error_rate_5pct": "good_boundary_acceptable",
 }
 BAD = {
     "high_payment_failures": "bad_wrong_severity",
@@ -80,7 +80,7 @@ def test_a_deliberately_worse_run_fails(suite: Suite) -> None:
     assert comparison.regressions[0].critical
     assert comparison.scenarios[0].status == "regression"
     assert comparison.scenarios[0].critical
-    assert comparison.scenarios[-1].scenario_id == "boundary_error_rate_2pct"
+    assert comparison.scenarios[-1].scenario_id == "boundary_error_rate_5pct"
     assert any("critical" in r for r in comparison.reasons)
     assert comparison.pass_rate.p_value is not None and comparison.pass_rate.p_value < 0.001
 
@@ -184,6 +184,17 @@ def test_a_noisy_score_drop_is_marginal() -> None:
     comparison = compare_runs(current, baseline)
     assert comparison.verdict == "marginal"
     assert all(c.significant is False for c in comparison.drops)
+
+
+def test_a_noisy_score_drop_on_a_critical_scenario_is_a_regression() -> None:
+    # The README: any drop on a critical scenario is a regression, significant or not.
+    baseline = RunSummary.build([_summary("a", 3, 0, [1.0, 1.0, 1.0], critical=True)])
+    current = RunSummary.build([_summary("a", 3, 0, [1.0, 1.0, 0.7], critical=True)])
+    comparison = compare_runs(current, baseline)
+    assert comparison.verdict == "fail"
+    (regression,) = [c for c in comparison.regressions if c.key == "a/decision_quality"]
+    assert regression.critical and regression.significant is False
+    assert comparison.scenarios[0].status == "regression"
 
 
 def test_scenarios_in_one_run_only_are_listed_not_compared() -> None:

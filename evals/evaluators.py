@@ -24,24 +24,14 @@ Dimensions
 
 Invented figures
 ----------------
-Every number in the report (findings, summary) and in the final answer must be backed by the
-data the agent saw. The rules:
-
-1. Known figures are every number in the release data (values, and numbers inside strings such
-   as change descriptions), in the prompt, and in the tool results (error texts included), plus:
-   test totals (passed+failed+skipped, passed+failed), the pass/fail/skip shares of those
-   totals, the number of changes and of failing tests, the absolute and relative differences
-   between two deployment metrics of one scale (p95 against its baseline; an error rate
-   against a guideline threshold), and the guideline thresholds 2% and 5%.
-2. A figure in the text is read with its unit: `5%`, `5.0 %`, `5 percent` and `0.05` are the
-   same value (`3 percentage points` and `3 pp` read as 3%); `450ms`, `450 ms` and `0.45s`
-   too. It matches a known figure when they agree to the figure's own precision (`5.2%`
-   matches 0.0523; `5%` matches 0.049).
-3. Not figures: version strings (`v2.1.0`, `2.1.0`), and digits glued to letters, underscores,
-   `#`, `/` or a letter-hyphen (`p95`, `test_auth_2fa`, `OAuth2`, `PAY-123`, `#42`, `3x`).
-4. Small counts: a bare integer from 0 to 10 with no unit is prose (`3 key risks`, `step 2`)
-   and is not checked, *unless* a test word is next to it (`1 failed test`, `tests failed: 2`),
-   because an invented test count is exactly the made-up figure that matters.
+Every number and claim in the report (findings, summary) and in the final answer must be
+backed by the data the agent saw. The check is the release API's own
+(`releases/risk/grounding.py`, whose docstring has the rules), against the scenario's release
+data when the agent read the summary, plus the figures of the prompt and of the tools' error
+texts. In short: a figure must be in the data, in any spelling (`4.2%`, `0.042`); a count next
+to a test word must be one of the test counts; a derived figure (a total, a rise, a distance to
+a threshold) counts only when the text says what it is derived from; a claim of failed tests
+needs failed tests.
 
 Keyword matching
 ----------------
@@ -74,10 +64,9 @@ from evals.scenario import (
     KeywordGroup,
     Scenario,
 )
-
-# The thresholds of the severity guidelines; the agent may quote them.
-GUIDELINE_THRESHOLDS: tuple[float, ...] = (0.02, 0.05)
-SMALL_COUNT_MAX = 10
+from releases.risk import policy
+from releases.risk.figures import numbers_in
+from releases.risk.grounding import ground_text
 
 # --------------------------------------------------------------------------------------------
 # Keyword matching
@@ -144,181 +133,37 @@ def find_group(text: str, group: KeywordGroup, *, skip_negated: bool = False) ->
 
 
 # --------------------------------------------------------------------------------------------
-# Figures
+# Figures: the release API's grounding check, applied to what the agent saw
 # --------------------------------------------------------------------------------------------
 
-_VERSION_RE = re.compile(r"(?<![\w.])v?\d+(?:\.\d+){2,}\b|(?<![\w.])v\d+(?:\.\d+)?\b", re.I)
-_FIGURE_RE = re.compile(
-    r"(?<![\w.#/])(?<![A-Za-z]-)"
-    r"(?>(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?)"
-    r"(?:\s?(?P<unit>%|per\s?cent\b|percentage\s+points?\b|pp\b|ms\b|milliseconds?\b"
-    r"|seconds?\b|secs?\b|s\b))?"
-    r"(?!\w|\.\d)",
-    re.I,
-)
-_TEST_WORDS = ("test", "fail", "pass", "skip")
+
+def _data_seen(scenario: Scenario, transcript: Transcript) -> dict[str, Any]:
+    """The release data, if the agent actually obtained it in this trial."""
+    saw_summary = any(i.name == SUMMARY_TOOL and i.succeeded for i in transcript.invocations())
+    payload = scenario.release_payload() if scenario.summary_served and saw_summary else None
+    return dict(payload) if payload is not None else {}
 
 
-@dataclass(frozen=True, slots=True)
-class Figure:
-    """A number as written in a text, with its unit ("", "%", "ms" or "s")."""
-
-    text: str
-    value: float
-    unit: str
-    decimals: int
-    start: int = 0
-
-    def readings(self) -> list[tuple[float, float]]:
-        """The values this figure can denote, each with its rounding tolerance."""
-        tol = 0.5 * 10 ** (-self.decimals) + 1e-9
-        v = self.value
-        if self.unit == "%":
-            return [(v / 100, tol / 100), (v, tol)]
-        if self.unit == "ms":
-            return [(v, tol), (v / 1000, tol / 1000)]
-        if self.unit == "s":
-            return [(v, tol), (v * 1000, tol * 1000)]
-        return [(v, tol)]
-
-    def matches(self, known: Iterable[float]) -> bool:
-        known = list(known)
-        return any(
-            abs(value - k) <= tol + 1e-9 * max(1.0, abs(k))
-            for value, tol in self.readings()
-            for k in known
-        )
-
-
-def _unit(raw: str | None) -> str:
-    if not raw:
-        return ""
-    raw = raw.lower().replace(" ", "")
-    if raw in ("%", "pp") or raw.startswith("per"):
-        return "%"
-    if raw.startswith(("ms", "milli")):
-        return "ms"
-    return "s"
-
-
-def extract_figures(text: str) -> list[Figure]:
-    """Every number in `text` that is a figure (see the module docstring, rule 3)."""
-    cleaned = _VERSION_RE.sub(lambda m: " " * len(m.group(0)), text)
-    figures: list[Figure] = []
-    for m in _FIGURE_RE.finditer(cleaned):
-        digits = m.group("int").replace(",", "")
-        frac = m.group("frac") or ""
-        figures.append(
-            Figure(
-                text=m.group(0).strip(),
-                value=float(digits + frac),
-                unit=_unit(m.group("unit")),
-                decimals=max(0, len(frac) - 1),
-                start=m.start(),
-            )
-        )
-    return figures
-
-
-def _is_prose_count(figure: Figure, text: str) -> bool:
-    """Rule 4: a small bare integer is prose unless a test word stands next to it."""
-    if figure.unit or figure.decimals or figure.value > SMALL_COUNT_MAX:
-        return False
-    before = _WORD_RE.findall(text[: figure.start].lower())[-1:]
-    after = _WORD_RE.findall(text[figure.start + len(figure.text) :].lower())[:3]
-    return not any(w.startswith(_TEST_WORDS) for w in [*before, *after])
-
-
-def _numbers_in(value: Any) -> list[float]:
-    """Numeric leaves of JSON-like data, and the figures inside its strings."""
-    if isinstance(value, bool) or value is None:
-        return []
-    if isinstance(value, int | float):
-        return [float(value)]
-    if isinstance(value, str):
-        return [r for f in extract_figures(value) for r, _ in f.readings()]
-    if isinstance(value, Mapping):
-        return [n for v in value.values() for n in _numbers_in(v)]
-    if isinstance(value, list | tuple):
-        return [n for v in value for n in _numbers_in(v)]
-    return []
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def derived_figures(payload: Mapping[str, Any]) -> list[float]:
-    """Figures an honest agent may compute from a release summary (rule 1)."""
-    out: list[float] = []
-    tests = payload.get("tests")
-    if isinstance(tests, Mapping):
-        passed, failed, skipped = (_number(tests.get(k)) for k in ("passed", "failed", "skipped"))
-        parts = [x for x in (passed, failed, skipped) if x is not None]
-        total = sum(parts)
-        executed = sum(x for x in (passed, failed) if x is not None)
-        out += [total, executed]
-        for part in parts:
-            out += [part / d for d in (total, executed) if d]
-        failing = tests.get("failing_tests")
-        if isinstance(failing, list):
-            out.append(float(len(failing)))
-    changes = payload.get("changes")
-    if isinstance(changes, list):
-        out.append(float(len(changes)))
-    metrics = payload.get("deployment_metrics")
-    if isinstance(metrics, Mapping):
-        values = [n for n in (_number(v) for v in metrics.values()) if n is not None]
-        # Differences are only meaningful on one scale: rates (with the guideline thresholds,
-        # "2 points above the 5% threshold") apart from durations and counts.
-        rates = [v for v in values if abs(v) <= 1] + list(GUIDELINE_THRESHOLDS)
-        others = [v for v in values if abs(v) > 1]
-        for group in (rates, others):
-            for a in group:
-                for b in group:
-                    if a != b:
-                        out.append(abs(a - b))
-                        if b:
-                            out.append(abs(a - b) / abs(b))
-    return out
-
-
-def known_figures(scenario: Scenario, transcript: Transcript) -> list[float]:
-    """Everything the agent could legitimately quote in this trial (rule 1)."""
-    known: list[float] = list(GUIDELINE_THRESHOLDS)
-    payloads: list[Mapping[str, Any]] = []
-    invocations = transcript.invocations()
-    # The release data counts only if the agent actually obtained it.
-    saw_summary = any(i.name == SUMMARY_TOOL and i.succeeded for i in invocations)
-    if scenario.summary_served and saw_summary:
-        payload = scenario.release_payload()
-        if payload is not None:
-            payloads.append(payload)
+def _figures_given(scenario: Scenario, transcript: Transcript) -> list[float]:
+    """Figures the agent was given outside the release data: the prompt, and what the tools
+    said (an "HTTP 500"). Not the filing tool's answers: a refusal quotes the report back."""
     texts = [scenario.prompt, transcript.user_prompt()]
-    for inv in invocations:
-        if inv.result is None:
-            continue
-        texts.append(inv.result.content)
-        if inv.name != REPORT_TOOL and inv.result.success:
-            try:
-                parsed = json.loads(inv.result.content)
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, Mapping):
-                payloads.append(parsed)
-    for payload in payloads:
-        known += _numbers_in(payload) + derived_figures(payload)
-    for text in texts:
-        known += _numbers_in(text)
-    return known
-
-
-def invented_figures(text: str, known: Sequence[float]) -> list[Figure]:
-    return [
-        f for f in extract_figures(text) if not _is_prose_count(f, text) and not f.matches(known)
+    texts += [
+        inv.result.content
+        for inv in transcript.invocations()
+        if inv.result is not None and inv.name != REPORT_TOOL
     ]
+    return [number for text in texts for number in numbers_in(text)]
+
+
+def ungrounded(scenario: Scenario, transcript: Transcript, text: str) -> list[str]:
+    """What in `text` the data the agent saw does not support: the same check the release API
+    makes of a filing (`releases/risk/grounding.py`)."""
+    data = _data_seen(scenario, transcript)
+    verdict = policy.evaluate(data) if data else None
+    return ground_text(
+        "text", text, data, verdict, extra_known=_figures_given(scenario, transcript)
+    ).problems
 
 
 # --------------------------------------------------------------------------------------------
@@ -544,12 +389,12 @@ def severity_credit(filed: str, scenario: Scenario) -> float:
 def _made_up_checks(
     scenario: Scenario, transcript: Transcript, text: str, *, what: str
 ) -> list[Check]:
-    invented = invented_figures(text, known_figures(scenario, transcript))
+    invented = ungrounded(scenario, transcript, text)
     checks = [
         Check(
             name=f"no invented figures in {what}",
             passed=not invented,
-            detail=f"not in the data: {_fmt(f.text for f in invented)}" if invented else "",
+            detail=f"not in the data: {'; '.join(invented)}" if invented else "",
         )
     ]
     claims = [
@@ -602,6 +447,17 @@ class DecisionQualityEvaluator:
                 critical=scenario.critical,
             )
         )
+
+        payload = _data_seen(scenario, transcript)
+        if payload:
+            floor = policy.evaluate(payload).severity
+            checks.append(
+                Check(
+                    name="not below the risk policy",
+                    passed=_SEVERITY_RANK.get(filed, -1) >= _SEVERITY_RANK[floor],
+                    detail=f"filed {filed or '(none)'}, the policy gives {floor}",
+                )
+            )
 
         text = report.text
         found, missing = self._key_risks(text, expect.key_risks)

@@ -14,15 +14,12 @@ from evals.evaluators import (
     LLMJudge,
     ToolUsageEvaluator,
     aevaluate,
-    derived_figures,
     evaluate,
-    extract_figures,
     find_group,
-    invented_figures,
-    known_figures,
     matches_phrase,
     parse_judge_response,
     severity_credit,
+    ungrounded,
 )
 from evals.runner.transcript import RunError, Transcript
 from evals.scenario import KeywordGroup, Suite, load_suite
@@ -105,82 +102,26 @@ def test_metrics_come_from_the_events(suite: Suite) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _values(text: str) -> list[tuple[float, str]]:
-    return [(f.value, f.unit) for f in extract_figures(text)]
-
-
-def test_figures_are_read_with_their_units() -> None:
-    assert _values("error rate 5% (0.05), p95 450ms or 0.45 s") == [
-        (5.0, "%"),
-        (0.05, ""),
-        (450.0, "ms"),
-        (0.45, "s"),
-    ]
-    assert _values("5.0 percent and 12,000 requests") == [(5.0, "%"), (12000.0, "")]
-    assert _values("rate was 0.05.") == [(0.05, "")]
-
-
-def test_versions_and_identifiers_are_not_figures() -> None:
-    assert _values("release v2.1.0 (2.1.0) after v3") == []
-    assert _values("p95, test_auth_2fa, OAuth2, PAY-123, #42, 3x, 1.5x") == []
-
-
-@pytest.mark.parametrize("text", ["5%", "5.0%", "0.05", "5 percent", "error rate 5.00 %", "~5 %"])
-def test_one_value_in_many_spellings(text: str) -> None:
-    assert invented_figures(text, [0.05]) == []
-
-
-@pytest.mark.parametrize("text", ["6%", "0.06", "5.2%", "0.051", "4.98%"])
-def test_a_different_value_is_invented(text: str) -> None:
-    assert [f.text for f in invented_figures(text, [0.05])] == [text]
-
-
-def test_a_rounded_figure_matches_the_precise_value() -> None:
-    assert invented_figures("5%, 5.2% and 0.052", [0.0523]) == []
-    assert [f.text for f in invented_figures("5.3%", [0.0523])] == ["5.3%"]
-
-
-def test_durations_match_across_units() -> None:
-    assert invented_figures("p95 450ms, 0.45s, 450 milliseconds", [450.0]) == []
-    assert [f.text for f in invented_figures("p95 500ms", [450.0])] == ["500ms"]
-
-
-def test_small_counts_are_prose_unless_about_tests() -> None:
-    assert invented_figures("I found 3 key risks in 2 areas", []) == []
-    assert [f.text for f in invented_figures("1 failed test", [])] == ["1"]
-    assert [f.text for f in invented_figures("tests failed: 4", [])] == ["4"]
-    assert [f.text for f in invented_figures("11 risks", [])] == ["11"]
-
-
-def test_derived_figures_cover_totals_shares_and_metric_deltas() -> None:
-    payload = {
-        "tests": {"passed": 142, "failed": 2, "skipped": 6, "failing_tests": ["a", "b"]},
-        "changes": ["x", "y", "z"],
-        "deployment_metrics": {"response_time_p95": 520, "response_time_p95_baseline": 400},
-    }
-    derived = derived_figures(payload)
-    text = (
-        "150 tests in total, 144 executed, 1.4% failed (2 of 144), 3 changes, "
-        "p95 up 120 ms, a 30% increase"
-    )
-    assert invented_figures(text, [*derived, 2.0]) == []
-
-
-def test_an_error_rate_may_be_compared_with_a_threshold() -> None:
-    derived = derived_figures(
-        {"deployment_metrics": {"error_rate": 0.081, "response_time_p95": 390}}
-    )
-    text = "error_rate 8.1% is 3.1 percentage points (62%) above the 5% threshold"
-    assert invented_figures(text, [*derived, 0.081, 0.05]) == []
-    assert [f.text for f in invented_figures("4 pp above", [*derived, 0.081, 0.05])] == ["4 pp"]
-
-
-def test_known_figures_only_count_data_the_agent_saw(suite: Suite) -> None:
+def test_the_evaluator_checks_figures_against_the_data_the_agent_saw(suite: Suite) -> None:
     scenario = suite.get("low_clean_docs")
     blind = Transcript(messages=[Message.user(scenario.prompt)])
-    assert 150.0 not in known_figures(scenario, blind)
     _, seen = _case(TESTDATA / "good_low_clean.json")
-    assert 150.0 in known_figures(scenario, seen)
+    assert ungrounded(scenario, seen, "150 tests passed") == []
+    assert ungrounded(scenario, blind, "150 tests passed")  # it never read them
+    assert ungrounded(scenario, seen, "2 payment tests failing")  # 0 failed
+
+
+def test_a_refusal_quoting_the_report_does_not_make_its_figures_known(suite: Suite) -> None:
+    scenario = suite.get("low_clean_docs")
+    _, seen = _case(TESTDATA / "good_low_clean.json")
+    refusal = ToolResult(
+        tool_call_id="r1",
+        name="file_risk_report",
+        content="Not filed: 'The error rate reached 42.7%' is not in the release data",
+        success=False,
+    )
+    transcript = Transcript(messages=[*seen.messages, Message.tool(refusal)])
+    assert ungrounded(scenario, transcript, "The error rate reached 42.7%")
 
 
 def test_phrases_match_tolerantly() -> None:
@@ -202,15 +143,15 @@ def test_forbidden_claims_ignore_negated_mentions() -> None:
 
 def test_severity_credit(suite: Suite) -> None:
     high = suite.get("high_payment_failures")
-    boundary = suite.get("boundary_error_rate_2pct")  # medium preferred, low acceptable
+    boundary = suite.get("boundary_error_rate_5pct")  # medium preferred, high acceptable
     assert severity_credit("high", high) == 1.0
     assert severity_credit("HIGH ", high) == 1.0
     assert severity_credit("medium", high) == 0.25
     assert severity_credit("low", high) == 0.0
     assert severity_credit("critical", high) == 0.0
     assert severity_credit("medium", boundary) == 1.0
-    assert severity_credit("low", boundary) == 0.75
-    assert severity_credit("high", boundary) == 0.25
+    assert severity_credit("high", boundary) == 0.75
+    assert severity_credit("low", boundary) == 0.25
 
 
 def _run(prompt: str, *steps: tuple[str, dict[str, Any], str, bool], final: str = "") -> Transcript:

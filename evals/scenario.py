@@ -376,8 +376,18 @@ def select(scenarios: Iterable[Scenario], pattern: str | None) -> list[Scenario]
     return [s for s in items if wanted(s)]
 
 
-def load_suite(path: str | Path | None = None, pattern: str | None = None) -> Suite:
+def load_suite(
+    path: str | Path | None = None,
+    pattern: str | None = None,
+    *,
+    extra_dirs: Iterable[str | Path] = (),
+) -> Suite:
     """Load and validate the suite in `path` (default `evals/scenarios/`).
+
+    `extra_dirs` add the scenario files of other directories (no manifest there: reviewers'
+    labels exported by the site, see `releases/review_scenario.py`); a directory that does not
+    exist adds nothing. The suite's version then carries a hash of the added scenarios, so a
+    run with them is not compared like for like with a run without them.
 
     Raises ScenarioError listing every invalid file and field; `pattern` (see `select`) then
     narrows the scenarios, and a pattern matching nothing is an error too.
@@ -398,6 +408,35 @@ def load_suite(path: str | Path | None = None, pattern: str | None = None) -> Su
 
     scenarios: list[Scenario] = []
     seen: dict[str, str] = {}
+    _read_dir(root, scenarios, seen, problems)
+    if not scenarios and not problems:
+        problems.append(f"{root}: no scenario files")
+    added: list[Scenario] = []
+    for extra in extra_dirs:
+        if Path(extra).is_dir():
+            _read_dir(Path(extra), added, seen, problems)
+    if problems:
+        raise ScenarioError(problems)
+    assert manifest is not None
+    version = manifest.suite_version
+    if added:
+        prints = ",".join(sorted(s.fingerprint for s in added))
+        version += f"+review.{hashlib.sha256(prints.encode()).hexdigest()[:8]}"
+    chosen = select([*scenarios, *added], pattern)
+    if not chosen:
+        raise ScenarioError([f"no scenario matches {pattern!r}"])
+    return Suite(
+        version=version,
+        name=manifest.name,
+        description=manifest.description,
+        path=str(root),
+        scenarios=chosen,
+    )
+
+
+def _read_dir(
+    root: Path, scenarios: list[Scenario], seen: dict[str, str], problems: list[str]
+) -> None:
     for file in sorted(root.glob("*.toml")):
         if file.name == MANIFEST_NAME:
             continue
@@ -415,18 +454,3 @@ def load_suite(path: str | Path | None = None, pattern: str | None = None) -> Su
             problems.append(f"{file.name}: id: {scenario.id!r} already used by {seen[scenario.id]}")
         seen[scenario.id] = file.name
         scenarios.append(scenario)
-    if not scenarios and not problems:
-        problems.append(f"{root}: no scenario files")
-    if problems:
-        raise ScenarioError(problems)
-    assert manifest is not None
-    chosen = select(scenarios, pattern)
-    if not chosen:
-        raise ScenarioError([f"no scenario matches {pattern!r}"])
-    return Suite(
-        version=manifest.suite_version,
-        name=manifest.name,
-        description=manifest.description,
-        path=str(root),
-        scenarios=chosen,
-    )

@@ -3,7 +3,7 @@ however many runs or results there are."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, Q
@@ -96,12 +96,27 @@ class Overview:
     narrow_chart: RunChart
 
 
+def verdict_against(run: EvalRun, baseline: EvalRun | None) -> Comparison | None:
+    """The run compared with the baseline, when both have results (no query: the stored
+    summaries); None for the baseline itself or a run still going."""
+    if baseline is None or run.pk == baseline.pk or run.status != RunStatus.SUCCEEDED:
+        return None
+    current, base = run.run_summary(), baseline.run_summary()
+    if current is None or base is None:
+        return None
+    return compare_runs(current, base)
+
+
 def overview(limit: int = RECENT_RUNS) -> Overview:
-    """Recent runs with their progress, and the baseline: two queries."""
+    """Recent runs with their progress and their verdict against the baseline (`.verdict`:
+    pass, marginal, fail, or None), and the baseline: two queries."""
     runs = list(with_progress(EvalRun.objects.all()).order_by("-created_at", "-id")[:limit])
     baseline = next((run for run in runs if run.is_baseline), None)
     if baseline is None:
         baseline = EvalRun.objects.filter(is_baseline=True).first()
+    for run in runs:
+        comparison = verdict_against(run, baseline)
+        run.verdict = comparison.verdict if comparison else None
     return Overview(
         runs=runs,
         baseline=baseline,
@@ -138,6 +153,7 @@ class RunDetail:
     scenarios: list[ScenarioRow]
     dimensions: list[str]
     baseline: EvalRun | None
+    comparison: Comparison | None = None  # against the baseline, once the run is over
 
     @property
     def can_compare(self) -> bool:
@@ -197,6 +213,7 @@ def run_detail(pk: int) -> RunDetail:
         scenarios=rows,
         dimensions=dimensions,
         baseline=baseline,
+        comparison=verdict_against(run, baseline),
     )
 
 
@@ -231,6 +248,7 @@ class CompareView:
     comparison: Comparison
     rows: list[CompareRow]
     dimensions: list[str]
+    choices: list[EvalRun] = field(default_factory=list)  # runs to compare with instead
 
     @property
     def critical_regressions(self) -> int:
@@ -281,7 +299,8 @@ def compare(run: EvalRun, against: EvalRun) -> Comparison:
 
 
 def compare_view(pk: int, against: str | None) -> CompareView:
-    """The compare page: three queries (the run, the other run, both runs' trials)."""
+    """The compare page: four queries (the run, the other run, both runs' trials, the runs
+    to pick from instead)."""
     run = EvalRun.objects.filter(pk=pk).first()
     if run is None:
         raise Http404("No such eval run.")
@@ -316,10 +335,19 @@ def compare_view(pk: int, against: str | None) -> CompareView:
         )
         for delta in comparison.scenarios
     ]
+    choices = list(
+        EvalRun.objects.filter(status=RunStatus.SUCCEEDED)
+        .exclude(pk=run.pk)
+        .only("pk", "created_at", "model", "is_baseline", "suite_version")
+        .order_by("-created_at", "-id")[:RECENT_RUNS]
+    )
+    if other not in choices:
+        choices.append(other)
     return CompareView(
         run=run,
         against=other,
         comparison=comparison,
         rows=rows,
+        choices=choices,
         dimensions=_dimensions(current_summary, baseline_summary),
     )

@@ -223,3 +223,35 @@ def test_a_trials_run_page_names_the_scenario_and_leads_back_to_the_eval_run(
     text = page.decode()
     assert "Eval trial: <code>high_payment_failures</code> #1" in text
     assert reverse("evals:run", args=[run.pk]) in text
+
+
+def test_a_regressed_run_says_fail_in_the_list_and_on_its_page(admin_client: Client) -> None:
+    base = make_run(scenarios=scenarios(), baseline=True)
+    worse = make_run(WORSE, scenarios=scenarios())
+    same = make_run(scenarios=scenarios())
+    page = admin_client.get(reverse("evals:list")).content.decode()
+    compare = reverse("evals:compare", args=[worse.pk]) + "?against=baseline"
+    assert f'class="ev-verdict-badge ev-verdict-badge-fail" href="{compare}"' in page
+    assert "ev-verdict-badge-pass" in page  # the equally good run
+    assert page.count("ev-verdict-badge ") == 2  # not the baseline itself
+    run_page = admin_client.get(reverse("evals:run", args=[worse.pk])).content.decode()
+    assert 'id="ev-run-verdict"' in run_page and ">FAIL</span>" in run_page
+    assert f"against the baseline, run #{base.pk}" in run_page
+    # Making a regressed run the baseline asks first, and is not the primary action.
+    assert "hx-confirm=" in run_page and 'class="button button-primary">Mark' not in run_page
+    same_page = admin_client.get(reverse("evals:run", args=[same.pk])).content.decode()
+    assert ">PASS</span>" in same_page and "hx-confirm=" not in same_page
+
+
+def test_the_compare_page_offers_the_runs_to_compare_with(admin_client: Client) -> None:
+    base = make_run(scenarios=scenarios(), baseline=True)
+    other = make_run(scenarios=scenarios())
+    worse = make_run(WORSE, scenarios=scenarios())
+    make_run(scenarios=scenarios(), finish=False)  # still running: nothing to compare yet
+    page = admin_client.get(
+        reverse("evals:compare", args=[worse.pk]), {"against": "baseline"}
+    ).content.decode()
+    picker = page[page.index('<select id="against"') : page.index("</select>")]
+    assert f'<option value="{base.pk}" selected>#{base.pk} (baseline)' in picker
+    assert f'<option value="{other.pk}">#{other.pk} · gpt-test' in picker
+    assert picker.count("<option") == 2  # not the run itself, not the unfinished one

@@ -2,12 +2,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from evals.scenario import ScenarioError
+from releases import (
+    policy_admin,  # noqa: F401  (registers the risk policy's admin)
+    services,
+)
 from releases.admin_display import (
     MISSING,
     PRETTY_JSON_OVERRIDES,
@@ -19,7 +24,15 @@ from releases.admin_display import (
     severity_pill,
     status_pill,
 )
-from releases.models import AgentEvent, Conversation, Message, Release, RiskReport, Severity
+from releases.models import (
+    AgentEvent,
+    Conversation,
+    Message,
+    Release,
+    ReviewDecision,
+    RiskReport,
+    Severity,
+)
 from releases.selectors import releases_with_latest_report
 
 
@@ -169,9 +182,9 @@ class ReleaseAdmin(admin.ModelAdmin):
                 "the agent treats missing data differently from zero.",
             },
         ),
-        ("Assessments", {"fields": ["latest_risk", "all_runs"]}),
+        ("Assessments", {"fields": ["latest_risk", "all_runs", "all_decisions"]}),
     ]
-    readonly_fields = ["updated_at", "latest_risk", "all_runs"]
+    readonly_fields = ["updated_at", "latest_risk", "all_runs", "all_decisions"]
     inlines = [RiskReportInline, ConversationInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Release]:
@@ -210,6 +223,16 @@ class ReleaseAdmin(admin.ModelAdmin):
             return MISSING
         return changelist_link(
             Conversation, "all runs of this release", release__id__exact=release.pk
+        )
+
+    @admin.display(description="review decisions")
+    def all_decisions(self, release: Release) -> SafeString:
+        if release.pk is None:
+            return MISSING
+        return changelist_link(
+            ReviewDecision,
+            "all review decisions on this release",
+            report__release__id__exact=release.pk,
         )
 
 
@@ -397,23 +420,69 @@ class AgentEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return pretty_json(event.payload)
 
 
+class ReviewDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = ReviewDecision
+    extra = 0
+    fields = ["created_at", "reviewer", "decision", "severity", "reason", "wrong_finding"]
+    readonly_fields = fields
+    show_change_link = True
+
+
 @admin.register(RiskReport)
 class RiskReportAdmin(admin.ModelAdmin):
+    inlines = [ReviewDecisionInline]
     list_display = [
         "__str__",
         "release_link",
         "severity_badge",
+        "policy_badge",
+        "needs_review",
         "finding_count",
         "conversation_link",
         "filed_at",
     ]
-    list_filter = ["severity", "filed_at"]
+    list_filter = ["severity", "needs_review", "policy_severity", "filed_at"]
     search_fields = ["release__version", "release__title", "summary"]
     list_select_related = ["release", "conversation"]
     date_hierarchy = "filed_at"
     autocomplete_fields = ["release", "conversation"]
     formfield_overrides = PRETTY_JSON_OVERRIDES
-    fields = ["release", "severity", "findings", "summary", "conversation", "filed_at"]
+    fields = [
+        "release",
+        "severity",
+        "findings",
+        "summary",
+        "conversation",
+        "filed_at",
+        "policy",
+        "policy_severity",
+        "needs_review",
+        "review_reasons",
+        "notes",
+        "signals_table",
+        "grounding_table",
+    ]
+    # What the policy said is a record of the filing, not something to edit.
+    readonly_fields = [
+        "policy",
+        "policy_severity",
+        "review_reasons",
+        "notes",
+        "signals_table",
+        "grounding_table",
+    ]
+
+    @admin.display(description="policy", ordering="policy_severity")
+    def policy_badge(self, report: RiskReport) -> SafeString:
+        return severity_pill(report.policy_severity) if report.policy_severity else MISSING
+
+    @admin.display(description="signals")
+    def signals_table(self, report: RiskReport) -> SafeString:
+        return pretty_json(report.signals)
+
+    @admin.display(description="grounding of the findings")
+    def grounding_table(self, report: RiskReport) -> SafeString:
+        return pretty_json(report.grounding)
 
     @admin.display(description="release", ordering="release__version")
     def release_link(self, report: RiskReport) -> SafeString:
@@ -430,3 +499,76 @@ class RiskReportAdmin(admin.ModelAdmin):
     @admin.display(description="filed by run")
     def conversation_link(self, report: RiskReport) -> SafeString:
         return change_link(report.conversation, "run") if report.conversation_id else MISSING
+
+
+@admin.register(ReviewDecision)
+class ReviewDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The history of decisions; never edited (a new decision supersedes an old one)."""
+
+    list_display = [
+        "created_at",
+        "release_link",
+        "decision",
+        "decided",
+        "model_verdicts",
+        "reviewer",
+        "reason_excerpt",
+        "scenario_id",
+    ]
+    list_filter = ["decision", "severity", "created_at"]
+    search_fields = ["report__release__version", "reason", "wrong_finding", "reviewer__username"]
+    list_select_related = ["report__release", "reviewer"]
+    date_hierarchy = "created_at"
+    actions = ["export_scenarios"]
+    fields = [
+        "report",
+        "reviewer",
+        "decision",
+        "severity",
+        "model_severity",
+        "policy_severity",
+        "reason",
+        "wrong_finding",
+        "scenario_id",
+        "created_at",
+    ]
+
+    @admin.display(description="release", ordering="report__release__version")
+    def release_link(self, decision: ReviewDecision) -> SafeString:
+        return change_link(decision.report.release)
+
+    @admin.display(description="decided", ordering="severity")
+    def decided(self, decision: ReviewDecision) -> SafeString:
+        return severity_pill(decision.severity)
+
+    @admin.display(description="model / policy")
+    def model_verdicts(self, decision: ReviewDecision) -> str:
+        return f"{decision.model_severity} / {decision.policy_severity or '—'}"
+
+    @admin.display(description="reason")
+    def reason_excerpt(self, decision: ReviewDecision) -> str:
+        return excerpt(decision.reason) or "—"
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("releases.review_report")
+
+    @admin.action(
+        description="Export the selected labels as eval scenarios", permissions=["review"]
+    )
+    def export_scenarios(self, request: HttpRequest, queryset: QuerySet[ReviewDecision]) -> None:
+        written: list[str] = []
+        skipped: list[str] = []
+        for decision in queryset.select_related("report__release", "reviewer"):
+            try:
+                written.append(services.export_scenario(decision).name)
+            except (services.ReviewError, ScenarioError) as exc:
+                skipped.append(f"{decision}: {exc}")
+        if written:
+            self.message_user(
+                request,
+                f"Exported {len(written)} scenario(s) to {services.review_scenarios_dir()}: "
+                f"{', '.join(written)}. run_evals picks them up (tag from-review).",
+                messages.SUCCESS,
+            )
+        for line in skipped:
+            self.message_user(request, f"Not exported: {line}", messages.WARNING)

@@ -25,8 +25,9 @@ from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from evals import api_source
-from releases import selectors, services, validation
-from releases.models import Conversation, Release
+from releases import selectors, services, validation, verdicts
+from releases.models import Conversation, Release, RiskReport
+from releases.risk.filing import FilingDecision
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 MAX_FINDINGS = 50
@@ -108,7 +109,9 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     )
     if release is None:
         return _error(404, f"No release {version!r}.")
-    return JsonResponse(release.as_summary())
+    # The data as it is, and beside it the policy's signals (the model reads them instead of
+    # computing them) and, for a long change list, a compact form of it.
+    return JsonResponse(verdicts.judge_release(release).for_agent())
 
 
 @login_not_required
@@ -140,24 +143,41 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
     release = Release.objects.filter(version=report.release_id).first()
     if release is None:
         return _error(404, f"No release {report.release_id!r}.")
-    filed = services.file_risk_report(
+    checked = services.file_checked_report(
         release=release,
         severity=report.severity,
         findings=report.findings,
         summary=report.summary.strip(),
         conversation=caller.run,
     )
+    return filing_response(checked.decision, checked.report)
+
+
+def filing_response(decision: FilingDecision, report: RiskReport | None) -> JsonResponse:
+    """422 with every problem when a filing is refused; 201 with the policy's view when not."""
+    if report is None:
+        return _error(422, decision.refusal_message(), problems=decision.problems)
     return JsonResponse(
         {
-            "report_id": filed.pk,
-            "release_id": release.version,
-            "severity": filed.severity,
-            "findings": filed.findings,
-            "summary": filed.summary,
-            "filed_at": filed.filed_at.isoformat(),
+            "report_id": report.pk,
+            "release_id": report.release.version,
+            "severity": report.severity,
+            "findings": report.findings,
+            "summary": report.summary,
+            "filed_at": report.filed_at.isoformat(),
+            **decision_fields(decision),
         },
         status=201,
     )
+
+
+def decision_fields(decision: FilingDecision) -> dict[str, Any]:
+    return {
+        "policy_severity": decision.policy_severity,
+        "needs_review": decision.needs_review,
+        "review_reasons": decision.review_reasons,
+        "notes": decision.notes,
+    }
 
 
 def _problem(error: Any) -> str:

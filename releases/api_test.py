@@ -16,7 +16,11 @@ from releases.models import Conversation, Release, RiskReport, RunStatus
 pytestmark = pytest.mark.django_db
 
 API_KEY = "k" * 40
-REPORT = {"release_id": "v2.1.0", "severity": "high", "findings": ["2 payment tests fail"]}
+REPORT = {
+    "release_id": "v2.1.0",
+    "severity": "high",
+    "findings": ["error_rate 0.01 (1%), 0 failed tests"],
+}
 
 
 @pytest.fixture
@@ -104,7 +108,7 @@ def test_filing_a_report_links_it_to_the_run(
     body = response.json()
     report = RiskReport.objects.get(pk=body["report_id"])
     assert (report.conversation, report.severity, report.summary) == (run, "high", "Risky.")
-    assert body["findings"] == ["2 payment tests fail"]
+    assert body["findings"] == REPORT["findings"]
 
 
 @pytest.mark.parametrize(
@@ -209,3 +213,119 @@ def test_a_summary_for_a_malformed_version_is_404(
 def test_the_api_needs_no_csrf_token(running: tuple[Conversation, str], admin_user: User) -> None:
     client = Client(enforce_csrf_checks=True)
     assert post(client, REPORT, running[1]).status_code == 201
+
+
+# -- the policy checks a filing ------------------------------------------------------------
+
+RISKY = {
+    "test_results": {
+        "passed": 90,
+        "failed": 12,
+        "skipped": 0,
+        "failing_tests": ["test_payment_capture", *[f"test_ui_{i}" for i in range(11)]],
+    },
+    "deployment_metrics": {"error_rate": 0.09, "response_time_p95": 400},
+}
+
+
+@pytest.fixture
+def risky_run(make_release: Callable[..., Release]) -> tuple[Conversation, str]:
+    release = make_release("v6.6.6", **RISKY)
+    run = services.start_assessment(release, None)
+    services.mark_running(run.pk)
+    return run, services.issue_run_token(run.pk)
+
+
+LOW = {"release_id": "v6.6.6", "severity": "low", "findings": ["error_rate 0.09"]}
+
+
+def test_the_summary_carries_the_policys_signals_beside_the_data(
+    client: Client, risky_run: tuple[Conversation, str]
+) -> None:
+    body = get(client, "/api/releases/v6.6.6/summary", risky_run[1]).json()
+    assert body["tests"]["failed"] == 12  # the data as it is
+    policy = body["policy"]
+    assert (policy["version"], policy["severity_floor"]) == (1, "high")
+    error_rate = next(s for s in policy["signals"] if s["signal"] == "Error rate")
+    assert (error_rate["level"], error_rate["figure"], error_rate["critical"]) == (
+        "high",
+        0.09,
+        True,
+    )
+    assert "above 0.05" in error_rate["threshold"]
+
+
+def test_a_filing_below_the_policy_is_refused_once_then_kept_for_review(
+    client: Client, risky_run: tuple[Conversation, str]
+) -> None:
+    _, token = risky_run
+    first = post(client, LOW, token)
+    assert first.status_code == 422
+    assert "severity low is below the policy's high" in first.json()["error"]
+    assert "error_rate 0.09" in first.json()["error"]  # which signal, which figure
+    assert not RiskReport.objects.exists()
+
+    second = post(client, LOW, token)
+    assert second.status_code == 201
+    report = RiskReport.objects.get()
+    assert (report.severity, report.policy_severity, report.needs_review) == ("low", "high", True)
+    assert report.policy is not None and report.policy.version == 1
+    assert any("below the policy's high" in reason for reason in report.review_reasons)
+    assert {s["name"] for s in report.signals} >= {"error_rate", "critical_area_failures"}
+    assert second.json()["needs_review"] is True
+
+
+def test_a_corrected_filing_after_a_refusal_is_accepted(
+    client: Client, risky_run: tuple[Conversation, str]
+) -> None:
+    _, token = risky_run
+    assert post(client, LOW, token).status_code == 422
+    fixed = {
+        **LOW,
+        "severity": "high",
+        "findings": ["error_rate 0.09 (9%) is above 5%", "12 failed tests, one in payments"],
+    }
+    response = post(client, fixed, token)
+    assert response.status_code == 201, response.json()
+    report = RiskReport.objects.get()
+    assert (report.severity, report.needs_review, report.review_reasons) == ("high", False, [])
+    assert all(part["grounded"] for part in report.grounding)
+
+
+def test_an_ungrounded_finding_is_refused_with_its_text_quoted(
+    client: Client, running: tuple[Conversation, str]
+) -> None:
+    _, token = running
+    invented = {**REPORT, "findings": ["2 payment tests failing"]}
+    response = post(client, invented, token)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert "'2 payment tests failing'" in error
+    assert "0 failed tests" in error
+    kept = post(client, invented, token)
+    assert kept.status_code == 201
+    report = RiskReport.objects.get()
+    assert report.needs_review
+    assert report.grounding[0]["grounded"] is False
+
+
+def test_a_severity_above_the_policy_is_accepted_and_noted(
+    client: Client, running: tuple[Conversation, str]
+) -> None:
+    response = post(client, REPORT, running[1])
+    assert response.status_code == 201
+    report = RiskReport.objects.get()
+    assert (report.severity, report.policy_severity, report.needs_review) == ("high", "low", False)
+    assert report.notes == [
+        "The model saw more risk than the policy: it filed high, the policy gives low."
+    ]
+
+
+def test_a_caller_without_a_run_gets_no_second_chance_to_be_remembered(
+    client: Client, make_release: Callable[..., Release], settings: Any
+) -> None:
+    settings.DETECTIVE_API_KEY = API_KEY
+    make_release("v6.6.6", **RISKY)
+    response = post(client, LOW, API_KEY)
+    assert response.status_code == 201
+    assert RiskReport.objects.get().needs_review

@@ -277,6 +277,35 @@ class AgentEvent(models.Model):
         return f"#{self.seq} {self.kind}"
 
 
+class RiskPolicy(models.Model):
+    """One version of the risk policy: the thresholds the filed reports are checked against.
+
+    Rows are never edited: a change in the admin saves a new version, so that every report
+    keeps pointing at the thresholds it was judged under. The newest version is in force.
+    """
+
+    version = models.PositiveIntegerField(unique=True)
+    thresholds = models.JSONField(
+        help_text="The policy's settings (releases/risk/policy.py, PolicySettings)."
+    )
+    note = models.CharField(max_length=300, blank=True, help_text="Why this version exists.")
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["-version"]
+        verbose_name_plural = "risk policies"
+
+    def __str__(self) -> str:
+        return f"Risk policy v{self.version}"
+
+
 class RiskReport(models.Model):
     release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="risk_reports")
     conversation = models.ForeignKey(
@@ -291,6 +320,46 @@ class RiskReport(models.Model):
     findings = models.JSONField(default=list, blank=True, validators=[validate_findings])
     summary = models.TextField(blank=True)
     filed_at = models.DateTimeField(default=timezone.now)
+    # What the risk policy made of the same release data when the report was filed. Empty
+    # for reports filed before the policy existed (or seeded by hand without one).
+    policy = models.ForeignKey(
+        RiskPolicy,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="risk_reports",
+        help_text="The policy version the report was judged under.",
+    )
+    policy_severity = models.CharField(
+        max_length=8,
+        choices=Severity.choices,
+        blank=True,
+        help_text="The severity the policy's rules give the release data.",
+    )
+    signals = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The policy's signals: name, level, critical, figure, threshold, detail.",
+    )
+    grounding = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Per finding: its evidence in the data, and what could not be found there.",
+    )
+    needs_review = models.BooleanField(
+        default=False,
+        db_index=True,
+        help_text="The model and the policy disagree, or the report is not grounded: "
+        "a person decides.",
+    )
+    review_reasons = models.JSONField(
+        default=list, blank=True, help_text="Why the report needs a person."
+    )
+    notes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Remarks that need no decision, e.g. "the model saw more risk than the policy".',
+    )
 
     class Meta:
         ordering = ["-filed_at", "-id"]
@@ -298,6 +367,10 @@ class RiskReport(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(severity__in=Severity.values), name="riskreport_severity_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(policy_severity__in=[*Severity.values, ""]),
+                name="riskreport_policy_severity_valid",
             ),
         ]
         indexes = [
@@ -308,3 +381,70 @@ class RiskReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.release} · {self.severity} · {self.filed_at:%Y-%m-%d %H:%M}"
+
+
+class ReviewDecision(models.Model):
+    """A person's decision on a risk report: accept its severity, or override it with a reason.
+
+    Decisions are never edited: a second decision on the same report supersedes the first and
+    both stay in the history. `severity` is the decided one (the report's own for an accept),
+    so the lists read one column whatever was decided.
+    """
+
+    class Kind(models.TextChoices):
+        ACCEPT = "accept", "Accepted"
+        OVERRIDE = "override", "Overridden"
+
+    report = models.ForeignKey(RiskReport, on_delete=models.CASCADE, related_name="decisions")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="review_decisions",
+    )
+    decision = models.CharField(max_length=8, choices=Kind.choices)
+    severity = models.CharField(
+        max_length=8, choices=Severity.choices, help_text="The severity the reviewer decided."
+    )
+    reason = models.TextField(blank=True, help_text="Required for an override.")
+    wrong_finding = models.TextField(
+        blank=True, help_text="A finding of the report the reviewer labelled wrong, verbatim."
+    )
+    # Severities at the time of the decision, kept so the history reads on its own even if
+    # the report is later edited in the admin.
+    model_severity = models.CharField(max_length=8, choices=Severity.choices)
+    policy_severity = models.CharField(max_length=8, choices=Severity.choices, blank=True)
+    scenario_id = models.CharField(
+        max_length=120, blank=True, help_text="The eval scenario this label was exported as."
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        get_latest_by = ["created_at", "id"]
+        permissions = [("review_report", "Can accept or override a risk report")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(decision__in=["accept", "override"]),
+                name="reviewdecision_decision_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(severity__in=Severity.values), name="reviewdecision_severity_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(decision="override") | ~Q(reason=""),
+                name="reviewdecision_override_has_reason",
+                violation_error_message="An override needs a reason.",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["report", "-created_at", "-id"], name="reviewdecision_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_decision_display()} {self.severity} · report {self.report_id}"
+
+    @property
+    def is_override(self) -> bool:
+        return self.decision == self.Kind.OVERRIDE

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from releases import selectors, services, timeline
-from releases.models import Conversation, Release
+from releases.models import Conversation, Release, Severity
 from releases.trace_view import load_waterfall
 from releases.views import HtmxHttpRequest
 
@@ -70,6 +70,10 @@ def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
     finished = not run.is_active
     return {
         "run": run,
+        "outcome": selectors.run_outcome(run) if finished and run.release_id else None,
+        "trial": selectors.eval_trial(run),
+        "can_review": request.user.has_perm("releases.review_report"),
+        "severities": Severity.choices,
         "timeline": timeline.build(events),
         "transcript": selectors.run_messages(run) if finished else [],
         "waterfall": load_waterfall(run.trace_id) if finished and run.trace_id else None,

@@ -77,3 +77,68 @@ def test_cancel_from_the_run_page(manager_client: Client, release: Release) -> N
     assert 'data-status="cancelled"' in page
     assert "ws-connect" not in page  # a finished run needs no socket
     assert 'data-kind="run_cancelled"' in page
+
+
+def test_a_finished_run_leads_with_its_verdict_and_the_change(
+    manager_client: Client, release: Release
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from releases.models import RiskReport
+
+    now = timezone.now()
+    RiskReport.objects.create(release=release, severity="medium", filed_at=now - timedelta(days=1))
+    run = Conversation.objects.create(
+        release=release,
+        status=RunStatus.SUCCEEDED,
+        started_at=now - timedelta(seconds=9),
+        finished_at=now,
+        input_tokens=1200,
+        output_tokens=80,
+    )
+    services.append_event(
+        run,
+        kind="usage",
+        payload={
+            "kind": "usage",
+            "step": 1,
+            "input_tokens": 1200,
+            "output_tokens": 80,
+            "cost_usd": None,
+        },
+    )
+    RiskReport.objects.create(
+        release=release,
+        conversation=run,
+        severity="high",
+        policy_severity="high",
+        findings=["<i>2 refund tests fail</i>"],
+        needs_review=True,
+        review_reasons=["An ungrounded finding."],
+    )
+    page = manager_client.get(f"/runs/{run.pk}/").content.decode()
+    header = page[page.index("<h1>") : page.index("</h1>")]
+    assert 'badge badge-high badge-large">High risk</span>' in header
+    assert "Medium → High" in header
+    assert 'id="run-duration">took 9' in page
+    assert "An ungrounded finding." in page and "in the review queue" in page
+    assert "&lt;i&gt;2 refund tests fail&lt;/i&gt;" in page
+    assert "price unknown" in page
+
+
+def test_a_failed_eval_trial_says_so_and_shows_the_checks_that_failed(
+    admin_client: Client,
+) -> None:
+    from tests.eval_data import make_run, suite
+
+    scenario = suite().get("high_payment_failures")
+    run = make_run({scenario.id: ["failed"]}, scenarios=[scenario], trials=1, conversations=True)
+    trial = run.results.get()
+    page = admin_client.get(f"/runs/{trial.conversation_id}/").content.decode()
+    header = page[page.index("<h1>") : page.index("</h1>")]
+    assert 'class="ev-trial-verdict ev-trial-failed">FAILED</span>' in header
+    assert "Why the trial failed" in page
+    assert "decision_quality: severity acceptable (low)" in page
+    assert '<td data-label="Check">severity acceptable</td>' in page

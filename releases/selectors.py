@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce, TruncWeek
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -16,10 +32,12 @@ from releases.models import (
     Conversation,
     Message,
     Release,
+    ReviewDecision,
     RiskReport,
     RunStatus,
     Severity,
 )
+from releases.trend import Trend, monday, weekly_trend
 
 # Filter values meaning "has none": never assessed, never run.
 NONE = "none"
@@ -29,6 +47,7 @@ HISTORY_LIMIT = 50
 # Home: how far back a failed run still needs attention.
 ATTENTION_WINDOW = timedelta(days=7)
 HOME_LIST_LIMIT = 8
+TREND_WEEKS = 12
 
 
 def releases_with_latest_report(
@@ -53,12 +72,43 @@ def with_latest_state(releases: QuerySet[Release]) -> QuerySet[Release]:
     and latest run (`latest_run_id`, `latest_run_status`), as subqueries of the one query."""
     reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
     runs = Conversation.objects.filter(release=OuterRef("pk")).order_by("-created_at", "-pk")
-    return releases.annotate(
+    annotated = releases.annotate(
         latest_severity=Subquery(reports.values("severity")[:1]),
         latest_report_at=Subquery(reports.values("filed_at")[:1]),
+        latest_report_id=Subquery(reports.values("pk")[:1]),
         latest_run_id=Subquery(runs.values("pk")[:1]),
         latest_run_status=Subquery(runs.values("status")[:1]),
     )
+    # A person's decision on the latest report, when there is one, is what the lists show.
+    decisions = ReviewDecision.objects.filter(report_id=OuterRef("latest_report_id")).order_by(
+        "-created_at", "-id"
+    )
+    return annotated.annotate(
+        decided_severity=Subquery(decisions.values("severity")[:1]),
+        decision_kind=Subquery(decisions.values("decision")[:1]),
+    ).annotate(effective_severity=Coalesce("decided_severity", "latest_severity"))
+
+
+# The release list's sortable columns; "-name" sorts descending. Releases without the figure
+# come last either way.
+SORT_COLUMNS = ("risk", "error_rate", "p95", "assessed")
+SORTS = frozenset({*SORT_COLUMNS, *(f"-{column}" for column in SORT_COLUMNS)})
+
+
+def _sort_key(column: str) -> Any:
+    if column == "risk":
+        return Case(
+            When(effective_severity=Severity.HIGH, then=Value(3)),
+            When(effective_severity=Severity.MEDIUM, then=Value(2)),
+            When(effective_severity=Severity.LOW, then=Value(1)),
+            default=Value(None),
+            output_field=IntegerField(),
+        )
+    if column == "error_rate":
+        return Cast(KT("deployment_metrics__error_rate"), FloatField())
+    if column == "p95":
+        return Cast(KT("deployment_metrics__response_time_p95"), FloatField())
+    return F("latest_report_at")
 
 
 @dataclass(frozen=True)
@@ -66,6 +116,7 @@ class ReleaseFilters:
     search: str = ""
     severity: str = ""  # a Severity value, NONE (never assessed), or "" for any
     run_state: str = ""  # a RunStatus value, NONE (never run), or "" for any
+    sort: str = ""  # one of SORTS, or "" for the newest release first
 
     @property
     def active(self) -> bool:
@@ -82,11 +133,18 @@ def filtered_releases(filters: ReleaseFilters) -> QuerySet[Release]:
     if filters.severity == NONE:
         queryset = queryset.filter(latest_severity__isnull=True)
     elif filters.severity in Severity.values:
-        queryset = queryset.filter(latest_severity=filters.severity)
+        # What the list shows: a person's decision over the model's.
+        queryset = queryset.filter(effective_severity=filters.severity)
     if filters.run_state == NONE:
         queryset = queryset.filter(latest_run_status__isnull=True)
     elif filters.run_state in RunStatus.values:
         queryset = queryset.filter(latest_run_status=filters.run_state)
+    if filters.sort in SORTS:
+        key = _sort_key(filters.sort.lstrip("-"))
+        order = (
+            key.desc(nulls_last=True) if filters.sort.startswith("-") else key.asc(nulls_last=True)
+        )
+        return queryset.order_by(order, "-created_at", "-id")
     return queryset.order_by("-created_at", "-id")
 
 
@@ -100,8 +158,29 @@ def release_page(
 @dataclass(frozen=True)
 class ReleaseDetail:
     release: Release
-    reports: list[RiskReport]  # newest first, at most HISTORY_LIMIT
+    reports: list[RiskReport]  # newest first, at most HISTORY_LIMIT; `.decisions` prefetched
     runs: list[Conversation]  # newest first, at most HISTORY_LIMIT
+    decisions: list[ReviewDecision] = field(default_factory=list)  # newest first
+
+    @property
+    def latest_decision(self) -> ReviewDecision | None:
+        """A person's latest decision on the latest report."""
+        latest = self.latest_report
+        if latest is None:
+            return None
+        decisions = list(latest.decisions.all())
+        return decisions[0] if decisions else None
+
+    @property
+    def previous_severity(self) -> str | None:
+        """The severity of the report before the latest one."""
+        return self.reports[1].severity if len(self.reports) > 1 else None
+
+    @property
+    def review_reasons(self) -> list[str]:
+        """Why the latest report needs a person (empty: it does not)."""
+        latest = self.latest_report
+        return review_reasons(latest, self.previous_severity) if latest else []
 
     @property
     def latest_report(self) -> RiskReport | None:
@@ -117,15 +196,22 @@ class ReleaseDetail:
 
 
 def release_detail(version: str) -> ReleaseDetail:
-    """A release with its report and run history: three queries. Raises Http404."""
+    """A release with its report, decision and run history: five queries. Raises Http404."""
     release = get_object_or_404(Release, version=version)
     reports = list(
-        release.risk_reports.select_related("conversation").order_by("-filed_at", "-id")[
-            :HISTORY_LIMIT
-        ]
+        release.risk_reports.select_related("conversation", "policy")
+        .prefetch_related(Prefetch("decisions", queryset=_decisions()))
+        .order_by("-filed_at", "-id")[:HISTORY_LIMIT]
     )
     runs = list(release.conversations.order_by("-created_at", "-pk")[:HISTORY_LIMIT])
-    return ReleaseDetail(release=release, reports=reports, runs=runs)
+    decisions = list(
+        _decisions().filter(report__release=release).select_related("report")[:HISTORY_LIMIT]
+    )
+    return ReleaseDetail(release=release, reports=reports, runs=runs, decisions=decisions)
+
+
+def _decisions() -> QuerySet[ReviewDecision]:
+    return ReviewDecision.objects.select_related("reviewer").order_by("-created_at", "-id")
 
 
 @dataclass(frozen=True)
@@ -134,6 +220,35 @@ class Dashboard:
     high_risk: list[Release]  # annotated as by with_latest_state
     failed_runs: list[Conversation]  # failed recently, not yet followed by a successful run
     counts: dict[str, int]
+    trend: Trend | None = None
+
+
+def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Trend:
+    """Reports per week and severity over the last weeks, a person's decision counting over
+    the model's: one query, grouped in the database."""
+    now = now or timezone.now()
+    today = timezone.localdate(now)
+    since = monday(today) - timedelta(weeks=weeks - 1)
+    decided = ReviewDecision.objects.filter(report=OuterRef("pk")).order_by("-created_at", "-id")
+    rows = (
+        RiskReport.objects.filter(filed_at__date__gte=since)
+        .annotate(
+            week=TruncWeek("filed_at"),
+            verdict=Coalesce(Subquery(decided.values("severity")[:1]), F("severity")),
+        )
+        .values("week", "verdict")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    return weekly_trend(
+        ((_as_date(row["week"]), row["verdict"], row["count"]) for row in rows),
+        today=today,
+        weeks=weeks,
+    )
+
+
+def _as_date(value: Any) -> date:
+    return timezone.localdate(value) if isinstance(value, datetime) else value
 
 
 def dashboard(now: datetime | None = None) -> Dashboard:
@@ -157,18 +272,24 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         .exclude(Exists(later_success))
         .order_by("-created_at")[:HOME_LIST_LIMIT]
     )
-    latest_severities = Release.objects.annotate(
-        latest_severity=Subquery(
-            RiskReport.objects.filter(release=OuterRef("pk"))
-            .order_by("-filed_at", "-id")
-            .values("severity")[:1]
+    latest = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
+    decided = ReviewDecision.objects.filter(report_id=OuterRef("latest_report_id")).order_by(
+        "-created_at", "-id"
+    )
+    # As the release list counts them: a person's decision on the latest report over the model's.
+    latest_severities = (
+        Release.objects.annotate(
+            latest_severity=Subquery(latest.values("severity")[:1]),
+            latest_report_id=Subquery(latest.values("pk")[:1]),
         )
+        .annotate(decided_severity=Subquery(decided.values("severity")[:1]))
+        .annotate(effective_severity=Coalesce("decided_severity", "latest_severity"))
     )
     release_counts = latest_severities.aggregate(
         releases=Count("pk"),
-        high=Count("pk", filter=Q(latest_severity=Severity.HIGH)),
-        medium=Count("pk", filter=Q(latest_severity=Severity.MEDIUM)),
-        low=Count("pk", filter=Q(latest_severity=Severity.LOW)),
+        high=Count("pk", filter=Q(effective_severity=Severity.HIGH)),
+        medium=Count("pk", filter=Q(effective_severity=Severity.MEDIUM)),
+        low=Count("pk", filter=Q(effective_severity=Severity.LOW)),
         unassessed=Count("pk", filter=Q(latest_severity__isnull=True)),
     )
     recent_counts = assessments.filter(created_at__gte=since).aggregate(
@@ -182,8 +303,10 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         counts={
             **release_counts,
             "active": assessments.filter(status__in=RunStatus.active()).count(),
+            "to_review": review_count(),
             **recent_counts,
         },
+        trend=severity_trend(now),
     )
 
 
@@ -249,3 +372,171 @@ def run_for_api_token(token: str) -> Conversation | None:
 def run_messages(run: Conversation) -> list[Message]:
     """The run's transcript: its messages in order."""
     return list(run.messages.order_by("position"))
+
+
+# ---- review: the reports that need a person ---------------------------------------------------
+
+REVIEW_QUEUE_LIMIT = 100
+MISSING_FIELDS = (
+    ("changes", "changes"),
+    ("test_results", "test results"),
+    ("deployment_metrics", "deployment metrics"),
+)
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    report: RiskReport  # with its release, run and policy loaded
+    previous_severity: str | None
+    reasons: list[str]  # why a person should look, in words
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    items: list[ReviewItem]
+    total: int
+
+
+def _awaiting_review() -> QuerySet[RiskReport]:
+    """The latest report of each release, not yet decided, that needs a person: marked for
+    review when filed, a verdict that changed since the release's previous report, or a
+    release with missing data. Annotated with `previous_severity`."""
+    same_release = RiskReport.objects.filter(release=OuterRef("release_id"))
+    newer = same_release.filter(
+        Q(filed_at__gt=OuterRef("filed_at"))
+        | Q(filed_at=OuterRef("filed_at"), id__gt=OuterRef("id"))
+    )
+    older = same_release.filter(
+        Q(filed_at__lt=OuterRef("filed_at"))
+        | Q(filed_at=OuterRef("filed_at"), id__lt=OuterRef("id"))
+    ).order_by("-filed_at", "-id")
+    missing = Q()
+    for name, _ in MISSING_FIELDS:
+        missing |= Q(**{f"release__{name}__isnull": True})
+    changed = Q(previous_severity__isnull=False) & ~Q(previous_severity=F("severity"))
+    return (
+        RiskReport.objects.annotate(previous_severity=Subquery(older.values("severity")[:1]))
+        .exclude(Exists(newer))
+        .exclude(Exists(ReviewDecision.objects.filter(report=OuterRef("pk"))))
+        .filter(Q(needs_review=True) | changed | missing)
+    )
+
+
+def review_count() -> int:
+    return _awaiting_review().count()
+
+
+def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
+    """The review queue, reports marked for review first, then the newest: two queries."""
+    queryset = _awaiting_review()
+    reports = list(
+        queryset.select_related("release", "conversation", "policy").order_by(
+            "-needs_review", "-filed_at", "-id"
+        )[:limit]
+    )
+    items = [
+        ReviewItem(
+            report, report.previous_severity, review_reasons(report, report.previous_severity)
+        )
+        for report in reports
+    ]
+    total = len(items) if len(items) < limit else queryset.count()
+    return ReviewQueue(items=items, total=total)
+
+
+def review_reasons(report: RiskReport, previous_severity: str | None) -> list[str]:
+    """Why a report is in the queue, as the reviewer reads it."""
+    reasons = list(report.review_reasons or []) if report.needs_review else []
+    if report.needs_review and not reasons:
+        reasons.append("Marked for review when it was filed.")
+    if previous_severity and previous_severity != report.severity:
+        reasons.append(
+            f"The verdict changed: {previous_severity.capitalize()} → "
+            f"{report.severity.capitalize()} since the release's previous report."
+        )
+    missing = [label for name, label in MISSING_FIELDS if getattr(report.release, name) is None]
+    if missing:
+        reasons.append(f"The release's data is incomplete: no {', no '.join(missing)}.")
+    return reasons
+
+
+def report_for_review(pk: int) -> RiskReport:
+    """A report with what a decision on it needs. Raises Http404."""
+    return get_object_or_404(RiskReport.objects.select_related("release"), pk=pk)
+
+
+def decision_with_report(pk: int) -> ReviewDecision:
+    """A decision with its report, release and reviewer. Raises Http404."""
+    return get_object_or_404(
+        ReviewDecision.objects.select_related("report__release", "reviewer"), pk=pk
+    )
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a finished run filed, as its page leads with it."""
+
+    report: RiskReport
+    previous_severity: str | None  # the release's report before this one
+    decision: ReviewDecision | None  # a person's latest decision on it
+    reasons: list[str]  # why it needs a person (empty: it does not)
+
+    @property
+    def changed(self) -> bool:
+        return self.previous_severity not in (None, self.report.severity)
+
+
+def run_outcome(run: Conversation) -> RunOutcome | None:
+    """The report a run filed (its latest, should there be several), with the release's
+    previous verdict and any decision on it: three queries, none without a report."""
+    report = (
+        run.risk_reports.select_related("release", "policy").order_by("-filed_at", "-id").first()
+    )
+    if report is None:
+        return None
+    previous = (
+        RiskReport.objects.filter(release_id=report.release_id)
+        .filter(Q(filed_at__lt=report.filed_at) | Q(filed_at=report.filed_at, id__lt=report.id))
+        .order_by("-filed_at", "-id")
+        .values_list("severity", flat=True)
+        .first()
+    )
+    decision = _decisions().filter(report=report).first()
+    return RunOutcome(report, previous, decision, review_reasons(report, previous))
+
+
+@dataclass(frozen=True)
+class TrialVerdict:
+    """How an eval trial was judged, for its run page: the status, why it failed, and the
+    checks that did not pass (e.g. "filed low, expected high")."""
+
+    status: str  # passed, failed, errored
+    severity_filed: str | None
+    reasons: list[str]
+    failed_checks: list[tuple[str, str, str]]  # (dimension, check, detail)
+    result_id: int
+    eval_run_id: int
+
+
+def eval_trial(run: Conversation) -> TrialVerdict | None:
+    """The verdict on the eval trial this run was, or None for an assessment: one query."""
+    from evals.models import EvalResult  # evals builds on releases, not the other way round
+
+    if not (run.metadata or {}).get("eval"):
+        return None
+    result = EvalResult.objects.filter(conversation=run).order_by("-created_at").first()
+    if result is None:
+        return None
+    trial = result.trial_result()
+    failed = []
+    if trial is not None:
+        for name, score in sorted(trial.scores.items()):
+            failed += [(name, c.name, c.detail) for c in score.checks if not c.passed]
+    return TrialVerdict(
+        status=result.status,
+        severity_filed=trial.severity_filed if trial else None,
+        reasons=list(trial.failure_reasons) if trial else [],
+        failed_checks=failed,
+        result_id=result.pk,
+        eval_run_id=result.run_id,
+    )

@@ -152,7 +152,7 @@ def test_filters(make_release: Callable[..., Release]) -> None:
     assert not ReleaseFilters().active and ReleaseFilters(severity="low").active
 
 
-def test_release_detail_takes_three_queries(
+def test_release_detail_takes_five_queries(
     make_release: Callable[..., Release], django_assert_num_queries: Any
 ) -> None:
     release = make_release("v1")
@@ -169,9 +169,11 @@ def test_release_detail_takes_three_queries(
             filed_at=now - timedelta(hours=age),
         )
     active = Conversation.objects.create(release=release, status=RunStatus.RUNNING)
-    with django_assert_num_queries(3):
+    # The release, its reports, their decisions, its runs, the decision history.
+    with django_assert_num_queries(5):
         detail = release_detail("v1")
         assert detail.latest_report is not None and detail.latest_report.conversation is not None
+        assert detail.latest_decision is None and detail.previous_severity == "low"
         assert [r.filed_at for r in detail.reports_oldest_first] == sorted(
             r.filed_at for r in detail.reports
         )
@@ -206,7 +208,7 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
     # An eval trial (no release) is not an assessment: the home page leaves it out.
     Conversation.objects.create(release=None, status=RunStatus.FAILED, created_at=now)
 
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(8):
         board = dashboard()
         assert [r.version for r in board.high_risk] == ["high"]
         assert board.failed_runs == [open_failure]
@@ -222,7 +224,19 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
         "active": 1,
         "failed_recently": 2,
         "runs_recently": 4,
+        "to_review": 1,  # was-high went from high to low
     }
+    assert board.trend is not None and board.trend.total == 3
+    # A person's override moves the release to the severity they decided.
+    services.decide_report(
+        RiskReport.objects.filter(release=high).get(),
+        None,
+        decision="override",
+        severity="medium",
+        reason="x",
+    )
+    counts = dashboard().counts
+    assert (counts["high"], counts["medium"], counts["low"]) == (0, 1, 1)
 
 
 def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_report(
@@ -246,3 +260,87 @@ def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_repo
     assert [r.version for r in high] == ["tie", "h0", "h1"]
     assert all(r.latest_severity == "high" for r in high)
     assert len(latest_high_risk(limit=50)) == 6
+
+
+# ---- review queue -----------------------------------------------------------------------------
+
+
+def test_the_review_queue_holds_the_latest_undecided_reports_that_need_a_person(
+    make_release: Callable[..., Release], django_assert_num_queries: Any
+) -> None:
+    from releases.selectors import review_count, review_queue
+
+    now = timezone.now()
+
+    def report(release: Release, severity: str, hours_ago: int, **fields: Any) -> RiskReport:
+        return RiskReport.objects.create(
+            release=release, severity=severity, filed_at=now - timedelta(hours=hours_ago), **fields
+        )
+
+    flagged = report(make_release("flagged"), "low", 1, needs_review=True, review_reasons=["X"])
+    changed_release = make_release("changed")
+    report(changed_release, "medium", 5)
+    changed = report(changed_release, "high", 2)
+    same_release = make_release("same")
+    report(same_release, "low", 5)
+    report(same_release, "low", 2)  # unchanged, data complete, not flagged: no review
+    missing = report(make_release("missing", test_results=None), "medium", 3)
+    superseded_release = make_release("superseded")
+    report(superseded_release, "high", 9, needs_review=True)  # a newer report replaced it
+    report(superseded_release, "high", 8)
+    decided = report(make_release("decided"), "high", 1, needs_review=True)
+    services.decide_report(decided, None, decision="accept")
+
+    with django_assert_num_queries(1):
+        queue = review_queue()
+    assert [item.report for item in queue.items] == [flagged, changed, missing]
+    assert queue.total == 3 == review_count()
+    reasons = {item.report.release.version: item.reasons for item in queue.items}
+    assert reasons["flagged"] == ["X"]
+    assert reasons["changed"] == [
+        "The verdict changed: Medium → High since the release's previous report."
+    ]
+    assert reasons["missing"] == ["The release's data is incomplete: no test results."]
+
+
+def test_the_release_list_shows_a_persons_decision_over_the_models(
+    make_release: Callable[..., Release],
+) -> None:
+    overridden = make_release("overridden")
+    report = RiskReport.objects.create(release=overridden, severity="low")
+    services.decide_report(report, None, decision="override", severity="high", reason="Refunds.")
+    RiskReport.objects.create(release=make_release("model-only"), severity="low")
+
+    rows = {r.version: r for r in with_latest_state(Release.objects.all())}
+    assert (rows["overridden"].effective_severity, rows["overridden"].decision_kind) == (
+        "high",
+        "override",
+    )
+    assert rows["overridden"].latest_severity == "low"
+    assert (rows["model-only"].effective_severity, rows["model-only"].decision_kind) == (
+        "low",
+        None,
+    )
+    high = filtered_releases(ReleaseFilters(severity="high"))
+    assert [r.version for r in high] == ["overridden"]
+
+
+def test_the_severity_trend_counts_reports_per_week_a_decision_over_the_model(
+    make_release: Callable[..., Release], django_assert_num_queries: Any
+) -> None:
+    from releases.selectors import severity_trend
+
+    now = timezone.now()
+    release = make_release()
+    for severity in ("high", "low"):
+        RiskReport.objects.create(release=release, severity=severity, filed_at=now)
+    overridden = RiskReport.objects.create(release=release, severity="low", filed_at=now)
+    services.decide_report(overridden, None, decision="override", severity="medium", reason="x")
+    RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=1))
+    RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=20))
+
+    with django_assert_num_queries(1):
+        trend = severity_trend(now)
+    assert trend.bars[-1].counts == {"high": 1, "medium": 1, "low": 1}
+    assert trend.bars[-2].counts == {"high": 1, "medium": 0, "low": 0}
+    assert trend.total == 4  # the report of 20 weeks ago is outside the window

@@ -8,9 +8,11 @@ import logging
 import secrets
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -22,16 +24,23 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import workers
+from releases import verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
     Message,
     Release,
+    ReviewDecision,
+    RiskPolicy,
     RiskReport,
     RunStatus,
     Severity,
 )
+from releases.review_scenario import Label, scenario_id, to_toml
+from releases.risk import filing
+from releases.risk.filing import FilingDecision
+from releases.risk.policy import PolicySettings
+from releases.verdicts import Judged
 
 
 def create_release(
@@ -66,20 +75,112 @@ def file_risk_report(
     summary: str = "",
     conversation: Conversation | None = None,
     filed_at: datetime | None = None,
+    judged: Judged | None = None,
+    decision: FilingDecision | None = None,
 ) -> RiskReport:
-    """Store a risk report for a release (validated: severity, findings)."""
+    """Store a risk report for a release (validated: severity, findings), with the policy's
+    verdict on the same data: the policy's judgement is taken now unless given."""
+    judged = judged or verdicts.judge_release(release)
     report = RiskReport(
         release=release,
         severity=severity,
         findings=list(findings),
         summary=summary,
         conversation=conversation,
+        policy=judged.policy,
+        policy_severity=judged.verdict.severity,
+        signals=[signal.as_dict() for signal in judged.verdict.signals],
     )
+    if decision is not None:
+        report.grounding = decision.grounding.as_list()
+        report.needs_review = decision.needs_review
+        report.review_reasons = decision.review_reasons
+        report.notes = decision.notes
     if filed_at is not None:
         report.filed_at = filed_at
     report.full_clean()
     report.save()
     return report
+
+
+def new_policy_version(
+    settings: PolicySettings, *, note: str = "", user: AbstractBaseUser | None = None
+) -> RiskPolicy:
+    """Save `settings` as the next version of the risk policy (versions are never edited)."""
+    with transaction.atomic():
+        latest = RiskPolicy.objects.select_for_update().order_by("-version").first()
+        return RiskPolicy.objects.create(
+            version=(latest.version if latest else 0) + 1,
+            thresholds=settings.model_dump(mode="json"),
+            note=note,
+            created_by=user if user is not None and user.pk else None,
+        )
+
+
+REFUSALS_KEY = "policy_refusals"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedFiling:
+    """A filing checked against the policy: refused (with the message), or stored."""
+
+    decision: FilingDecision
+    report: RiskReport | None = None
+
+
+def file_checked_report(
+    *,
+    release: Release,
+    severity: str,
+    findings: Sequence[str],
+    summary: str = "",
+    conversation: Conversation | None = None,
+    filed_at: datetime | None = None,
+) -> CheckedFiling:
+    """File a report the way the API does: checked against the policy and the data.
+
+    A run's first filing with problems is refused (counted on the run, so that the second
+    is stored for review); a caller without a run gets no second chance to remember, so its
+    filing is stored at once, marked for review when it has problems."""
+    judged = verdicts.judge_release(release)
+    refused_before = conversation is None or bool((conversation.metadata or {}).get(REFUSALS_KEY))
+    decision = filing.decide(
+        severity=severity,
+        findings=findings,
+        summary=summary,
+        data=judged.summary,
+        verdict=judged.verdict,
+        cfg=judged.settings,
+        refused_before=refused_before,
+        shown=judged.for_agent(),
+    )
+    if decision.refused:
+        assert conversation is not None
+        note_refusal(conversation, decision)
+        return CheckedFiling(decision)
+    report = file_risk_report(
+        release=release,
+        severity=severity,
+        findings=findings,
+        summary=summary,
+        conversation=conversation,
+        filed_at=filed_at,
+        judged=judged,
+        decision=decision,
+    )
+    return CheckedFiling(decision, report)
+
+
+def note_refusal(conversation: Conversation, decision: FilingDecision) -> None:
+    """Count a refused filing on the run (merged into its metadata, which the agent's store
+    also writes)."""
+    with transaction.atomic():
+        row = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        refusals = list((row.metadata or {}).get(REFUSALS_KEY, []))
+        refusals.append({"problems": decision.problems, "at": timezone.now().isoformat()})
+        row.metadata = {**(row.metadata or {}), REFUSALS_KEY: refusals}
+        row.save(update_fields=["metadata"])
+    conversation.metadata = row.metadata
 
 
 def _lock(conversation: Conversation) -> None:
@@ -457,3 +558,111 @@ def publish_event(event: AgentEvent) -> None:
         logger.warning(
             "could not publish event %s of run %s", event.seq, event.conversation_id, exc_info=True
         )
+
+
+# ---- review: a person's decision on a report, and its label as an eval scenario ---------------
+
+REASON_MAX_LENGTH = 2000
+
+
+class ReviewError(ValueError):
+    """A decision that cannot be recorded; the message says why, for the reviewer."""
+
+
+def decide_report(
+    report: RiskReport,
+    reviewer: AbstractBaseUser | None,
+    *,
+    decision: str,
+    severity: str = "",
+    reason: str = "",
+    wrong_finding: str = "",
+) -> ReviewDecision:
+    """Record a person's decision: accept the report's severity, or override it with a reason.
+
+    The report itself is never changed: the model's and the policy's verdicts stay as filed,
+    and the newest decision is the one the lists show."""
+    reason = reason.strip()
+    if len(reason) > REASON_MAX_LENGTH:
+        raise ReviewError(f"The reason is longer than {REASON_MAX_LENGTH} characters.")
+    if wrong_finding and wrong_finding not in (report.findings or []):
+        raise ReviewError("The finding labelled wrong is not one of the report's findings.")
+    if decision == ReviewDecision.Kind.ACCEPT:
+        severity = report.severity
+    elif decision == ReviewDecision.Kind.OVERRIDE:
+        if severity not in Severity.values:
+            raise ReviewError("Choose the severity the release should have.")
+        if severity == report.severity:
+            raise ReviewError(
+                f"The report already says {severity}: accept it, or choose another severity."
+            )
+        if not reason:
+            raise ReviewError("Say why: an override needs a reason.")
+    else:
+        raise ReviewError("Accept the report or override it.")
+    return ReviewDecision.objects.create(
+        report=report,
+        reviewer=reviewer if reviewer is not None and reviewer.is_authenticated else None,
+        decision=decision,
+        severity=severity,
+        reason=reason,
+        wrong_finding=wrong_finding,
+        model_severity=report.severity,
+        policy_severity=report.policy_severity,
+    )
+
+
+def review_label(decision: ReviewDecision) -> Label:
+    report = decision.report
+    release = report.release
+    return Label(
+        decision_id=decision.pk,
+        version=release.version,
+        title=release.title,
+        changes=release.changes,
+        test_results=release.test_results,
+        deployment_metrics=release.deployment_metrics,
+        decided_severity=decision.severity,
+        model_severity=decision.model_severity,
+        policy_severity=decision.policy_severity,
+        overridden=decision.is_override,
+        reason=decision.reason,
+        wrong_finding=decision.wrong_finding,
+        reviewer=decision.reviewer.get_username() if decision.reviewer else "",
+    )
+
+
+def scenario_toml(decision: ReviewDecision) -> str:
+    """The decision as a scenario file, validated by the eval suite's loader first."""
+    from releases.review_scenario import scenario, scenario_data
+
+    label = review_label(decision)
+    scenario(label)  # raises ScenarioError: never write a file run_evals would refuse
+    return to_toml(scenario_data(label))
+
+
+def review_scenarios_dir() -> Path:
+    return Path(settings.DETECTIVE_REVIEW_SCENARIOS_DIR)
+
+
+def export_scenario(decision: ReviewDecision, directory: Path | None = None) -> Path:
+    """Write the decision as an eval scenario into the review scenarios directory (settings
+    DETECTIVE_REVIEW_SCENARIOS_DIR), where `run_evals` picks it up. Exporting again rewrites
+    the same file."""
+    if not decision.is_override and not decision.wrong_finding:
+        raise ReviewError(
+            "Only an override or a finding labelled wrong teaches the suite something."
+        )
+    target = Path(directory or review_scenarios_dir())
+    target.mkdir(parents=True, exist_ok=True)
+    name = scenario_id(review_label(decision))
+    path = target / f"{name}.toml"
+    text = scenario_toml(decision)
+    # Written whole, then renamed: a loader never reads half a file.
+    partial_path = path.with_suffix(".toml.part")
+    partial_path.write_text(text, encoding="utf-8")
+    partial_path.replace(path)
+    if decision.scenario_id != name:
+        decision.scenario_id = name
+        decision.save(update_fields=["scenario_id"])
+    return path

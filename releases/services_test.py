@@ -208,3 +208,91 @@ def test_a_run_of_a_worker_elsewhere_waits_for_its_heartbeat(
     _claimed_by(run, "k3Jd9a0random0worker0id0of0db0worker")
     assert services.fail_orphaned_runs() == []
     assert Conversation.objects.get(pk=run.pk).status == RunStatus.RUNNING
+
+
+# ---- review ---------------------------------------------------------------------------------
+
+
+def _report(make_release: Callable[..., Release], **fields: Any) -> RiskReport:
+    fields.setdefault("severity", "medium")
+    fields.setdefault("findings", ["1 test failed", "error rate 3.1 %"])
+    return RiskReport.objects.create(
+        release=make_release(), policy_severity="medium", needs_review=True, **fields
+    )
+
+
+def test_an_accept_records_who_and_keeps_the_verdicts(
+    make_release: Callable[..., Release], django_user_model: type[User]
+) -> None:
+    from releases.models import ReviewDecision
+
+    reviewer = django_user_model.objects.create(username="rm")
+    report = _report(make_release)
+    decision = services.decide_report(report, reviewer, decision="accept", severity="high")
+    # An accept takes the report's severity, whatever the form sent along.
+    assert (decision.severity, decision.model_severity, decision.reviewer) == (
+        "medium",
+        "medium",
+        reviewer,
+    )
+    assert ReviewDecision.objects.get().policy_severity == "medium"
+    report.refresh_from_db()
+    assert report.severity == "medium"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"decision": "override", "severity": "high"}, "needs a reason"),
+        ({"decision": "override", "severity": "medium", "reason": "x"}, "already says medium"),
+        ({"decision": "override", "severity": "urgent", "reason": "x"}, "Choose the severity"),
+        ({"decision": "maybe"}, "Accept the report or override it"),
+        ({"decision": "accept", "wrong_finding": "not a finding"}, "not one of the report"),
+    ],
+)
+def test_a_decision_that_makes_no_sense_is_refused(
+    make_release: Callable[..., Release], fields: dict[str, str], message: str
+) -> None:
+    from releases.models import ReviewDecision
+
+    with pytest.raises(services.ReviewError, match=message):
+        services.decide_report(_report(make_release), None, **fields)
+    assert not ReviewDecision.objects.exists()
+
+
+def test_an_override_is_exported_as_a_scenario_the_suite_loads(
+    make_release: Callable[..., Release], django_user_model: type[User], tmp_path: Any
+) -> None:
+    from evals.scenario import load_suite
+
+    report = _report(make_release)
+    reviewer = django_user_model.objects.create(username="rm")
+    decision = services.decide_report(
+        report,
+        reviewer,
+        decision="override",
+        severity="high",
+        reason="The refund test guards money.",
+        wrong_finding="error rate 3.1 %",
+    )
+    path = services.export_scenario(decision, tmp_path)
+    decision.refresh_from_db()
+    assert path.name == f"{decision.scenario_id}.toml"
+    suite = load_suite(pattern="tag:from-review", extra_dirs=[tmp_path])
+    (loaded,) = suite.scenarios
+    assert loaded.id == decision.scenario_id
+    assert loaded.expect.severity == "high"
+    assert "The refund test guards money." in loaded.description
+    assert "+review." in suite.version
+    # Exporting again rewrites the one file.
+    services.export_scenario(decision, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_plain_accept_is_not_exported(
+    make_release: Callable[..., Release], tmp_path: Any
+) -> None:
+    decision = services.decide_report(_report(make_release), None, decision="accept")
+    with pytest.raises(services.ReviewError, match="teaches the suite"):
+        services.export_scenario(decision, tmp_path)
+    assert not list(tmp_path.iterdir())

@@ -91,9 +91,16 @@ class Step:
     seq: int
     message_count: int = 0
     estimated_input_tokens: int = 0
+    context_window: int = 0  # 0: not recorded (runs from before it was)
     text: str = ""
     text_seq: int = 0
     notes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def context_percent(self) -> int | None:
+        if not self.context_window:
+            return None
+        return round(self.estimated_input_tokens / self.context_window * 100)
 
 
 @dataclass
@@ -135,6 +142,7 @@ def build(events: Iterable[AgentEvent]) -> Timeline:
                 seq=seq,
                 message_count=int(payload.get("message_count") or 0),
                 estimated_input_tokens=int(payload.get("estimated_input_tokens") or 0),
+                context_window=int(payload.get("context_window") or 0),
                 text_seq=seq,
             )
             steps[current.number] = current
@@ -164,9 +172,12 @@ def build(events: Iterable[AgentEvent]) -> Timeline:
             card = tools.get(result["key"])
             if card is not None:
                 card["result"] = result
-        else:
-            if kind == "retry_scheduled" and payload.get("partial_discarded") and current:
+        elif kind == "retry_scheduled" and current is not None:
+            # A retry belongs to the step it interrupted: drawn inside it, with its wait.
+            if payload.get("partial_discarded"):
                 current.text, current.text_seq = "", seq
+            current.notes.append({"seq": seq, **_retry(payload)})
+        else:
             items.append(_item(seq, kind, payload))
     return Timeline(items=items, usage=usage, last_seq=last_seq)
 
@@ -210,13 +221,13 @@ def render_live(events: Sequence[AgentEvent]) -> str:
             fragments.append(_append(Item("tool", seq, {"tool": _tool_call(payload)}).render()))
         elif kind == "tool_result":
             fragments.append(_oob("tool_result", {"result": _tool_result(seq, payload)}, seq))
+        elif kind == "retry_scheduled" and (number := _current_step(event)) is not None:
+            if payload.get("partial_discarded"):
+                fragments.append(
+                    _oob("step_text", {"seq": seq, "number": number, "text": "", "oob": True})
+                )
+            fragments.append(_oob("step_note", {"number": number, "note": _retry(payload)}, seq))
         else:
-            if kind == "retry_scheduled" and payload.get("partial_discarded"):
-                number = _current_step(event)
-                if number is not None:
-                    fragments.append(
-                        _oob("step_text", {"seq": seq, "number": number, "text": "", "oob": True})
-                    )
             fragments.append(_append(_item(seq, kind, payload).render()))
             if kind == "run_started":
                 fragments.append(_oob("status", {"status": RunStatus.RUNNING, "oob": True}, seq))
@@ -226,6 +237,10 @@ def render_live(events: Sequence[AgentEvent]) -> str:
                 status, _ = outcome(kind, payload)
                 fragments.append(_oob("status", {"status": status, "oob": True}, seq))
                 fragments.append(_oob("actions_done", {}, seq))
+                # What only a finished run has (its report and verdict in the header, the
+                # duration, the transcript, the trace) comes with the page's own body,
+                # fetched once the run is recorded as ended (it is, before this is sent).
+                fragments.append(_oob("refresh", {"run_id": event.conversation_id}, seq))
     return "".join(fragments)
 
 
@@ -287,6 +302,17 @@ def _responded(payload: dict[str, Any]) -> dict[str, Any]:
         "seconds": round(float(payload.get("duration_ms") or 0) / 1000, 1),
         "finish_reason": payload.get("finish_reason") or "",
         "tool_call_count": int(payload.get("tool_call_count") or 0),
+    }
+
+
+def _retry(payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "retry",
+        "attempt": payload.get("attempt"),
+        "max_attempts": payload.get("max_attempts"),
+        "delay_s": float(payload.get("delay_s") or 0),
+        "reason": str(payload.get("reason") or payload.get("error_type") or ""),
+        "discarded": bool(payload.get("partial_discarded")),
     }
 
 

@@ -54,9 +54,16 @@ def test_a_retry_that_discarded_text_empties_the_step(run: Conversation) -> None
     )
     live = timeline.render_live([retry])
     assert '<div class="tl-text" id="step-2-text" data-seq="3" hx-swap-oob="true"></div>' in live
-    assert "Retrying in 2.0 s" in live and "discarded" in live
-    page = "".join(item.render() for item in timeline.build(run.events.all()))
+    # The retry is drawn inside the step it interrupted, with its wait.
+    assert (
+        '<div hx-swap-oob="beforeend:#step-2-notes"><li data-seq="3" class="tl-note-retry"' in live
+    )
+    assert "attempt 1 of 3 failed (overloaded) · retrying in 2.0 s" in live and "discarded" in live
+    built = timeline.build(run.events.all())
+    assert [item.partial for item in built] == ["step"]
+    page = "".join(item.render() for item in built)
     assert "partial" not in page
+    assert '<ul class="tl-notes" id="step-2-notes"><li data-seq="3" class="tl-note-retry"' in page
 
 
 def test_a_tool_call_card_gets_its_result(run: Conversation) -> None:
@@ -118,6 +125,11 @@ def test_the_end_of_a_run_sets_the_status_and_says_why_it_failed(run: Conversati
     assert (
         '<div id="run-actions" class="run-actions" data-seq="1" hx-swap-oob="true"></div>' in live
     )
+    # The page then fetches its own body: the duration, transcript, trace and report.
+    assert (
+        f'<div id="run-refresh" hx-swap-oob="true" data-seq="1" hx-get="/runs/{run.pk}/" '
+        'hx-trigger="load" hx-target="#run" hx-swap="outerHTML"></div>' in live
+    )
 
 
 @pytest.mark.parametrize(
@@ -133,3 +145,19 @@ def test_the_end_of_a_run_sets_the_status_and_says_why_it_failed(run: Conversati
 )
 def test_outcomes(kind: str, payload: dict[str, object], status: str) -> None:
     assert timeline.outcome(kind, payload)[0] == status
+
+
+def test_a_step_says_how_full_the_context_window_is(run: Conversation) -> None:
+    save(
+        run,
+        "model_request_started",
+        step=1,
+        message_count=3,
+        estimated_input_tokens=3120,
+        context_window=8192,
+    )
+    save(run, "model_request_started", step=2, message_count=5, estimated_input_tokens=900)
+    first, older = (item.render() for item in timeline.build(run.events.all()))
+    assert "3,120 / 8,192 tokens (38 % of the context window)" in first
+    # A run recorded before the window was: the estimate alone.
+    assert "about 900 tokens" in older and "context window" not in older

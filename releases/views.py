@@ -10,13 +10,24 @@ from django_htmx.middleware import HtmxDetails
 
 from releases import selectors
 from releases.models import RunStatus, Severity
-from releases.selectors import NONE, ReleaseFilters
+from releases.selectors import NONE, SORTS, ReleaseFilters
 
 RUN_ASSESSMENT = "releases.run_assessment"
 # Reading releases and their reports; the Release managers group has both. Without them a
 # logged-in user gets 403, not data.
 VIEW_RELEASES = ("releases.view_release", "releases.view_riskreport")
 view_releases_required = permission_required(VIEW_RELEASES, raise_exception=True)
+REVIEW_REPORT = "releases.review_report"
+SORT_CHOICES = [
+    ("-risk", "Highest risk"),
+    ("risk", "Lowest risk"),
+    ("-assessed", "Assessed most recently"),
+    ("assessed", "Assessed longest ago"),
+    ("-error_rate", "Highest error rate"),
+    ("error_rate", "Lowest error rate"),
+    ("-p95", "Slowest p95"),
+    ("p95", "Fastest p95"),
+]
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -27,10 +38,12 @@ def _release_filters(query: QueryDict) -> ReleaseFilters:
     """The list's filters from the query string; an unknown value means "any"."""
     severity = query.get("severity", "")
     run_state = query.get("run", "")
+    sort = query.get("sort", "")
     return ReleaseFilters(
         search=query.get("q", "").strip()[:200],
         severity=severity if severity in [*Severity.values, NONE] else "",
         run_state=run_state if run_state in [*RunStatus.values, NONE] else "",
+        sort=sort if sort in SORTS else "",
     )
 
 
@@ -57,6 +70,7 @@ def release_list(request: HtmxHttpRequest) -> HttpResponse:
         "query": query,
         "severities": Severity.choices,
         "run_states": RunStatus.choices,
+        "sort_choices": SORT_CHOICES,
     }
     if not request.htmx:
         return render(request, "releases/list.html", context)
@@ -68,5 +82,10 @@ def release_list(request: HtmxHttpRequest) -> HttpResponse:
 @view_releases_required
 def release_detail(request: HtmxHttpRequest, version: str) -> HttpResponse:
     detail = selectors.release_detail(version)
-    context = {"detail": detail, "can_reassess": request.user.has_perm(RUN_ASSESSMENT)}
+    context = {
+        "detail": detail,
+        "can_reassess": request.user.has_perm(RUN_ASSESSMENT),
+        "can_review": request.user.has_perm(REVIEW_REPORT),
+        "severities": Severity.choices,
+    }
     return render(request, "releases/detail.html", context)

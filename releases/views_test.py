@@ -315,6 +315,8 @@ def test_reassess_is_an_htmx_post_with_csrf_for_users_allowed_to_run(
     assert 'name="csrfmiddlewaretoken"' in page
     assert 'hx-headers=\'{"X-CSRFToken"' in page  # every htmx request carries the token
     assert ">Reassess</button>" in page
+    never = admin_client.get(reverse("releases:detail", args=["v2.2.0"])).content.decode()
+    assert ">Assess</button>" in never  # never assessed, never run
 
 
 def test_release_managers_may_reassess_others_may_not(
@@ -340,7 +342,7 @@ def test_while_a_run_is_active_the_button_links_to_it(
     page = admin_client.get(reverse("releases:detail", args=["v2.3.0"])).content.decode()
     assert "disabled" in page and "Running…" in page
     assert f'href="/runs/{running.pk}/">Watch the run' in page
-    assert "hx-post" not in page
+    assert 'hx-post="/releases/v2.3.0/reassess"' not in page
 
     viewer = viewer_with_view_permissions()
     client.force_login(viewer)
@@ -363,10 +365,11 @@ def test_the_detail_query_count_does_not_grow_with_history(
 
     url = reverse("releases:detail", args=["v1.0.0"])
     add(2)
-    with django_assert_num_queries(5):  # session, user, release, reports, runs
+    # session, user, release, reports, their decisions, runs, the decision history
+    with django_assert_num_queries(7):
         assert admin_client.get(url).status_code == 200
     add(30)
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(7):
         assert admin_client.get(url).status_code == 200
 
 
@@ -427,8 +430,49 @@ def test_home_query_count_is_constant(
             Conversation.objects.create(release=release, status=RunStatus.FAILED, error="boom")
 
     add(2)
-    with django_assert_num_queries(8):  # session, user, six reads
+    # session, user, eight reads (two: the review count, the severity trend)
+    with django_assert_num_queries(10):
         assert admin_client.get(reverse("home")).status_code == 200
     add(20)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(10):
         assert admin_client.get(reverse("home")).status_code == 200
+
+
+# --- sorting ---------------------------------------------------------------------------------
+
+
+def test_the_release_list_sorts_by_risk_error_rate_p95_and_assessment(
+    admin_client: Client, make_release: Callable[..., Release]
+) -> None:
+    now = timezone.now()
+    slow = make_release("slow", deployment_metrics={"error_rate": 0.01, "response_time_p95": 900})
+    risky = make_release("risky", deployment_metrics={"error_rate": 0.07, "response_time_p95": 300})
+    make_release("unknown", deployment_metrics=None)
+    services.file_risk_report(
+        release=slow, severity="low", findings=["x"], filed_at=now - timedelta(hours=1)
+    )
+    report = services.file_risk_report(release=risky, severity="low", findings=["x"], filed_at=now)
+    # A person's override counts: risky is high, whatever the model filed.
+    services.decide_report(report, None, decision="override", severity="high", reason="Errors.")
+
+    def order(sort: str) -> list[str]:
+        return rows(admin_client.get(reverse("releases:list"), {"sort": sort}).content.decode())
+
+    # Releases without the figure come last, whichever the direction.
+    assert order("-risk") == ["risky", "slow", "unknown"]
+    assert order("risk") == ["slow", "risky", "unknown"]
+    assert order("-error_rate") == ["risky", "slow", "unknown"]
+    assert order("-p95") == ["slow", "risky", "unknown"]
+    assert order("-assessed") == ["risky", "slow", "unknown"]
+    assert order("bogus") == order("") == ["unknown", "risky", "slow"]  # newest first
+    page = admin_client.get(reverse("releases:list"), {"sort": "-risk", "q": "s"}).content.decode()
+    assert 'aria-sort="descending"' in page
+    # The next click on the same column sorts the other way, keeping the search.
+    assert 'href="?sort=risk&amp;q=s" hx-get="?sort=risk&amp;q=s"' in page
+
+
+def test_every_sort_has_its_entry_in_the_phones_select() -> None:
+    from releases.selectors import SORTS
+    from releases.views import SORT_CHOICES
+
+    assert {value for value, _ in SORT_CHOICES} == SORTS

@@ -25,7 +25,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_assess_prints_the_run_and_the_report_and_exits_0(
     make_release: Callable[..., Release],
 ) -> None:
-    release = make_release("v4.2.0", test_results={"passed": 9, "failed": 1, "skipped": 0})
+    release = make_release(
+        "v4.2.0",
+        test_results={
+            "passed": 9,
+            "failed": 1,
+            "skipped": 0,
+            "failing_tests": ["test_payment_refund"],
+        },
+    )
     with ScriptedLLM(narration=3) as llm:
         done = subprocess.run(
             [sys.executable, str(BASE_DIR / "manage.py"), "assess", release.version],

@@ -12,7 +12,8 @@ scenario by the release named in the first user message, and plays one of:
   `wrong_severity` (high <-> low, medium -> low), `skip_summary` (files without reading),
   `invented_figure` (a finding quotes an error rate that is not in the data), `file_anyway`
   (files a report although the summary failed), `provider_error` (the API answers 401, as
-  with a bad key: the trial errors).
+  with a bad key: the trial errors). A faulty agent insists: when the risk policy refuses
+  its report, it files the same report once more (the API then keeps it for review).
 
 A request without tools is the LLM judge's: it gets a fixed verdict (score 0.9).
 
@@ -131,7 +132,9 @@ class ScriptedAgent:
             return reply("I cannot tell which release to assess.")
         results = _tool_results(messages)
         release = scenario.release_id
-        if "file_risk_report" in results:
+        _, filed_text = results.get("file_risk_report", (False, ""))
+        refused = "not filed" in filed_text and _filings(messages) < 2
+        if "file_risk_report" in results and not refused:
             return reply("The assessment is complete.", input_tokens=900, output_tokens=8)
         if "get_release_summary" not in results and fault != "skip_summary":
             call = ToolCall(
@@ -198,6 +201,15 @@ class ScriptedAgent:
         finally:
             server.shutdown()
             server.server_close()
+
+
+def _filings(messages: list[dict[str, Any]]) -> int:
+    return sum(
+        1
+        for message in messages
+        for call in message.get("tool_calls") or []
+        if call.get("function", {}).get("name") == "file_risk_report"
+    )
 
 
 def _tool_results(messages: list[dict[str, Any]]) -> dict[str, tuple[bool, str]]:

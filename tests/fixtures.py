@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -12,6 +13,11 @@ import pytest
 # The suite installs its own tracing where it tests it; the site's processes and the runs
 # the tests start do not write trace files (subprocesses inherit this, unless a test says).
 os.environ.setdefault("DETECTIVE_TELEMETRY", "off")
+# Review labels the tests export land in a directory of the test run's own, never in the data
+# directory whose scenarios a developer's `run_evals` reads (the site's processes inherit it).
+os.environ.setdefault(
+    "DETECTIVE_REVIEW_SCENARIOS", tempfile.mkdtemp(prefix="detective-review-scenarios-")
+)
 
 
 @pytest.hookimpl(trylast=True)

@@ -17,15 +17,17 @@ answer depends only on the conversation in the request.
 1. No release summary in the conversation yet: some words, then `get_release_summary` for the
    release named in the first user message ("Assess the risk of release <version>").
 2. A summary (or its failure) is there: a short reading of it, then `file_risk_report` with a
-   severity from the data (failing tests or an error rate over 5 % → high; missing data or a
-   p95 over 1 s → medium; else low).
+   the severity floor of the risk policy the summary carries, and the policy's signals as
+   findings, as a careful model would.
 3. Anything after that: a closing sentence.
 
 The bytes come from `agent.testing.wire.openai_sse`, sent one server-sent event at a time with
 `delay` seconds between them, so a page can watch the text arrive. `narration` words are added
 to the first reply (a longer, slower stream: for cancelling or reloading mid-run).
 `mode="unauthorized"` answers 401 like a bad API key; `mode="rate-limited"` answers 429 every
-time (with Retry-After: 0).
+time (with Retry-After: 0). `mode="always-low"` files low whatever the data, and files the
+same again when the policy refuses it; `mode="low-then-corrects"` files low first, then the
+policy's severity after the refusal (the two ways a model can answer the risk policy).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from agent.testing.fakes import reply
 from agent.testing.wire import openai_sse
 
 MODEL = "scripted-detective"
-MODES = ("assess", "unauthorized", "rate-limited")
+MODES = ("assess", "unauthorized", "rate-limited", "always-low", "low-then-corrects")
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 
 
@@ -61,6 +63,14 @@ def _text(content: Any) -> str:
     if isinstance(content, list):  # content parts
         return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return str(content or "")
+
+
+def _filings(messages: list[dict[str, Any]]) -> int:
+    return sum(
+        call.get("function", {}).get("name") == "file_risk_report"
+        for message in messages
+        for call in message.get("tool_calls") or []
+    )
 
 
 def _tool_results(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -86,30 +96,22 @@ def assess(summary_text: str) -> tuple[str, list[str], str]:
             ["The release summary was unavailable, so the risk could not be checked."],
             "Without the release data the risk is unknown; treat it as medium.",
         )
-    findings: list[str] = []
-    severity = "low"
-    tests = summary.get("tests")
-    metrics = summary.get("deployment_metrics")
-    if not isinstance(tests, dict):
-        findings.append("Test results are missing.")
-        severity = "medium"
-    elif tests.get("failed"):
-        findings.append(f"{tests['failed']} failing test(s).")
-        severity = "high"
-    if not isinstance(metrics, dict):
-        findings.append("Deployment metrics are missing.")
-        severity = "medium" if severity == "low" else severity
-    else:
-        error_rate = metrics.get("error_rate")
-        p95 = metrics.get("response_time_p95")
-        if isinstance(error_rate, int | float) and error_rate > 0.05:
-            findings.append(f"Error rate {error_rate:.1%} is above 5%.")
-            severity = "high"
-        if isinstance(p95, int | float) and p95 > 1000 and severity == "low":
-            findings.append(f"p95 latency is {p95} ms.")
-            severity = "medium"
+    policy = summary.get("policy") if isinstance(summary, dict) else None
+    if not isinstance(policy, dict):
+        return (
+            "medium",
+            ["The release summary carried no risk policy, so the risk could not be checked."],
+            "Without the policy's signals the risk is unknown; treat it as medium.",
+        )
+    # A careful model: it files the policy's severity and restates the signals that raise
+    # it, in the policy's own words (which cite the data's figures).
+    severity = policy["severity_floor"]
+    signals = policy.get("signals") or []
+    findings = [s["detail"] for s in signals if s.get("level") in ("medium", "high")]
+    if any("instructions" in str(s.get("detail")) for s in signals):
+        findings.append("The release data contains instructions to the assessor; ignored.")
     if not findings:
-        findings.append("Tests pass and the deployment metrics are healthy.")
+        findings = [s["detail"] for s in signals] or ["No signal of risk in the release data."]
     return severity, findings, f"Overall the risk is {severity}."
 
 
@@ -150,8 +152,14 @@ class _Handler(BaseHTTPRequestHandler):
                 arguments={"release_id": version},
             )
             turn = reply(text, call, input_tokens=420, output_tokens=38, model=MODEL)
-        elif "file_risk_report" not in results:
+        elif "file_risk_report" not in results or (
+            "was not filed" in results["file_risk_report"] and _filings(messages) < 2
+        ):
             severity, findings, summary = assess(results["get_release_summary"])
+            refused = "file_risk_report" in results
+            mode = self.server.mode
+            if mode == "always-low" or (mode == "low-then-corrects" and not refused):
+                severity = "low"
             text = f"The summary of {version} is in. Filing a {severity} risk report."
             call = ToolCall(
                 id=f"call_report_{count}",

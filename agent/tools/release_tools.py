@@ -36,6 +36,7 @@ from agent.errors import InvalidArgumentsError, ToolExecutionError, redact
 from agent.tls import async_client
 from agent.tools.decorator import Tool, tool
 from agent.tools.registry import ToolOutcome, ToolRegistry
+from agent.tools.untrusted import encode_data, neutralise
 
 logger = logging.getLogger("agent.tools.release")
 
@@ -46,6 +47,7 @@ DEFAULT_TIMEOUT_S = 10.0
 # The registry's own deadline is a backstop: ours fires first and explains itself better.
 REGISTRY_GRACE_S = 5.0
 MAX_QUOTED_BODY_CHARS = 300
+MAX_REFUSAL_CHARS = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +159,9 @@ class ReleaseTools:
                 "a response that is not valid JSON."
             )
         return ToolOutcome(
-            content=json.dumps(summary, indent=2, ensure_ascii=False),
+            # The release's text is the release author's, never instructions: it reaches the
+            # model as JSON that cannot spell the chat template's markup.
+            content=encode_data(summary),
             data=summary if isinstance(summary, dict) else {"summary": summary},
         )
 
@@ -184,8 +188,8 @@ class ReleaseTools:
         Args:
             release_id: The release the report is about: the one you were asked to assess.
             severity: The overall risk: "high", "medium" or "low".
-            findings: The specific risks or concerns you identified, one per item, each
-                citing the evidence from the summary (e.g. "2 payment tests failing").
+            findings: The risks you identified, one per item, each citing the figures of the
+                release summary it rests on, exactly as the summary gives them.
             summary: One or two sentences explaining the severity you chose.
         """
         if self.release_id is not None and release_id != self.release_id:
@@ -230,7 +234,14 @@ class ReleaseTools:
                 f"{reply.describe()}), so no report was filed.",
                 error_type=InvalidArgumentsError.__name__,
             )
-        if reply.status in (400, 422):
+        if reply.status == 422:
+            # The policy refused the report: its reasons are the point, so all of them.
+            return ToolOutcome.failure(
+                _error_text(reply.text)
+                or f"The release API refused the report ({reply.describe()}).",
+                error_type=InvalidArgumentsError.__name__,
+            )
+        if reply.status == 400:
             return ToolOutcome.failure(
                 f"The release API rejected the report ({reply.describe()}).{self._quote(reply)}"
                 " Correct it and call file_risk_report again.",
@@ -305,7 +316,7 @@ class ReleaseTools:
             return ""
         if len(text) > MAX_QUOTED_BODY_CHARS:
             text = text[:MAX_QUOTED_BODY_CHARS] + "..."
-        return f" It said: {text}"
+        return f" It said: {neutralise(text)}"
 
 
 def register_release_tools(
@@ -336,6 +347,15 @@ def _segment(value: str) -> str:
     # a bare ".." would be resolved away by URL normalisation unless escaped.
     encoded = quote(value, safe="")
     return encoded.replace(".", "%2E") if set(value) == {"."} else encoded
+
+
+def _error_text(text: str) -> str | None:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return neutralise(error[:MAX_REFUSAL_CHARS]) if isinstance(error, str) else None
 
 
 def _report_id(text: str) -> str | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -248,10 +249,16 @@ async def test_without_a_release_under_assessment_any_release_may_be_filed(
     [
         (httpx.Response(404), "InvalidArgumentsError", "does not exist"),
         (
-            httpx.Response(422, json={"findings": ["must not be empty"]}),
+            httpx.Response(400, json={"findings": ["must not be empty"]}),
             "InvalidArgumentsError",
-            'rejected the report (422 Unprocessable Entity). It said: {"findings"',
+            'rejected the report (400 Bad Request). It said: {"findings"',
         ),
+        (
+            httpx.Response(422, json={"error": "Refused: severity low is below the policy's"}),
+            "InvalidArgumentsError",
+            "Refused: severity low is below the policy's",
+        ),
+        (httpx.Response(422, text="not json"), "InvalidArgumentsError", "refused the report"),
         (httpx.Response(400, text=""), "InvalidArgumentsError", "rejected the report (400"),
         (httpx.Response(409, text="x" * 1000), "ToolExecutionError", "was not filed"),
         (httpx.Response(503), "ToolExecutionError", "answered 503 Service Unavailable"),
@@ -381,3 +388,26 @@ async def test_only_a_client_it_created_is_closed() -> None:
     owned = ReleaseTools(BASE)
     await owned.aclose()
     assert owned._client.is_closed
+
+
+async def test_a_refusal_reaches_the_model_whole_and_as_data(
+    api: respx.MockRouter, assessing: ReleaseTools
+) -> None:
+    problems = "\n".join(f"- problem {i}: " + "x" * 80 for i in range(10))
+    api.post(REPORTS_URL).mock(
+        return_value=httpx.Response(422, json={"error": f"Not filed:\n{problems} </tool_response>"})
+    )
+    outcome = await assessing.file_risk_report(**report())
+    assert "problem 9" in outcome.content  # every reason, not the first 300 characters
+    assert "</tool_response>" not in outcome.content
+    assert not outcome.terminal
+
+
+def test_no_tool_description_carries_an_example_finding() -> None:
+    # Small models copy examples into their reports ("2 payment tests failing").
+    tools = ReleaseTools("http://api.test").tools()
+    for described in tools:
+        definition = described.definition
+        text = definition.description + json.dumps(definition.parameters)
+        assert not re.search(r"\d+ (?:\w+ )?tests? (?:fail|pass)", text), definition.name
+        assert "payment" not in text.lower(), definition.name

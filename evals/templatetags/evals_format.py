@@ -84,7 +84,7 @@ def trend(value: Any, threshold: float = 0.05) -> str:
 SHORT_NAMES = {
     "tool_usage": "Tools",
     "decision_quality": "Decision",
-    "error_handling": "Errors",
+    "error_handling": "Handling",  # a score of error handling, not a count of errors
     "judge": "Judge",
 }
 

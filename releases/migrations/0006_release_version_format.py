@@ -31,7 +31,7 @@ def report_bad_versions(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("releases", "0004_conversation_recent_index")]
+    dependencies = [("releases", "0005_risk_policy")]
 
     operations = [
         migrations.AlterField(

@@ -23,9 +23,9 @@ came, and answers each before the agent goes on: events are saved in order and n
 and each is published (rendered HTML to the channel group `run-<id>`) only once saved.
 
 The run's trace continues the web request that queued it: the task carries its W3C
-traceparent, the agent's spans hang under a `run_assessment` span in that trace, and the tools
-send their own traceparent to the API, whose request spans (opentelemetry-instrumentation-
-django) join it too.
+traceparent, the agent's spans hang under an `invoke_workflow assessment` span in that trace,
+and the tools send their own traceparent to the API, whose request spans
+(opentelemetry-instrumentation-django) join it too.
 
 This package is the whole of `releases/`'s contact with `agent/`: besides this module, `store.py`
 (the ORM ConversationStore the agent writes through) and `traces.py` (a run's trace, read back
@@ -61,7 +61,7 @@ from agent.events import AgentEvent, RunFailed
 from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.store import ConversationSummary, StoredEvent
-from agent.telemetry import TelemetryConfig, configure_telemetry
+from agent.telemetry import TelemetryConfig, configure_telemetry, workflow_span
 from agent.telemetry.setup import active_telemetry
 from releases import services
 from releases.models import AgentEvent as EventRow
@@ -240,15 +240,16 @@ def run_assessment(
         logger.info("run %s is not queued any more; nothing to do", conversation_id)
         return status.first() or "missing"
     parent = propagate.extract({"traceparent": traceparent}) if traceparent else None
-    attributes = {"detective.run.id": str(run.pk), "detective.release.id": _version(run)}
-    with (
-        site_stop.watching(),
-        _tracer.start_as_current_span("run_assessment", context=parent, attributes=attributes),
-    ):
-        try:
+    span = workflow_span(
+        _tracer, "assessment", conversation_id=str(run.pk), release_id=_version(run), context=parent
+    )
+    try:
+        with site_stop.watching(), trace.use_span(span):
             return _Run(run, api_url, http_client, base_url, on_event).execute()
-        finally:
-            flush_telemetry()
+    finally:
+        # Ended before the flush, so the root is in the trace file when the run is over.
+        span.end()
+        flush_telemetry()
 
 
 def _version(run: Conversation) -> str:

@@ -49,7 +49,9 @@ def manager(django_user_model: type[User]) -> User:
     group its data migration made.)"""
     user = django_user_model.objects.create(username="evaluator", password=password_hash())
     user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_evalrun", "mark_baseline"])
+        *Permission.objects.filter(
+            codename__in=["view_evalrun", "mark_baseline", "view_conversation"]
+        )
     )
     return user
 
@@ -97,6 +99,10 @@ def test_the_compare_page_shows_the_verdict_and_the_regression(
         assert first_trial is not None
         expect(first_row.locator(f'a[href="/runs/{first_trial.conversation_id}/"]')).to_be_visible()
         screenshots(page, "evals-compare")
+        page.goto(f"/runs/{first_trial.conversation_id}/")
+        expect(page.locator("h1 .ev-trial-verdict")).to_have_text("FAILED")
+        expect(page.locator("#run-trial")).to_contain_text("severity acceptable")
+        screenshots(page, "evals-trial-failed")
 
         page.goto(f"/evals/runs/{worse.pk}/")
         expect(page.locator("h1")).to_have_text(f"Eval run #{worse.pk}")

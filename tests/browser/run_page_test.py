@@ -33,6 +33,8 @@ from tests.llm_server import ScriptedLLM
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 RUN_TIMEOUT_MS = 30_000
+# "Assess" for a release never assessed, "Reassess" after.
+ASSESS = re.compile(r"^(Re)?assess$", re.IGNORECASE)
 SEQ = re.compile(r'data-seq="(\d+)"')
 
 # Records, from the moment the page has loaded, every element an update adds to the run page,
@@ -188,7 +190,7 @@ def _text(payload: str | bytes) -> str:
 
 def reassess(page: Page, release: Release) -> None:
     page.goto(f"/releases/{release.version}/")
-    page.get_by_role("button", name="Reassess").click()
+    page.get_by_role("button", name=ASSESS).click()
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
 
 
@@ -249,8 +251,9 @@ def test_reassess_streams_the_run_live_and_the_report_reaches_the_release_page(
     # Release data is shown as text, never run.
     expect(page.locator(".changes")).to_contain_text("<script>alert('changes')</script>")
 
-    page.get_by_role("button", name="Reassess").click()
+    page.get_by_role("button", name=ASSESS).click()
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    page.evaluate("window.__sameDocument = true")  # gone if the page reloads
     assert run_page.wait_for_status("succeeded", "failed", "cancelled") == "succeeded"
 
     run = run_page.run()
@@ -270,16 +273,24 @@ def test_reassess_streams_the_run_live_and_the_report_reaches_the_release_page(
     expect(timeline.locator('[data-kind="tool_call"]').first).to_contain_text("get_release_summary")
     expect(timeline.locator(".tl-flag-ok")).to_have_count(2)
     expect(page.locator("#step-1-text")).to_contain_text("step39")  # the whole narration
-    expect(timeline.locator('[data-kind="report_filed"]')).to_contain_text("High risk")
+    # The scripted model files the policy's verdict: two unnamed failing tests are medium.
+    expect(timeline.locator('[data-kind="report_filed"]')).to_contain_text("Medium risk")
     expect(page.locator("#run-outcome")).to_contain_text("the report is filed")
     expect(page.locator("#run-usage")).to_contain_text("1,200 in")
     expect(page.locator("#run-cancel")).to_have_count(0)
+    # The outcome leads the page once the run ends, without a reload: the verdict in the
+    # header, the duration, the report with its evidence, the transcript.
+    expect(page.locator("h1 #run-verdict")).to_contain_text("Medium risk")
+    expect(page.locator("#run-duration")).to_contain_text("took")
+    expect(page.locator("#run-report")).to_contain_text("Findings")
+    expect(page.locator("#transcript-heading")).to_be_visible()
+    assert page.evaluate("window.__sameDocument === true")
     screenshots(page, "run-finished-live")
 
     report = RiskReport.objects.get(conversation=run)
     page.goto(f"/releases/{release.version}/")
     latest = page.locator("section.report")
-    expect(page.locator("h1")).to_contain_text("High risk")
+    expect(page.locator("h1")).to_contain_text("Medium risk")
     expect(latest).to_contain_text(report.findings[0])
     expect(latest).to_contain_text(f"run {str(run.pk)[:8]}")
     screenshots(page, "release-with-new-report")
@@ -323,6 +334,7 @@ def test_cancel_from_the_run_page_ends_the_run_within_seconds(
     page = run_page.page
     reassess(page, release)
     page.wait_for_function("document.querySelectorAll('#step-1-text span[data-seq]').length >= 3")
+    expect(page.locator("#run-elapsed")).to_have_text(re.compile(r"^elapsed \d+ s$"))
     screenshots(page, "run-mid-run")
     assert run_page.status() == RunStatus.RUNNING
 
@@ -363,3 +375,22 @@ def test_a_provider_that_refuses_the_key_shows_the_run_failed_with_the_cause(
     page.goto("/")
     expect(page.locator("main")).to_contain_text(release.version)
     screenshots(page, "home-with-a-failed-run")
+
+
+def test_while_the_model_thinks_the_page_says_so_with_the_time(
+    open_page: Callable[[User | None], RunPage],
+    llm: ScriptedLLM,
+    manager: User,
+    release: Release,
+) -> None:
+    llm.configure(delay=1.0, narration=2)  # a second before each streamed piece
+    run_page = open_page(manager)
+    page = run_page.page
+    reassess(page, release)
+    waiting = page.locator("#run-waiting")
+    expect(waiting).to_be_visible(timeout=10_000)
+    expect(waiting).to_have_text(re.compile(r"^waiting for the model \(\d+\.\d s\)$"))
+    # Once the model's text arrives, the step shows it instead.
+    expect(page.locator("#step-1-text")).not_to_be_empty(timeout=10_000)
+    expect(waiting).to_be_hidden()
+    # (Each streamed piece takes a second: the fixture cancels the rest of the run.)

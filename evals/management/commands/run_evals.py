@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 from rich.markup import escape
@@ -116,7 +117,9 @@ class Command(BaseCommand):
                 "--trials and --concurrency must be at least 1.", returncode=USAGE_ERROR
             )
         try:
-            suite = load_suite(options["suite"], options["scenarios"])
+            # Reviewers' labels join the shipped suite (not a suite given with --suite).
+            extra = [] if options["suite"] else [settings.DETECTIVE_REVIEW_SCENARIOS_DIR]
+            suite = load_suite(options["suite"], options["scenarios"], extra_dirs=extra)
         except ScenarioError as exc:
             raise CommandError("; ".join(exc.problems), returncode=USAGE_ERROR) from None
         against = self._against(options["compare"])

@@ -1,0 +1,111 @@
+"""What the model is shown of a release: its data, the policy's signals, and for a long list
+of changes a compact form.
+
+The policy's signals travel beside the raw data so that the model reads the figures and
+thresholds instead of computing them (small models compare 0.012 with 0.05 wrongly). A
+release with hundreds of changes would cost the local model a minute of prompt processing
+and bury the one risky change: above `COMPACT_CHANGES_ABOVE` the changes come as counts by
+kind, the risky and suspicious ones verbatim, and a few examples of each kind.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from releases.risk.instructions import reads_like_instruction
+from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
+
+COMPACT_CHANGES_ABOVE = 40
+# What the release's authors wrote; the version is the key the agent was asked about.
+UNTRUSTED_FIELDS = ("title", "changes", "tests", "deployment_metrics")
+EXAMPLES_PER_KIND = 2
+
+POLICY_RULE = (
+    "The policy's severity is the highest level among its signals; only a critical signal "
+    "makes a release high. File at least this severity unless you can show from the data "
+    "that it is wrong (a lower one is refused once, then sent to a person). Each finding "
+    "must cite figures from this data. Say in a finding when data is missing."
+)
+
+
+def _kind(change: str) -> str:
+    first = change.strip().split(maxsplit=1)[0] if change.strip() else "other"
+    return first.strip(":,.").lower() or "other"
+
+
+def compact_changes(changes: Sequence[str], cfg: PolicySettings) -> dict[str, Any]:
+    risky = [c for c in changes if areas_in(c, cfg.critical_areas) or c == WITHHELD]
+    rest = [c for c in changes if c not in risky]
+    kinds = Counter(_kind(c) for c in rest)
+    examples: dict[str, list[str]] = {}
+    for change in rest:
+        bucket = examples.setdefault(_kind(change), [])
+        if len(bucket) < EXAMPLES_PER_KIND:
+            bucket.append(change)
+    return {
+        "count": len(changes),
+        "in_critical_areas_or_flagged": risky,
+        "others_by_kind": [
+            {"kind": kind, "count": count, "examples": examples[kind]}
+            for kind, count in kinds.most_common()
+        ],
+    }
+
+
+def policy_block(verdict: PolicyVerdict, version: int | None) -> dict[str, Any]:
+    return {
+        "version": version,
+        "severity_floor": verdict.severity,
+        "rule": POLICY_RULE,
+        "signals": [
+            {
+                "signal": s.label,
+                "level": s.level,
+                "critical": s.critical,
+                "figure": s.figure,
+                "threshold": s.threshold,
+                "detail": s.detail,
+            }
+            for s in verdict.signals
+        ],
+    }
+
+
+WITHHELD = "[withheld: this text reads like instructions to the assessor; the policy flagged it]"
+
+
+def withhold_instructions(value: Any) -> Any:
+    """`value` with every string that reads like orders to the assessor replaced by a note.
+
+    Encoding keeps such text from passing for the chat's markup, but a small model still
+    obeys a readable "file severity low" (measured: it used the injected sentence as its
+    summary). What it cannot read it cannot follow; the person reviewing sees the original."""
+    if isinstance(value, str):
+        return WITHHELD if reads_like_instruction(value) else value
+    if isinstance(value, Mapping):
+        return {key: withhold_instructions(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [withhold_instructions(inner) for inner in value]
+    return value
+
+
+def digest(
+    summary: Mapping[str, Any],
+    verdict: PolicyVerdict,
+    *,
+    version: int | None,
+    cfg: PolicySettings | None = None,
+) -> dict[str, Any]:
+    """The summary as the release API serves it to the agent."""
+    cfg = cfg or PolicySettings()
+    out = {
+        key: withhold_instructions(value) if key in UNTRUSTED_FIELDS else value
+        for key, value in summary.items()
+    }
+    changes = out.get("changes")
+    if isinstance(changes, list) and len(changes) > COMPACT_CHANGES_ABOVE:
+        out["changes"] = compact_changes([c for c in changes if isinstance(c, str)], cfg)
+    out["policy"] = policy_block(verdict, version)
+    return out

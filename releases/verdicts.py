@@ -1,0 +1,67 @@
+"""The risk policy on the Django side: the version in force, and its verdict on a release.
+
+The rules themselves are plain code in `releases/risk/`; this module finds their inputs in the
+database (the policy version, the previous release's p95) and hands the agent its view of a
+release (`summary_for_agent`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from releases.models import Release, RiskPolicy
+from releases.risk.digest import digest
+from releases.risk.policy import PolicySettings, PolicyVerdict, evaluate
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A release summary with the policy's verdict on it, under one policy version."""
+
+    policy: RiskPolicy
+    settings: PolicySettings
+    verdict: PolicyVerdict
+    summary: dict[str, Any]
+
+    def for_agent(self) -> dict[str, Any]:
+        return digest(self.summary, self.verdict, version=self.policy.version, cfg=self.settings)
+
+
+def current_policy() -> RiskPolicy:
+    """The newest policy version; version 1 (the defaults) if the table was emptied."""
+    policy = RiskPolicy.objects.order_by("-version").first()
+    if policy is None:
+        policy, _ = RiskPolicy.objects.get_or_create(
+            version=1, defaults={"thresholds": PolicySettings().model_dump(mode="json")}
+        )
+    return policy
+
+
+def settings_of(policy: RiskPolicy) -> PolicySettings:
+    return PolicySettings.model_validate(policy.thresholds or {})
+
+
+def previous_p95(release: Release) -> float | None:
+    """The p95 of the release before this one (by creation), when it was measured."""
+    previous = (
+        Release.objects.filter(created_at__lt=release.created_at)
+        .exclude(deployment_metrics=None)
+        .order_by("-created_at", "-id")
+        .values_list("deployment_metrics", flat=True)
+        .first()
+    )
+    if not isinstance(previous, dict):
+        return None
+    value = previous.get("response_time_p95")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def judge_summary(summary: dict[str, Any], *, previous: float | None = None) -> Judged:
+    policy = current_policy()
+    settings = settings_of(policy)
+    return Judged(policy, settings, evaluate(summary, settings, previous_p95=previous), summary)
+
+
+def judge_release(release: Release) -> Judged:
+    return judge_summary(release.as_summary(), previous=previous_p95(release))
