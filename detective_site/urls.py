@@ -12,8 +12,8 @@ from releases.views import home
 
 @login_not_required
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
-    # Resolved per request, not at import: with DEBUG off the icon's hashed name comes from
-    # the manifest, which `up` writes (collectstatic) only after the URLs are loaded.
+    # Resolved per request: with DEBUG off the static files' manifest exists only once `up`
+    # has collected them, after this module is imported.
     return HttpResponsePermanentRedirect(static("img/favicon.svg"))
 
 
