@@ -1,16 +1,19 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from releases import review_views, run_views, views
+from releases.converters import VersionConverter
+
+register_converter(VersionConverter, "version")
 
 app_name = "releases"
 
 # Included at the site's root: release pages live under /releases/, a run under /runs/.
 urlpatterns = [
     path("releases/", views.release_list, name="list"),
-    path("releases/<str:version>/", views.release_detail, name="detail"),
-    path("releases/<str:version>/reassess", run_views.reassess, name="reassess"),
+    path("releases/<version:version>/", views.release_detail, name="detail"),
+    path("releases/<version:version>/reassess", run_views.reassess, name="reassess"),
     path("runs/<uuid:pk>/", run_views.run_detail, name="run"),
     path("runs/<uuid:pk>/cancel", run_views.cancel, name="run_cancel"),
     path("review/", review_views.review_queue, name="review"),

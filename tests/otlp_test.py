@@ -27,7 +27,7 @@ VERSION = "v3.1.0"
 PAGES = {"/", "/releases/", f"/releases/{VERSION}/", "/static/css/detective.css"}
 # The server spans a run makes: what is traced by default besides the run's own spans.
 TRACED_REQUESTS = {
-    "POST releases/<str:version>/reassess",
+    "POST releases/<version:version>/reassess",
     "GET api/releases/<str:version>/summary",
     "POST api/risk-reports",
     "WS ws/runs/<uuid:run_id>/",
@@ -98,7 +98,7 @@ def test_a_viewer_receives_kinds_content_tokens_and_sessions_and_no_page_views(
     # The root: a workflow (a CHAIN in OpenInference), with the release and the run.
     root = by_name["invoke_workflow assessment"]
     assert root.kind == "INTERNAL"
-    assert root.parent_span_id == by_name["POST releases/<str:version>/reassess"].span_id
+    assert root.parent_span_id == by_name["POST releases/<version:version>/reassess"].span_id
     assert root.attributes["gen_ai.operation.name"] == "invoke_workflow"
     assert root.attributes["gen_ai.workflow.name"] == "assessment"
     assert root.attributes["detective.release.id"] == VERSION

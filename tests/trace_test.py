@@ -25,7 +25,7 @@ from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-REQUEST = "POST releases/<str:version>/reassess"
+REQUEST = "POST releases/<version:version>/reassess"
 ROOT = "invoke_workflow assessment"
 EXPECTED_SPANS = {
     REQUEST,

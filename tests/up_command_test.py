@@ -209,3 +209,26 @@ def test_verbose_adds_the_traceback(tmp_path: Path) -> None:
     result = run_up(tmp_path, "--verbose", DATABASE_URL=f"postgres://u@127.0.0.1:{port}/x")
     assert result.returncode != 0
     assert "Traceback" in result.stderr and "Cannot reach the database" in result.stderr
+
+
+def test_other_commands_say_so_in_one_line_when_the_database_does_not_answer(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, **dict.fromkeys(EXPECTED, "")}
+    env.update(
+        DETECTIVE_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=f"postgres://u:secret-pw@127.0.0.1:{closed_port()}/x",
+    )
+    result = subprocess.run(
+        [sys.executable, str(BASE_DIR / "manage.py"), "run_worker"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "error: the database did not answer" in result.stderr
+    assert "check DATABASE_URL" in result.stderr
+    assert "Traceback" not in result.stderr and "secret-pw" not in result.stderr
