@@ -37,7 +37,6 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import format_span_id, format_trace_id
 
 try:
     import fcntl
@@ -89,7 +88,9 @@ def _attributes(attributes: Any) -> Any:
     return inner if isinstance(inner, dict) else dict(attributes)
 
 
-def span_to_dict(span: ReadableSpan, resource: dict[str, Any]) -> SpanDict:
+def span_to_dict(span: ReadableSpan, resource: dict[str, Any] | None) -> SpanDict:
+    """The span as the file holds it; without its `resource` when that is None (the
+    exporter adds the resource's JSON, encoded once, to each line)."""
     context = span.get_span_context()
     assert context is not None  # an SDK span always has one
     start, end = span.start_time, span.end_time
@@ -97,11 +98,11 @@ def span_to_dict(span: ReadableSpan, resource: dict[str, Any]) -> SpanDict:
     status: dict[str, Any] = {"status_code": span.status.status_code.name}
     if span.status.description:
         status["description"] = span.status.description
-    return {
+    data = {
         "name": span.name,
-        "trace_id": format_trace_id(context.trace_id),
-        "span_id": format_span_id(context.span_id),
-        "parent_span_id": format_span_id(span.parent.span_id) if span.parent else None,
+        "trace_id": f"{context.trace_id:032x}",
+        "span_id": f"{context.span_id:016x}",
+        "parent_span_id": f"{span.parent.span_id:016x}" if span.parent else None,
         "kind": span.kind.name,
         "start_time": _iso(start),
         "end_time": _iso(end),
@@ -123,26 +124,31 @@ def span_to_dict(span: ReadableSpan, resource: dict[str, Any]) -> SpanDict:
         ],
         "links": [
             {
-                "trace_id": format_trace_id(link.context.trace_id),
-                "span_id": format_span_id(link.context.span_id),
+                "trace_id": f"{link.context.trace_id:032x}",
+                "span_id": f"{link.context.span_id:016x}",
                 "attributes": _attributes(link.attributes),
             }
             for link in span.links
         ],
         "scope": span.instrumentation_scope.name if span.instrumentation_scope else None,
-        "resource": resource,
     }
+    if resource is not None:
+        data["resource"] = resource
+    return data
 
 
 def _start_key(span: SpanDict) -> tuple[int, str]:
     return (span.get("start_time_unix_nano") or 0, span.get("span_id") or "")
 
 
-def _encode(span: SpanDict) -> _EncodedSpan:
+def _encode(span: SpanDict, resource_json: str | None = None) -> _EncodedSpan:
     # One line per span, so the file is the concatenation of spans each encoded once,
     # however many batches come. Not indented: `indent` makes `json` fall back from its C
     # encoder to pure Python, which cost the exporter thread more than half of its time.
-    return _start_key(span), "  " + json.dumps(span, ensure_ascii=False)
+    text = json.dumps(span, ensure_ascii=False)
+    if resource_json is not None:  # the same for every span of a process: encoded once
+        text = f'{text[:-1]}, "resource": {resource_json}}}'
+    return _start_key(span), "  " + text
 
 
 class _CachedTrace:
@@ -162,17 +168,18 @@ class FileSpanExporter(SpanExporter):
         self._cache: OrderedDict[str, _CachedTrace] = OrderedDict()
         self._cached_traces = cached_traces
         # Resources are shared by every span of a provider: convert each once.
-        self._resources: dict[int, tuple[Resource, dict[str, Any]]] = {}
+        self._resources: dict[int, tuple[Resource, str]] = {}
         self._lock_fd: int | None = None
         self._shutdown = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
-        by_trace: dict[str, list[SpanDict]] = {}
+        by_trace: dict[str, list[_EncodedSpan]] = {}
         for span in spans:
-            data = span_to_dict(span, self._resource_dict(span.resource))
-            by_trace.setdefault(data["trace_id"], []).append(data)
+            data = span_to_dict(span, None)
+            encoded = _encode(data, self._resource_json(span.resource))
+            by_trace.setdefault(data["trace_id"], []).append((data["span_id"], encoded))
         try:
             with self._lock, self._file_lock():
                 for trace_id, new_spans in by_trace.items():
@@ -193,13 +200,13 @@ class FileSpanExporter(SpanExporter):
         # Every export is written before it returns: nothing is ever pending here.
         return True
 
-    def _resource_dict(self, resource: Resource) -> dict[str, Any]:
+    def _resource_json(self, resource: Resource) -> str:
         cached = self._resources.get(id(resource))
         if cached is not None and cached[0] is resource:
             return cached[1]
-        converted = dict(resource.attributes)
-        self._resources[id(resource)] = (resource, converted)
-        return converted
+        encoded = json.dumps(dict(resource.attributes), ensure_ascii=False)
+        self._resources[id(resource)] = (resource, encoded)
+        return encoded
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
@@ -217,18 +224,22 @@ class FileSpanExporter(SpanExporter):
         finally:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
-    def _merge(self, trace_id: str, new_spans: list[SpanDict]) -> None:
+    def _merge(self, trace_id: str, new_spans: list[tuple[str, _EncodedSpan]]) -> None:
         # trace_id was formatted by us (32 hex digits): no need for trace_path's check.
         path = os.path.join(self._dir, f"trace_{trace_id}.json")
         spans = self._current_spans(trace_id, path)
-        for span in new_spans:
-            spans[span["span_id"]] = _encode(span)
+        for span_id, encoded in new_spans:
+            spans[span_id] = encoded
         ordered = sorted(spans.values(), key=lambda encoded: encoded[0])
         text = "[\n" + ",\n".join(encoded[1] for encoded in ordered) + "\n]\n"
         fingerprint = self._write(path, text)
         self._remember(trace_id, _CachedTrace(fingerprint, spans))
 
     def _current_spans(self, trace_id: str, path: str) -> dict[str, _EncodedSpan]:
+        # access() first: a new trace (most of them) has no file, and the exception os.stat
+        # raises then, message and all, cost more than the check.
+        if not os.access(path, os.F_OK):
+            return {}
         try:
             stat = os.stat(path)
         except FileNotFoundError:

@@ -42,7 +42,8 @@ from detective_site.bench.llm_server import DEFAULT_RELEASE
 from detective_site.bench.procs import model_server
 
 NAME = "overhead"
-TARGET_RATIO = 1.5
+# Issue #14: telemetry on, Detective within 1.3x the floor (was 1.5x).
+TARGET_RATIO = 1.3
 API_KEY = "sk-bench-not-a-secret"
 API_TOKEN = "bench-release-api-token"
 PROMPT = f"Assess the risk of release {DEFAULT_RELEASE}"
