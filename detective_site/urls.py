@@ -3,11 +3,19 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
-from django.views.generic import RedirectView
 
 from releases.views import home
+
+
+@login_not_required
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    # Resolved per request: with the manifest storage of production, the icon's hashed name
+    # is only known once the static files are collected, after this module is imported.
+    return HttpResponsePermanentRedirect(static("img/favicon.svg"))
+
 
 urlpatterns = [
     path("", home, name="home"),
@@ -18,11 +26,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     # Browsers ask for /favicon.ico whatever the page says (the admin's pages say nothing).
-    path(
-        "favicon.ico",
-        login_not_required(RedirectView.as_view(url=static("img/favicon.svg"), permanent=True)),
-        name="favicon",
-    ),
+    path("favicon.ico", favicon, name="favicon"),
 ]
 
 admin.site.site_header = "Detective administration"
