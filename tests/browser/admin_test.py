@@ -6,12 +6,13 @@ Set DETECTIVE_SCREENSHOTS=<dir> to keep screenshots of the pages at desktop and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, Page, expect
 
+from releases.models import Release
 from tests.browser.chromium import DESKTOP, PHONE, log_in, password_hash, screenshots
 from tests.eval_data import make_run, suite
 from tests.live_site import LiveSite
@@ -66,5 +67,33 @@ def test_the_eval_admin_fits_desktop_and_phone(
 
         response = page.request.get("/favicon.ico")
         assert response.ok and "svg" in response.headers["content-type"]
+    finally:
+        page.context.close()
+
+
+def test_the_review_decisions_admin_fits_and_exports(
+    site: LiveSite, browser: Browser, admin: User, make_release: Callable[..., Release]
+) -> None:
+    from releases import services
+    from releases.models import RiskReport
+
+    report = RiskReport.objects.create(
+        release=make_release("v6.0.0"), severity="low", findings=["Docs only"]
+    )
+    decision = services.decide_report(
+        report, admin, decision="override", severity="high", reason="The docs ship a migration."
+    )
+    page = browser.new_context(base_url=site.url, viewport=DESKTOP).new_page()
+    try:
+        log_in(page, admin.username, "/admin/releases/reviewdecision/")
+        expect(page.locator("#result_list")).to_contain_text("The docs ship a migration.")
+        assert overflow(page) <= 0, "the review decisions list is wider than 1280 px"
+        screenshots(page, "admin-review-decisions")
+        page.locator(f'input[name="_selected_action"][value="{decision.pk}"]').check()
+        page.locator('select[name="action"]').select_option("export_scenarios")
+        page.get_by_role("button", name="Go").click()
+        expect(page.locator(".messagelist")).to_contain_text("Exported 1 scenario(s)")
+        decision.refresh_from_db()
+        assert decision.scenario_id == f"review_v6_0_0_{decision.pk}"
     finally:
         page.context.close()
