@@ -402,10 +402,15 @@ def _awaiting_review() -> QuerySet[RiskReport]:
     review when filed, a verdict that changed since the release's previous report, or a
     release with missing data. Annotated with `previous_severity`."""
     same_release = RiskReport.objects.filter(release=OuterRef("release_id"))
-    newer = same_release.filter(
-        Q(filed_at__gt=OuterRef("filed_at"))
-        | Q(filed_at=OuterRef("filed_at"), id__gt=OuterRef("id"))
-    )
+    # The latest report of each release, found from the releases (one index lookup each)
+    # rather than by asking of every report whether a newer one exists.
+    latest_ids = Release.objects.annotate(
+        latest=Subquery(
+            RiskReport.objects.filter(release=OuterRef("pk"))
+            .order_by("-filed_at", "-id")
+            .values("pk")[:1]
+        )
+    ).values("latest")
     older = same_release.filter(
         Q(filed_at__lt=OuterRef("filed_at"))
         | Q(filed_at=OuterRef("filed_at"), id__lt=OuterRef("id"))
@@ -415,8 +420,8 @@ def _awaiting_review() -> QuerySet[RiskReport]:
         missing |= Q(**{f"release__{name}__isnull": True})
     changed = Q(previous_severity__isnull=False) & ~Q(previous_severity=F("severity"))
     return (
-        RiskReport.objects.annotate(previous_severity=Subquery(older.values("severity")[:1]))
-        .exclude(Exists(newer))
+        RiskReport.objects.filter(pk__in=latest_ids)
+        .annotate(previous_severity=Subquery(older.values("severity")[:1]))
         .exclude(Exists(ReviewDecision.objects.filter(report=OuterRef("pk"))))
         .filter(Q(needs_review=True) | changed | missing)
     )
