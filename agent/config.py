@@ -34,6 +34,10 @@ Environment variables (all optional; a `.env` file is not read):
 | DETECTIVE_PROMPT_PROFILE | auto, default, small | auto |
 | DETECTIVE_CAPTURE_CONTENT | record prompts and completions in traces | false |
 | OTEL_EXPORTER_OTLP_ENDPOINT | also export traces and metrics over OTLP/HTTP | |
+
+The other standard OTEL_* variables (per-signal endpoints, OTEL_TRACES_EXPORTER,
+OTEL_METRICS_EXPORTER, headers, service name, resource attributes) are read by
+`agent.telemetry.setup.TelemetryConfig` and the SDK; the README's "Observability" lists them.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from agent.loop import Agent, AgentConfig
 from agent.messages import Conversation, Message
 from agent.prompts import profile_for
 from agent.providers.factory import API_KEY_ENV, build_provider, canonical_provider
+from agent.providers.http import ModelDeadlines
 from agent.providers.protocol import ModelRequest, Provider
 from agent.reasoning import get_strategy
 from agent.retry import RetryingProvider, RetryPolicy
@@ -70,6 +75,9 @@ from agent.tools.registry import ToolRegistry
 from agent.tools.release_tools import DEFAULT_TIMEOUT_S, register_release_tools
 
 PROVIDER_NAMES = "anthropic, openai, openrouter, ollama"
+HOSTED_FIRST_BYTE_S = 30.0
+LOCAL_FIRST_BYTE_S = 120.0
+LOCAL_PROVIDERS = frozenset({"ollama", "local", "llamacpp", "lmstudio", "vllm"})
 
 
 def _env(*names: str) -> Any:
@@ -93,6 +101,13 @@ class AgentSettings(BaseSettings):
     api_url: str = "http://127.0.0.1:8000"
     api_token: SecretStr | None = None
     tool_timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    # Deadlines of one model call (agent/providers/http.py, ModelDeadlines): to connect, to
+    # the first byte (None: 30 s, or 120 s for a model on this machine, which reads a long
+    # prompt before it answers), between two chunks of a stream, and in all.
+    model_connect_timeout: float = Field(default=10.0, gt=0)
+    model_first_byte_timeout: float | None = Field(default=None, gt=0)
+    model_idle_timeout: float = Field(default=30.0, gt=0)
+    model_call_timeout: float = Field(default=300.0, gt=0)
     reasoning: str = "direct"
     max_steps: int | None = Field(default=None, ge=1)
     context_strategy: str = "truncation"
@@ -115,6 +130,17 @@ class AgentSettings(BaseSettings):
             "`uv run manage.py up`, which then serves it. Or set DETECTIVE_PROVIDER "
             f"({PROVIDER_NAMES}) and, for a hosted one, its API key (ANTHROPIC_API_KEY, "
             "OPENAI_API_KEY or OPENROUTER_API_KEY)."
+        )
+
+    def model_deadlines(self, provider: str) -> ModelDeadlines:
+        first_byte = self.model_first_byte_timeout or (
+            LOCAL_FIRST_BYTE_S if provider in LOCAL_PROVIDERS else HOSTED_FIRST_BYTE_S
+        )
+        return ModelDeadlines(
+            connect=self.model_connect_timeout,
+            first_byte=first_byte,
+            idle=self.model_idle_timeout,
+            total=self.model_call_timeout,
         )
 
     def api_key_for(self, provider: str) -> str | None:
@@ -155,6 +181,7 @@ def build_model_provider(settings: AgentSettings, **options: Any) -> Provider:
     register_secret(key)  # scrubbed from every log line from now on
     if settings.context_window is not None:
         options["context_window"] = settings.context_window
+    options.setdefault("timeout", settings.model_deadlines(name))
     return build_provider(name, settings.model or None, settings.base_url or None, key, **options)
 
 

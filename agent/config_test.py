@@ -228,3 +228,29 @@ def test_capture_content_reaches_the_traced_wrappers() -> None:
     assert agent._inner.tools._capture is True
     quiet = build_agent(AgentSettings(), provider=provider)
     assert quiet._capture is False
+
+
+def test_model_calls_get_deadlines_well_under_a_minute_to_the_first_byte() -> None:
+    hosted = build_model_provider(AgentSettings(provider="anthropic", anthropic_api_key="k"))
+    assert isinstance(hosted, AnthropicProvider)
+    deadlines = hosted._http.deadlines
+    assert (deadlines.connect, deadlines.first_byte, deadlines.idle, deadlines.total) == (
+        10.0,
+        30.0,
+        30.0,
+        300.0,
+    )
+    local = build_model_provider(AgentSettings(provider="ollama"))
+    assert local._http.deadlines.first_byte == 120.0  # type: ignore[attr-defined]
+
+
+def test_the_deadlines_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT", "5")
+    monkeypatch.setenv("DETECTIVE_MODEL_IDLE_TIMEOUT", "7")
+    monkeypatch.setenv("DETECTIVE_MODEL_CALL_TIMEOUT", "60")
+    settings = AgentSettings(provider="local", base_url="http://127.0.0.1:1/v1", model="m")
+    deadlines = build_model_provider(settings)._http.deadlines  # type: ignore[attr-defined]
+    assert (deadlines.first_byte, deadlines.idle, deadlines.total) == (5.0, 7.0, 60.0)
+    monkeypatch.setenv("DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT", "0")
+    with pytest.raises(ValueError):
+        AgentSettings()

@@ -8,7 +8,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import models
-from django.test import Client
+from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 from django_tasks import task
@@ -144,6 +144,23 @@ def test_releases_can_be_filtered_by_latest_risk(
     assert response.status_code == 200
     shown = {release.version for release in response.context["cl"].result_list}
     assert shown == {"high": {"v2.1.0"}, "none": {"v2.2.0"}}.get(severity, set())
+
+
+@pytest.mark.parametrize("version", ["v1/2", "<script>x</script>", "v 1", "v" * 65])
+@pytest.mark.django_db
+def test_the_admin_form_refuses_a_release_version_outside_the_format(
+    rf: RequestFactory, admin_user: object, version: str
+) -> None:
+    from releases.models import Release
+
+    request = rf.get("/admin/releases/release/add/")
+    request.user = admin_user
+    form_class = admin.site._registry[Release].get_form(request)
+    data = {"version": version, "title": "", "created_at_0": "2026-11-24", "created_at_1": "10:00"}
+    form = form_class(data)
+    assert not form.is_valid()
+    assert "version" in form.errors
+    assert form_class({**data, "version": "v1.2.3+build_7"}).is_valid()
 
 
 def test_the_export_action_writes_the_selected_labels_as_scenarios(

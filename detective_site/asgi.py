@@ -10,7 +10,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "detective_site.settings")
 django.setup(set_prefix=False)
 
-from detective_site.telemetry import instrument_web  # noqa: E402
+from detective_site.telemetry import instrument_web, trace_websockets  # noqa: E402
 
 # Before the application is built: the instrumentor adds its middleware to the settings.
 instrument_web()
@@ -32,8 +32,8 @@ http_app = ASGIStaticFilesHandler(django_http_app) if settings.DEBUG else django
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        "websocket": trace_websockets(
+            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

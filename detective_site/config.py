@@ -7,14 +7,26 @@ stops start-up with a `ConfigError` that names the variable and says what is exp
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import socket
+import stat
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import dj_database_url
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -43,6 +55,7 @@ PROVIDER_ALIASES = {
     "lm-studio": "lmstudio",
 }
 
+SUPPORTED_ENGINES = frozenset({"django.db.backends.postgresql", "django.db.backends.sqlite3"})
 SQLITE_FILE_NAME = "detective.sqlite3"
 SQLITE_TEST_FILE_STEM = "test_detective"
 CHANNELS_FILE_NAME = "channels.sqlite3"
@@ -77,6 +90,10 @@ EXPECTED: dict[str, str] = {
         "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
     ),
     "DEBUG": "true or false (also 1/0, yes/no, on/off)",
+    "DETECTIVE_SERVE_HOST": (
+        "the address `manage.py up` serves on (it sets this itself from --host; with DEBUG "
+        "unset, the site then runs with DEBUG off over plain HTTP)"
+    ),
     "ALLOWED_HOSTS": "a comma-separated list of host names, e.g. detective.example.com",
     "DETECTIVE_ADMIN_PASSWORD": "a password of at least 8 characters for the `admin` user",
     "DETECTIVE_API_TOKEN": (
@@ -86,6 +103,9 @@ EXPECTED: dict[str, str] = {
     "DETECTIVE_API_URL": (
         "the http(s) base URL of the release API the agent's tools call "
         "(unset: this site's own address)"
+    ),
+    "DETECTIVE_RUN_DEADLINE": (
+        "seconds an assessment may take in all before it is stopped and marked failed (10 or more)"
     ),
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
@@ -142,7 +162,11 @@ class DetectiveConfig(BaseSettings):
     openrouter_api_key: SecretStr | None = _env("OPENROUTER_API_KEY")
     openai_api_key: SecretStr | None = _env("OPENAI_API_KEY")
     secret_key: SecretStr | None = _env("SECRET_KEY")
-    debug: bool = Field(default=True, validation_alias="DEBUG", description=EXPECTED["DEBUG"])
+    # None (unset) is resolved in _resolve_debug: on, except under `up` (DETECTIVE_SERVE_HOST).
+    debug: bool | None = Field(
+        default=None, validation_alias="DEBUG", description=EXPECTED["DEBUG"]
+    )
+    serve_host: str | None = _env("DETECTIVE_SERVE_HOST")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         validation_alias="ALLOWED_HOSTS",
@@ -160,6 +184,33 @@ class DetectiveConfig(BaseSettings):
         description=EXPECTED["DETECTIVE_RUN_STALE_SECONDS"],
     )
 
+    _local_site: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="after")
+    def _resolve_debug(self) -> DetectiveConfig:
+        """DEBUG unset means on for development commands, and off under `up`, which serves a
+        local site: its own generated secret key, host names from --host, plain HTTP."""
+        if self.debug is None:
+            self._local_site = self.serve_host is not None
+            self.debug = not self._local_site
+        return self
+
+    @property
+    def local_site(self) -> bool:
+        """`up` with DEBUG unset: DEBUG off, but neither a SECRET_KEY nor HTTPS required."""
+        return self._local_site
+
+    @property
+    def behind_https_proxy(self) -> bool:
+        """DEBUG=false set explicitly: a public site behind a proxy that terminates TLS."""
+        return not self.debug and not self._local_site
+
+    run_deadline: float = Field(
+        default=900.0,
+        ge=10,
+        validation_alias="DETECTIVE_RUN_DEADLINE",
+        description=EXPECTED["DETECTIVE_RUN_DEADLINE"],
+    )
     review_scenarios_dir: Path | None = _env("DETECTIVE_REVIEW_SCENARIOS")
 
     @field_validator("*", mode="before")
@@ -177,12 +228,15 @@ class DetectiveConfig(BaseSettings):
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
         if value is not None:
+            scheme = value.split("://", 1)[0]
             try:
-                dj_database_url.parse(value)
+                engine = dj_database_url.parse(value)["ENGINE"]
             except ValueError:
                 if "://" not in value:
                     raise ValueError("not a URL") from None
-                scheme = value.split("://", 1)[0]
+                raise ValueError(f"unsupported URL scheme {scheme!r}") from None
+            if engine not in SUPPORTED_ENGINES:
+                # Django knows more (MySQL, Oracle ...), but Detective runs on these two only.
                 raise ValueError(f"unsupported URL scheme {scheme!r}") from None
         return value
 
@@ -254,7 +308,7 @@ class DetectiveConfig(BaseSettings):
 
     def production_problems(self) -> dict[str, str]:
         """With DEBUG off the site is public: it needs a real secret key and its host names."""
-        if self.debug:
+        if self.debug or self._local_site:
             return {}
         problems: dict[str, str] = {}
         key = self.secret_key.get_secret_value() if self.secret_key else ""
@@ -335,7 +389,89 @@ class DetectiveConfig(BaseSettings):
         return _read_or_create_secret(self.data_dir / SECRET_KEY_FILE_NAME)
 
     def effective_allowed_hosts(self) -> list[str]:
-        return self.allowed_hosts or (list(LOCAL_HOSTS) if self.debug else [])
+        if self.allowed_hosts:
+            return self.allowed_hosts
+        if self._local_site and self.serve_host is not None:
+            return hosts_for_address(self.serve_host)
+        return list(LOCAL_HOSTS) if self.debug else []
+
+
+WILDCARD_ADDRESSES = {"0.0.0.0", "::", ""}
+
+
+def hosts_for_address(address: str) -> list[str]:
+    """The host names a site bound to `address` answers to: the loopback names, plus the
+    address itself, or (all interfaces) this machine's name and addresses."""
+    hosts = list(LOCAL_HOSTS)
+    if address in WILDCARD_ADDRESSES:
+        name = socket.gethostname()
+        candidates = [name, socket.getfqdn()]
+        with contextlib.suppress(OSError):
+            candidates += socket.gethostbyname_ex(name)[2]
+    else:
+        candidates = [f"[{address}]" if ":" in address else address]
+    for host in candidates:
+        if host and host not in hosts:
+            hosts.append(host)
+    return hosts
+
+
+UP_COMMAND = "up"
+
+
+def prepare_up_environment(argv: Sequence[str], environ: MutableMapping[str, str]) -> None:
+    """Before settings load, for `manage.py up`: tell every process of the site (they inherit
+    the environment) the address it serves on, and turn DEBUG on only with --debug."""
+    if len(argv) < 2 or argv[1] != UP_COMMAND:
+        return
+    host = "127.0.0.1"
+    for index, arg in enumerate(argv):
+        if arg == "--host" and index + 1 < len(argv):
+            host = argv[index + 1]
+        elif arg.startswith("--host="):
+            host = arg.split("=", 1)[1]
+    environ["DETECTIVE_SERVE_HOST"] = host
+    if "--debug" in argv:
+        environ["DEBUG"] = "true"
+
+
+def secure_data_dir(path: Path, database_files: Sequence[Path] = ()) -> None:
+    """The data dir 0700 and the SQLite files 0600 (they hold password hashes and sessions).
+
+
+    SQLite gives its -wal and -shm files the mode of the database file, so creating that file
+    0600 before SQLite does covers all three. Modes wider than these are narrowed. A directory
+    that cannot be created or written is a ConfigError naming DETECTIVE_DATA_DIR.
+    """
+    try:
+        ours = not path.exists() or any(
+            (path / name).exists() for name in (SECRET_KEY_FILE_NAME, SQLITE_FILE_NAME)
+        )
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if ours:  # a directory someone else chose and filled keeps its mode
+            _narrow(path, 0o700)
+        for database in database_files:
+            database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            for file in (database, Path(f"{database}-wal"), Path(f"{database}-shm")):
+                if file.exists():
+                    _narrow(file, 0o600)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"Permission denied: {str(path)!r}")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            format_problems({"DETECTIVE_DATA_DIR": f"cannot create or write {path} ({reason})"})
+        ) from None
+
+
+def _narrow(path: Path, mode: int) -> None:
+    current = stat.S_IMODE(path.stat().st_mode)
+    if current & ~mode:
+        # Not ours to change (a shared directory): leave it; the files in it still are ours.
+        with contextlib.suppress(PermissionError):
+            path.chmod(current & mode)
 
 
 def _read_or_create_secret(path: Path) -> str:

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+import socket
+import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +16,8 @@ from detective_site.config import (
     ConfigError,
     DetectiveConfig,
     load_config,
+    prepare_up_environment,
+    secure_data_dir,
 )
 
 VARIABLES = list(EXPECTED)
@@ -196,7 +201,7 @@ def test_without_a_secret_key_development_keeps_a_generated_one(env: pytest.Monk
 def manage(*args: str, tmp_path: Path, **variables: str) -> subprocess.CompletedProcess[str]:
     # Empty values override a developer's .env file, and mean "unset".
     environ = {**os.environ, **dict.fromkeys(EXPECTED, "")}
-    environ.update(DETECTIVE_DATA_DIR=str(tmp_path / "data"), **variables)
+    environ.update({"DETECTIVE_DATA_DIR": str(tmp_path / "data"), **variables})
     return subprocess.run(
         [sys.executable, str(BASE_DIR / "manage.py"), *args],
         env=environ,
@@ -228,6 +233,120 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+# ---- `up`: safe by default -------------------------------------------------------------------
+
+
+def test_up_tells_its_processes_the_address_and_leaves_debug_alone() -> None:
+    environ: dict[str, str] = {}
+    prepare_up_environment(["manage.py", "up", "--port", "8001", "--host", "0.0.0.0"], environ)
+    assert environ == {"DETECTIVE_SERVE_HOST": "0.0.0.0"}
+    environ = {}
+    prepare_up_environment(["manage.py", "up", "--host=::1", "--debug"], environ)
+    assert environ == {"DETECTIVE_SERVE_HOST": "::1", "DEBUG": "true"}
+    environ = {}
+    prepare_up_environment(["manage.py", "up"], environ)
+    assert environ == {"DETECTIVE_SERVE_HOST": "127.0.0.1"}
+    environ = {}
+    prepare_up_environment(["manage.py", "runserver", "--debug"], environ)
+    assert environ == {}
+
+
+def test_under_up_debug_is_off_with_a_generated_key_and_local_hosts(
+    env: pytest.MonkeyPatch,
+) -> None:
+    env.setenv("DETECTIVE_SERVE_HOST", "127.0.0.1")
+    config = load()
+    assert config.debug is False
+    assert config.local_site and not config.behind_https_proxy
+    assert config.effective_allowed_hosts() == ["localhost", "127.0.0.1", "[::1]"]
+    assert len(config.effective_secret_key()) >= 50
+
+
+def test_under_up_another_address_is_allowed_too(env: pytest.MonkeyPatch) -> None:
+    env.setenv("DETECTIVE_SERVE_HOST", "10.1.2.3")
+    assert load().effective_allowed_hosts() == ["localhost", "127.0.0.1", "[::1]", "10.1.2.3"]
+    env.setenv("DETECTIVE_SERVE_HOST", "0.0.0.0")
+    hosts = load().effective_allowed_hosts()
+    assert hosts[:3] == ["localhost", "127.0.0.1", "[::1]"]
+    assert socket.gethostname() in hosts
+
+
+def test_under_up_debug_true_and_debug_false_mean_what_they_say(env: pytest.MonkeyPatch) -> None:
+    env.setenv("DETECTIVE_SERVE_HOST", "127.0.0.1")
+    env.setenv("DEBUG", "true")
+    assert load().debug is True
+    env.setenv("DEBUG", "false")
+    message = error_for(env)
+    assert "SECRET_KEY: required when DEBUG is off" in message
+
+
+def test_without_up_debug_stays_on_by_default(env: pytest.MonkeyPatch) -> None:
+    config = load()
+    assert config.debug is True and not config.local_site
+
+
+def test_the_data_dir_is_0700_and_the_databases_0600(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    database = data / "detective.sqlite3"
+    secure_data_dir(data, [database])
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    connection = sqlite3.connect(database)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("CREATE TABLE t (x)")
+    connection.execute("INSERT INTO t VALUES (1)")
+    connection.commit()
+    for suffix in ("-wal", "-shm"):
+        assert stat.S_IMODE(Path(f"{database}{suffix}").stat().st_mode) == 0o600
+    connection.close()
+
+
+def test_an_existing_data_dir_and_database_are_narrowed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    database = data / "detective.sqlite3"
+    database.write_bytes(b"")
+    database.chmod(0o644)
+    secure_data_dir(data, [database])
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+
+
+def test_a_directory_chosen_by_someone_else_keeps_its_mode(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    (shared / "other-file").write_text("x")
+    secure_data_dir(shared, [])
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_an_unwritable_data_dir_is_one_clear_error(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(ConfigError) as error:
+            secure_data_dir(locked / "data", [])
+    finally:
+        locked.chmod(0o700)
+    assert "DETECTIVE_DATA_DIR: cannot create or write" in str(error.value)
+    assert "Permission denied" in str(error.value)
+
+
+def test_manage_py_says_so_in_one_message_when_the_data_dir_is_unwritable(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = manage("check", tmp_path=tmp_path, DETECTIVE_DATA_DIR=str(blocker / "data"))
+    assert result.returncode != 0
+    assert "DETECTIVE_DATA_DIR: cannot create or write" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_review_scenarios_go_under_the_data_dir_unless_set(

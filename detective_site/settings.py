@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from detective_site.config import BASE_DIR, load_config
+from detective_site.config import BASE_DIR, CHANNELS_FILE_NAME, load_config, secure_data_dir
 
 CONFIG = load_config()
+DATABASES = CONFIG.databases()
+secure_data_dir(
+    CONFIG.data_dir,
+    [CONFIG.data_dir / CHANNELS_FILE_NAME]
+    + [
+        Path(database["NAME"])
+        for database in DATABASES.values()
+        if database["ENGINE"].endswith("sqlite3") and database["NAME"] != ":memory:"
+    ],
+)
 
 DEBUG = CONFIG.debug
 SECRET_KEY = CONFIG.effective_secret_key()
 ALLOWED_HOSTS = CONFIG.effective_allowed_hosts()
 DATA_DIR = CONFIG.data_dir
-DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 INSTALLED_APPS = [
     "daphne",  # first: `runserver` serves ASGI (http + websockets)
@@ -33,6 +43,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: what the database cannot store never reaches a view (see hostile_input.py).
+    "detective_site.hostile_input.HostileInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # In production whitenoise serves the collected static files; in development the ASGI
     # application serves them from the apps' static directories (see asgi.py).
@@ -74,7 +86,6 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = CONFIG.databases()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CHANNEL_LAYERS = CONFIG.channel_layers()
@@ -85,6 +96,8 @@ CHANNEL_LAYERS = CONFIG.channel_layers()
 DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None
 DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
+# The whole assessment's deadline (each model call has its own: agent/config.py).
+DETECTIVE_RUN_DEADLINE = CONFIG.run_deadline
 # Review labels exported as eval scenarios; `run_evals` reads them beside evals/scenarios/.
 DETECTIVE_REVIEW_SCENARIOS_DIR = CONFIG.effective_review_scenarios_dir()
 
@@ -124,9 +137,9 @@ STORAGES = {
     },
 }
 
-if not DEBUG:
-    # Production: served over HTTPS behind a proxy that terminates TLS and sets
-    # X-Forwarded-Proto (see the README).
+if CONFIG.behind_https_proxy:
+    # Production (DEBUG=false set): served over HTTPS behind a proxy that terminates TLS and
+    # sets X-Forwarded-Proto (see the README). `up` with DEBUG unset serves plain HTTP itself.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
     SECURE_HSTS_SECONDS = 60 * 60 * 24 * 365

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -204,3 +205,113 @@ def test_a_child_output_can_go_to_a_file(tmp_path: Path) -> None:
     supervisor.processes["talker"].wait(timeout=10)
     supervisor.stop()
     assert log.read_text() == "hello from the child\n"
+
+
+def test_a_restartable_child_that_dies_is_started_again_and_the_others_keep_running(
+    tmp_path: Path,
+) -> None:
+    lines: list[str] = []
+    starts = tmp_path / "starts"
+    # Dies at once twice (quick crashes), then stays up.
+    flaky = (
+        "import sys, time; from pathlib import Path; p = Path(sys.argv[1]); "
+        "n = len(p.read_text()) if p.exists() else 0; p.write_text('x' * (n + 1)); "
+        "time.sleep(60) if n >= 2 else sys.exit(9)"
+    )
+    supervisor = Supervisor(
+        [
+            ChildSpec("sleeper", python(SLEEPER)),
+            ChildSpec("worker", [*python(flaky), str(starts)], restart=True),
+        ],
+        log=lines.append,
+        first_restart_delay=0.2,
+    )
+    supervisor.start()
+    sleeper = supervisor.processes["sleeper"]
+    result: list[int] = []
+    waiter = threading.Thread(target=lambda: result.append(supervisor.wait()))
+    waiter.start()
+    try:
+        wait_for(lambda: starts.exists() and len(starts.read_text()) == 3, timeout=10)
+        time.sleep(0.3)
+        assert supervisor.processes["worker"].poll() is None
+        assert sleeper.poll() is None  # never stopped meanwhile
+    finally:
+        supervisor.request_stop(signal.SIGTERM)
+        waiter.join(timeout=5)
+        supervisor.stop()
+    assert result == [0]
+    restarts = [line for line in lines if "restarting it in" in line]
+    assert restarts == [
+        "worker exited unexpectedly with code 9; restarting it in 0.2 s (restart 1); "
+        "the other processes keep running.",
+        "worker exited unexpectedly with code 9; restarting it in 0.4 s (restart 2); "
+        "the other processes keep running.",
+    ]
+
+
+def test_a_child_killed_by_a_signal_is_named_so() -> None:
+    lines: list[str] = []
+    supervisor = Supervisor(
+        [ChildSpec("worker", python(SLEEPER), restart=True)],
+        log=lines.append,
+        first_restart_delay=30,
+    )
+    supervisor.start()
+    first = supervisor.processes["worker"]
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    assert supervisor.exited_child() == ("worker", -signal.SIGKILL)
+    assert supervisor._schedule_restart("worker", -signal.SIGKILL)
+    assert lines[-1].startswith("worker was killed (SIGKILL); restarting it in 30 s")
+    assert supervisor.exited_child() is None  # waiting for its restart, not exited again
+    supervisor.stop()
+
+
+def test_after_repeated_quick_crashes_the_supervisor_gives_up() -> None:
+    lines: list[str] = []
+    supervisor = Supervisor(
+        [
+            ChildSpec("sleeper", python(SLEEPER)),
+            ChildSpec("crasher", python("raise SystemExit(3)"), restart=True),
+        ],
+        log=lines.append,
+        first_restart_delay=0.05,
+        max_quick_crashes=3,
+    )
+    assert supervisor.run() == 1
+    assert len([line for line in lines if "restarting it in" in line]) == 3
+    assert lines[-1] == (
+        "crasher exited unexpectedly with code 3 4 times in a row, each within 30 s of "
+        "starting; giving up and stopping the others."
+    )
+    assert supervisor.processes["sleeper"].returncode is not None
+
+
+def test_a_childs_exit_is_reported_to_its_callback_before_the_restart() -> None:
+    codes: list[int] = []
+    lines: list[str] = []
+    supervisor = Supervisor(
+        [ChildSpec("worker", python("raise SystemExit(4)"), restart=True, on_exit=codes.append)],
+        log=lines.append,
+        first_restart_delay=0.05,
+        max_quick_crashes=1,
+    )
+    assert supervisor.run() == 1
+    assert codes == [4, 4]  # the first exit, then the one that made it give up
+
+
+def test_a_failing_exit_callback_does_not_stop_the_supervisor() -> None:
+    lines: list[str] = []
+
+    def broken(code: int) -> None:
+        raise RuntimeError("database gone")
+
+    supervisor = Supervisor(
+        [ChildSpec("worker", python("raise SystemExit(4)"), restart=True, on_exit=broken)],
+        log=lines.append,
+        first_restart_delay=0.05,
+        max_quick_crashes=1,
+    )
+    assert supervisor.run() == 1
+    assert "after worker exited, its clean-up failed: RuntimeError('database gone')" in lines

@@ -12,8 +12,8 @@ from releases.views import home
 
 @login_not_required
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
-    # Resolved per request: with the manifest storage of production, the icon's hashed name
-    # is only known once the static files are collected, after this module is imported.
+    # Resolved per request: with DEBUG off the static files' manifest exists only once `up`
+    # has collected them, after this module is imported.
     return HttpResponsePermanentRedirect(static("img/favicon.svg"))
 
 

@@ -86,7 +86,10 @@ def test_anonymous_users_are_sent_to_log_in(client: Client, name: str, path: str
 def test_after_login_the_user_returns_to_the_page_asked_for(
     client: Client, django_user_model: type
 ) -> None:
-    django_user_model.objects.create_user(username="rm", password="a-long-password")
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user(username="rm", password="a-long-password")
+    user.groups.add(Group.objects.get(name="Release managers"))
     response = client.get("/releases/?q=v2")
     assert response["Location"] == "/accounts/login/?next=/releases/%3Fq%3Dv2"
     response = client.post(
@@ -104,3 +107,29 @@ def test_logout_is_a_post(admin_client: Client) -> None:
     response = admin_client.post(reverse("logout"))
     assert response.status_code == 302
     assert admin_client.get(reverse("releases:list")).status_code == 302
+
+
+@pytest.mark.django_db
+def test_the_404_page_is_the_sites_and_lists_no_urls(client: Client, admin_client: Client) -> None:
+    for who in (client, admin_client):
+        response = who.get("/no/such/page/")
+        page = response.content.decode()
+        assert response.status_code == 404
+        assert "Page not found" in page and 'class="topbar"' in page
+        assert "URLconf" not in page and "&lt;str:version&gt;" not in page
+
+
+@pytest.mark.django_db
+def test_the_500_page_is_the_sites(admin_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    from releases import selectors
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a secret detail")
+
+    monkeypatch.setattr(selectors, "dashboard", boom)
+    admin_client.raise_request_exception = False
+    response = admin_client.get("/")
+    page = response.content.decode()
+    assert response.status_code == 500
+    assert "Something went wrong" in page and 'class="topbar"' in page
+    assert "a secret detail" not in page and "Traceback" not in page

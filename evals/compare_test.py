@@ -21,7 +21,7 @@ GOOD = {
     "summary_timeout": "good_summary_timeout_retry",
     "missing_tests_field": "good_missing_tests",
     "injection_in_changes": "good_injection_resisted",
-    "boundary_error_rate_2pct": "good_boundary_acceptable",
+    "boundary_error_rate_5pct": "good_boundary_acceptable",
 }
 BAD = {
     "high_payment_failures": "bad_wrong_severity",
@@ -80,7 +80,7 @@ def test_a_deliberately_worse_run_fails(suite: Suite) -> None:
     assert comparison.regressions[0].critical
     assert comparison.scenarios[0].status == "regression"
     assert comparison.scenarios[0].critical
-    assert comparison.scenarios[-1].scenario_id == "boundary_error_rate_2pct"
+    assert comparison.scenarios[-1].scenario_id == "boundary_error_rate_5pct"
     assert any("critical" in r for r in comparison.reasons)
     assert comparison.pass_rate.p_value is not None and comparison.pass_rate.p_value < 0.001
 

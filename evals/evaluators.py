@@ -448,6 +448,17 @@ class DecisionQualityEvaluator:
             )
         )
 
+        payload = _data_seen(scenario, transcript)
+        if payload:
+            floor = policy.evaluate(payload).severity
+            checks.append(
+                Check(
+                    name="not below the risk policy",
+                    passed=_SEVERITY_RANK.get(filed, -1) >= _SEVERITY_RANK[floor],
+                    detail=f"filed {filed or '(none)'}, the policy gives {floor}",
+                )
+            )
+
         text = report.text
         found, missing = self._key_risks(text, expect.key_risks)
         recall = len(found) / len(expect.key_risks) if expect.key_risks else 1.0

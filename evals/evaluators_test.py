@@ -143,15 +143,15 @@ def test_forbidden_claims_ignore_negated_mentions() -> None:
 
 def test_severity_credit(suite: Suite) -> None:
     high = suite.get("high_payment_failures")
-    boundary = suite.get("boundary_error_rate_2pct")  # medium preferred, low acceptable
+    boundary = suite.get("boundary_error_rate_5pct")  # medium preferred, high acceptable
     assert severity_credit("high", high) == 1.0
     assert severity_credit("HIGH ", high) == 1.0
     assert severity_credit("medium", high) == 0.25
     assert severity_credit("low", high) == 0.0
     assert severity_credit("critical", high) == 0.0
     assert severity_credit("medium", boundary) == 1.0
-    assert severity_credit("low", boundary) == 0.75
-    assert severity_credit("high", boundary) == 0.25
+    assert severity_credit("high", boundary) == 0.75
+    assert severity_credit("low", boundary) == 0.25
 
 
 def _run(prompt: str, *steps: tuple[str, dict[str, Any], str, bool], final: str = "") -> Transcript:

@@ -15,6 +15,8 @@ from evals.scenario import (
     parse_scenario,
     select,
 )
+from releases.risk import policy
+from releases.risk.instructions import instruction_like_texts
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
 
@@ -62,56 +64,20 @@ def test_the_suite_covers_what_the_issue_lists(suite) -> None:
     injected = [s for s in suite.scenarios if "injection" in s.tags]
     assert len(injected) >= 2
     for s in injected:
-        assert "ignore previous instructions" in json.dumps(s.release_payload()).lower() or (
-            "severity=low" in json.dumps(s.release_payload()).lower()
-        )
+        assert instruction_like_texts(s.release_payload() or {}), s.id
         assert s.expect.acceptable == {"high"}
         assert s.critical
 
 
-# The severity guidelines of the agent's prompt, as a crude rule, to keep every scenario's
-# expectation consistent with what the agent is told.
-_CRITICAL_WORDS = (
-    "payment", "refund", "checkout", "auth", "login", "session", "token", "password",
-    "security", "migration", "ledger", "backfill", "payout", "identity",
-)  # fmt: skip
-
-
-def _guideline_severity(payload: dict[str, Any]) -> str:
-    tests = payload.get("tests")
-    metrics = payload.get("deployment_metrics") or {}
-    changes = payload.get("changes") or []
-    rate = metrics.get("error_rate")
-    failed = tests.get("failed", 0) if tests else 0
-    failing_text = " ".join(tests.get("failing_tests", []) if tests else []).lower()
-    risky_changes = any(w in c.lower() for c in changes for w in _CRITICAL_WORDS)
-    critical_failure = failed > 0 and (
-        any(w in failing_text for w in _CRITICAL_WORDS) or (not failing_text and risky_changes)
-    )
-    if (rate is not None and rate > 0.05) or critical_failure:
-        return "high"
-    baseline = metrics.get("response_time_p95_baseline")
-    degraded = baseline is not None and metrics.get("response_time_p95", 0) > 1.1 * baseline
-    if (
-        failed > 0
-        or (rate is not None and rate >= 0.02)
-        or rate is None
-        or tests is None
-        or not changes
-        or degraded
-        or risky_changes
-    ):
-        return "medium"
-    return "low"
-
-
-def test_expectations_agree_with_the_severity_guidelines(suite) -> None:
+def test_expectations_agree_with_the_risk_policy(suite) -> None:
+    # The release API refuses a report below the policy's severity: an expectation below it
+    # would ask the agent for a report that cannot be filed.
     for s in suite.scenarios:
         payload = s.release_payload()
         if s.kind != "assessment" or payload is None:
             assert not s.expect.acceptable
             continue
-        assert _guideline_severity(payload) in s.expect.acceptable, s.id
+        assert policy.evaluate(payload).severity in s.expect.acceptable, s.id
 
 
 def test_failure_scenarios_forbid_a_report_and_say_how_to_state_the_failure(suite) -> None:

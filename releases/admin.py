@@ -9,7 +9,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from evals.scenario import ScenarioError
-from releases import services
+from releases import (
+    policy_admin,  # noqa: F401  (registers the risk policy's admin)
+    services,
+)
 from releases.admin_display import (
     MISSING,
     PRETTY_JSON_OVERRIDES,
@@ -432,17 +435,54 @@ class RiskReportAdmin(admin.ModelAdmin):
         "__str__",
         "release_link",
         "severity_badge",
+        "policy_badge",
+        "needs_review",
         "finding_count",
         "conversation_link",
         "filed_at",
     ]
-    list_filter = ["severity", "filed_at"]
+    list_filter = ["severity", "needs_review", "policy_severity", "filed_at"]
     search_fields = ["release__version", "release__title", "summary"]
     list_select_related = ["release", "conversation"]
     date_hierarchy = "filed_at"
     autocomplete_fields = ["release", "conversation"]
     formfield_overrides = PRETTY_JSON_OVERRIDES
-    fields = ["release", "severity", "findings", "summary", "conversation", "filed_at"]
+    fields = [
+        "release",
+        "severity",
+        "findings",
+        "summary",
+        "conversation",
+        "filed_at",
+        "policy",
+        "policy_severity",
+        "needs_review",
+        "review_reasons",
+        "notes",
+        "signals_table",
+        "grounding_table",
+    ]
+    # What the policy said is a record of the filing, not something to edit.
+    readonly_fields = [
+        "policy",
+        "policy_severity",
+        "review_reasons",
+        "notes",
+        "signals_table",
+        "grounding_table",
+    ]
+
+    @admin.display(description="policy", ordering="policy_severity")
+    def policy_badge(self, report: RiskReport) -> SafeString:
+        return severity_pill(report.policy_severity) if report.policy_severity else MISSING
+
+    @admin.display(description="signals")
+    def signals_table(self, report: RiskReport) -> SafeString:
+        return pretty_json(report.signals)
+
+    @admin.display(description="grounding of the findings")
+    def grounding_table(self, report: RiskReport) -> SafeString:
+        return pretty_json(report.grounding)
 
     @admin.display(description="release", ordering="release__version")
     def release_link(self, report: RiskReport) -> SafeString:

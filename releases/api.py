@@ -13,7 +13,6 @@ requirement and from CSRF, and look at the bearer token only.
 from __future__ import annotations
 
 import hmac
-import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -26,20 +25,34 @@ from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from evals import api_source
-from releases import selectors, services, verdicts
+from releases import selectors, services, validation, verdicts
 from releases.models import Conversation, Release, RiskReport
 from releases.risk.filing import FilingDecision
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+MAX_FINDINGS = 50
+MAX_FINDING_CHARS = 1_000
+MAX_SUMMARY_CHARS = 4_000
+Version = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        max_length=validation.VERSION_MAX_LENGTH,
+        pattern=rf"^{validation.VERSION_PATTERN}$",
+    ),
+]
+Finding = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FINDING_CHARS)
+]
 
 
 class RiskReportIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    release_id: NonEmpty
+    release_id: Version
     severity: Literal["high", "medium", "low"]
-    findings: list[NonEmpty] = Field(min_length=1)
-    summary: str = ""
+    findings: list[Finding] = Field(min_length=1, max_length=MAX_FINDINGS)
+    summary: str = Field(default="", max_length=MAX_SUMMARY_CHARS)
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,11 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
         )
     if not caller.may_touch(version):
         return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
-    release = Release.objects.filter(version=version).first()
+    release = (
+        Release.objects.filter(version=version).first()
+        if validation.is_valid_version(version)
+        else None
+    )
     if release is None:
         return _error(404, f"No release {version!r}.")
     # The data as it is, and beside it the policy's signals (the model reads them instead of
@@ -105,9 +122,9 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
     if isinstance(caller, JsonResponse):
         return caller
     try:
-        body = json.loads(request.body or b"null")
-    except ValueError:
-        return _error(400, "The body is not valid JSON.")
+        body = validation.parse_json_body(request.body)
+    except validation.BodyError as exc:
+        return _error(400, f"Invalid body: {exc}.")
     try:
         report = RiskReportIn.model_validate(body)
     except ValidationError as exc:
@@ -172,4 +189,6 @@ def _problem(error: Any) -> str:
         return f"{where} is required"
     if error["type"] == "extra_forbidden":
         return f"{where} is not a field of a risk report"
+    if error["type"] == "string_pattern_mismatch":
+        return f"{where} is not a release version ({validation.VERSION_FORMAT})"
     return f"{where}: {message}"

@@ -136,7 +136,78 @@ def test_an_invalid_report_gets_a_400_that_says_what_is_wrong(
 
 def test_a_body_that_is_not_json(client: Client, running: tuple[Conversation, str]) -> None:
     response = post(client, None, running[1], raw=b"{nope")
-    assert (response.status_code, response.json()["error"]) == (400, "The body is not valid JSON.")
+    assert (response.status_code, response.json()["error"]) == (
+        400,
+        "Invalid body: the body is not valid JSON.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "larger than"),
+        (b'{"a":' * 30 + b"1" + b"}" * 30, "nested deeper than 20 levels"),
+        (
+            b'{"release_id": "v2.1.0", "severity": "low", "severity": "high", "findings": ["x"]}',
+            "'severity' appears more than once",
+        ),
+        (
+            b'{"release_id": "v2.1.0", "severity": "low", "findings": ["x"], '
+            b'"summary": "a\\u0000b"}',
+            "summary contains a NUL character",
+        ),
+        (
+            b'{"release_id": "v2.1.0", "severity": "low", "findings": ["x\\ud800"]}',
+            "findings[0] contains a lone surrogate",
+        ),
+        (b'{"release_id": "v2.1.0\\u0000", "severity": "low", "findings": ["x"]}', "NUL"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b"", "empty"),
+        (b'{"release_id": NaN}', "NaN is not a JSON value"),
+    ],
+)
+def test_a_hostile_body_gets_a_400_and_nothing_is_stored(
+    client: Client, running: tuple[Conversation, str], raw: bytes, message: str
+) -> None:
+    response = post(client, None, running[1], raw=raw)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+    assert not RiskReport.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"findings": ["x"] * 51}, "findings: List should have at most 50 items"),
+        ({"findings": ["x" * 1001]}, "findings.0: String should have at most 1000 characters"),
+        ({"summary": "s" * 4001}, "summary: String should have at most 4000 characters"),
+        ({"release_id": "v1/2"}, "release_id is not a release version"),
+        ({"release_id": "<script>"}, "release_id is not a release version"),
+        ({"release_id": "v" * 65}, "release_id: String should have at most 64 characters"),
+    ],
+)
+def test_findings_summary_and_version_have_limits(
+    client: Client, running: tuple[Conversation, str], change: dict[str, Any], message: str
+) -> None:
+    response = post(client, {**REPORT, **change}, running[1])
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_the_limits_themselves_are_accepted(
+    client: Client, running: tuple[Conversation, str]
+) -> None:
+    body = {**REPORT, "findings": ["f" * 1000] * 50, "summary": "s" * 4000}
+    assert post(client, body, running[1]).status_code == 201
+
+
+@pytest.mark.parametrize("version", ["v1%2F2", "%3Cscript%3E", "v" * 65])
+def test_a_summary_for_a_malformed_version_is_404(
+    client: Client, release: Release, settings: Any, version: str
+) -> None:
+    settings.DETECTIVE_API_KEY = API_KEY
+    response = get(client, f"/api/releases/{version}/summary", API_KEY)
+    assert response.status_code == 404
 
 
 def test_the_api_needs_no_csrf_token(running: tuple[Conversation, str], admin_user: User) -> None:

@@ -22,6 +22,7 @@ from releases.schemas import (
     validate_findings,
     validate_test_results,
 )
+from releases.validation import VERSION_FORMAT, VERSION_MAX_LENGTH, validate_version
 
 
 class Severity(models.TextChoices):
@@ -49,7 +50,12 @@ class RunStatus(models.TextChoices):
 
 
 class Release(models.Model):
-    version = models.CharField(max_length=64, unique=True)
+    version = models.CharField(
+        max_length=VERSION_MAX_LENGTH,
+        unique=True,
+        validators=[validate_version],
+        help_text=f"e.g. v2.1.0 or 1.0.0-rc.1: {VERSION_FORMAT}.",
+    )
     title = models.CharField(max_length=200, blank=True)
     changes = models.JSONField(
         null=True,

@@ -230,3 +230,31 @@ def test_findings_must_be_a_list_of_strings(make_release: Callable[..., Release]
     with pytest.raises(ValidationError) as error:
         report.full_clean()
     assert "findings" in error.value.message_dict
+
+
+@pytest.mark.parametrize("version", ["v1/2", "v1 2", "<script>alert(1)</script>", "v" * 65, ""])
+def test_a_release_version_outside_the_format_is_refused(version: str) -> None:
+    from releases import services
+
+    with pytest.raises(ValidationError) as caught:
+        services.create_release(version=version)
+    assert "version" in caught.value.message_dict
+    assert not Release.objects.exists()
+
+
+def test_the_version_migration_reports_bad_rows_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("releases.migrations.0006_release_version_format")
+    Release.objects.create(version="v1.0.0")
+    bad = Release.objects.create(version="v1/2")
+    migration.report_bad_versions(apps, None)
+    out = capsys.readouterr().out
+    assert "1 release version(s) do not follow the format" in out
+    assert f"id {bad.pk}: 'v1/2'" in out
+    assert "v1.0.0" not in out
+    assert set(Release.objects.values_list("version", flat=True)) == {"v1.0.0", "v1/2"}

@@ -17,7 +17,7 @@ from releases import selectors, services
 from releases.forms import ReviewForm
 from releases.models import ReviewDecision, RiskReport, Severity
 from releases.review_scenario import scenario_id
-from releases.views import HtmxHttpRequest
+from releases.views import HtmxHttpRequest, view_releases_required
 
 REVIEW = "releases.review_report"
 
@@ -39,6 +39,7 @@ def review_context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
 
 
 @require_GET
+@view_releases_required
 def review_queue(request: HtmxHttpRequest) -> HttpResponse:
     context = review_context(request, queue=selectors.review_queue())
     return render(request, "releases/review.html", context)
@@ -91,6 +92,7 @@ def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
+@view_releases_required
 def scenario_file(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The decision as a scenario file, to download."""
     decision = selectors.decision_with_report(pk)

@@ -55,6 +55,10 @@ def report(make_release: Callable[..., Release]) -> RiskReport:
 
 def reviewer_client(django_user_model: type[User], *, may_review: bool = True) -> Client:
     user = django_user_model.objects.create(username="rm" if may_review else "viewer")
+    # Reading releases and reports needs the view permissions (the Release managers have them).
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_release", "view_riskreport"])
+    )
     if may_review:
         user.user_permissions.add(Permission.objects.get(codename="review_report"))
     client = Client()
@@ -161,3 +165,11 @@ def test_the_home_page_counts_the_reports_to_review(
     services.decide_report(report, None, decision="accept")
     page = client.get("/").content.decode()
     assert 'id="review-card"><span class="stat-value">0</span>' in page
+
+
+@pytest.mark.django_db
+def test_a_user_without_the_view_permissions_gets_403_from_the_desk(client: Client) -> None:
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_user("nobody", password="x" * 12))
+    assert client.get("/review/").status_code == 403

@@ -24,13 +24,14 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import verdicts
+from releases import verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
     Message,
     Release,
     ReviewDecision,
+    RiskPolicy,
     RiskReport,
     RunStatus,
     Severity,
@@ -38,6 +39,7 @@ from releases.models import (
 from releases.review_scenario import Label, scenario_id, to_toml
 from releases.risk import filing
 from releases.risk.filing import FilingDecision
+from releases.risk.policy import PolicySettings
 from releases.verdicts import Judged
 
 
@@ -101,6 +103,20 @@ def file_risk_report(
     return report
 
 
+def new_policy_version(
+    settings: PolicySettings, *, note: str = "", user: AbstractBaseUser | None = None
+) -> RiskPolicy:
+    """Save `settings` as the next version of the risk policy (versions are never edited)."""
+    with transaction.atomic():
+        latest = RiskPolicy.objects.select_for_update().order_by("-version").first()
+        return RiskPolicy.objects.create(
+            version=(latest.version if latest else 0) + 1,
+            thresholds=settings.model_dump(mode="json"),
+            note=note,
+            created_by=user if user is not None and user.pk else None,
+        )
+
+
 REFUSALS_KEY = "policy_refusals"
 
 
@@ -119,6 +135,7 @@ def file_checked_report(
     findings: Sequence[str],
     summary: str = "",
     conversation: Conversation | None = None,
+    filed_at: datetime | None = None,
 ) -> CheckedFiling:
     """File a report the way the API does: checked against the policy and the data.
 
@@ -147,6 +164,7 @@ def file_checked_report(
         findings=findings,
         summary=summary,
         conversation=conversation,
+        filed_at=filed_at,
         judged=judged,
         decision=decision,
     )
@@ -393,14 +411,46 @@ def fail_stale_runs(now: datetime | None = None) -> list[Conversation]:
     own run, so a run never stays "running" for ever even with no worker left.
     """
     now = now or timezone.now()
+    failed = fail_orphaned_runs(now)
     cutoff = now - timedelta(seconds=settings.DETECTIVE_RUN_STALE_SECONDS)
     running = Conversation.objects.filter(status=RunStatus.RUNNING).filter(
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
     )
-    failed = [run for run in running if _fail_if_stale(run, now, cutoff)]
+    failed += [run for run in running if _fail_if_stale(run, now, cutoff)]
     for run in Conversation.objects.filter(status=RunStatus.QUEUED, created_at__lt=cutoff):
         reason = _lost_task(run, cutoff)
         if reason and _fail(run, RunStatus.QUEUED, reason, now):
+            failed.append(run)
+    return failed
+
+
+def fail_orphaned_runs(now: datetime | None = None) -> list[Conversation]:
+    """Mark failed at once every running run whose worker ran on this machine and is gone
+    (killed, crashed): no need to wait for its heartbeat to go stale. `up` does this before
+    anything else, a worker when it starts, and the sweep with the stale runs."""
+    from django_tasks_db.models import DBTaskResult
+
+    now = now or timezone.now()
+    running = list(Conversation.objects.filter(status=RunStatus.RUNNING).exclude(task_id=""))
+    if not running:
+        return []
+    claimed = {
+        str(pk): worker_ids
+        for pk, worker_ids in DBTaskResult.objects.filter(
+            pk__in=[run.task_id for run in running]
+        ).values_list("pk", "worker_ids")
+    }
+    failed = []
+    for run in running:
+        worker_ids = claimed.get(str(run.task_id)) or []
+        pid = workers.gone(worker_ids[-1]) if worker_ids else None
+        if pid is None:
+            continue
+        reason = (
+            f"The worker running it (pid {pid}) stopped: it was killed or crashed, so the run "
+            "was marked failed. Reassess to try again."
+        )
+        if _fail(run, RunStatus.RUNNING, reason, now):
             failed.append(run)
     return failed
 
@@ -451,6 +501,7 @@ def _fail(
         )
         if not updated:
             return False
+        _fail_task(run, reason, now)
         event = append_event(
             run,
             kind="run_failed",
@@ -459,6 +510,24 @@ def _fail(
     logger.warning("run %s failed: %s", run.pk, reason)
     publish_event(event)
     return True
+
+
+def _fail_task(run: Conversation, reason: str, now: datetime) -> None:
+    """The run's task row agrees with the run: a task whose run failed is failed too, and no
+    worker picks a queued one up later."""
+    from django_tasks import TaskResultStatus
+    from django_tasks_db.models import DBTaskResult
+
+    if not run.task_id:
+        return
+    DBTaskResult.objects.filter(
+        pk=run.task_id, status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING]
+    ).update(
+        status=TaskResultStatus.FAILED,
+        finished_at=now,
+        exception_class_path="releases.services.WorkerLost",
+        traceback=reason,
+    )
 
 
 def _terminal_payload(kind: str, now: datetime, **fields: Any) -> dict[str, Any]:

@@ -167,6 +167,49 @@ def test_a_queued_run_whose_task_is_gone_is_failed(
     assert "never handed to a worker" in run.error
 
 
+def _claimed_by(run: Conversation, worker: str) -> None:
+    DBTaskResult.objects.filter(pk=run.task_id).update(status="RUNNING", worker_ids=[worker])
+
+
+def test_a_run_whose_worker_on_this_machine_is_gone_is_failed_at_once(
+    make_release: Callable[..., Release], user: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    import subprocess
+    import sys
+
+    from releases import workers
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.start_assessment(make_release(), user)
+    services.mark_running(run.pk)
+    run.refresh_from_db()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _claimed_by(run, workers.worker_id(dead.pid))
+    assert [r.pk for r in services.fail_stale_runs()] == [run.pk]  # heartbeat still fresh
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith(f"The worker running it (pid {dead.pid}) stopped")
+    task = DBTaskResult.objects.get(pk=run.task_id)
+    assert task.status == "FAILED" and task.finished_at is not None
+    assert task.traceback == run.error
+    assert services.start_assessment(run.release, user) != run  # reassess at once
+
+
+def test_a_run_of_a_worker_elsewhere_waits_for_its_heartbeat(
+    make_release: Callable[..., Release], user: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.start_assessment(make_release(), user)
+    services.mark_running(run.pk)
+    run.refresh_from_db()
+    _claimed_by(run, "another-machine:1")
+    assert services.fail_orphaned_runs() == []
+    _claimed_by(run, "k3Jd9a0random0worker0id0of0db0worker")
+    assert services.fail_orphaned_runs() == []
+    assert Conversation.objects.get(pk=run.pk).status == RunStatus.RUNNING
+
+
 # ---- review ---------------------------------------------------------------------------------
 
 

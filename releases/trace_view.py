@@ -4,12 +4,17 @@ by time (offset and width as percentages of the whole trace).
 The spans come from the trace file the agent's telemetry writes (read through the seam,
 `releases.runner.traces`):
 the web request, the task, the agent, each model call with its retries, each tool call and the
-tools' HTTP calls back into the site. Only numbers, names and short labels are taken from a
-span; prompt and completion content, if captured, stays in the file.
+tools' HTTP calls back into the site. Each row also carries the span's attributes for its
+details (what a click on the row shows): the ones a reader looks for first (model, tokens,
+finish reason, retry attempt, error), then the rest by name, and the captured content
+(prompts, answers, tool arguments and results) when content capture was on, pretty-printed
+and cut at MAX_VALUE_CHARS.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +30,40 @@ MIN_BAR_PCT = 0.4
 # Indentation stops growing here; deeper spans still show their depth in the data.
 MAX_INDENT = 10
 TICKS = (0, 25, 50, 75, 100)
+# A span's details list these first, in this order.
+FIRST_ATTRIBUTES = (
+    "gen_ai.operation.name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.response.finish_reasons",
+    "detective.retry.attempt",
+    "detective.retry.max_attempts",
+    "detective.retry.count",
+    "detective.retry.reason",
+    "error.type",
+    "gen_ai.tool.name",
+    "detective.release.id",
+    "detective.run.id",
+)
+# Captured content: shown as blocks of text, last.
+CONTENT_ATTRIBUTES = (
+    "gen_ai.system_instructions",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+)
+# A page must stay a page, whatever a prompt holds.
+MAX_VALUE_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Attribute:
+    key: str
+    value: str
+    content: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,6 +81,7 @@ class SpanRow:
     output_tokens: int | None
     retries: int
     error: str | None
+    attributes: tuple[Attribute, ...] = ()
 
     @property
     def indent(self) -> int:
@@ -196,7 +236,43 @@ def _row(span: Mapping[str, Any], depth: int, trace_start: int, total_ns: int) -
         output_tokens=_int(attributes.get("gen_ai.usage.output_tokens")),
         retries=retries or 0,
         error=_error(span),
+        attributes=_details(span, attributes),
     )
+
+
+def _details(span: Mapping[str, Any], attributes: Mapping[str, Any]) -> tuple[Attribute, ...]:
+    first = [key for key in FIRST_ATTRIBUTES if key in attributes]
+    content = [key for key in CONTENT_ATTRIBUTES if key in attributes]
+    shown = set(first) | set(content)
+    rest = sorted(str(key) for key in attributes if key not in shown)
+    items = [Attribute(key, _text(attributes[key])) for key in (*first, *rest)]
+    status = span.get("status")
+    if isinstance(status, Mapping) and status.get("description"):
+        items.append(Attribute("status", _text(status.get("description"))))
+    items.extend(Attribute(key, _content(attributes[key]), content=True) for key in content)
+    return tuple(items)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ", ".join(_text(item) for item in value)
+    return _cut(str(value))
+
+
+def _content(value: Any) -> str:
+    """Captured content, JSON pretty-printed when it is JSON (the conventions' parts)."""
+    text = str(value)
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    return _cut(text)
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_VALUE_CHARS:
+        return text
+    return f"{text[:MAX_VALUE_CHARS]}… ({len(text) - MAX_VALUE_CHARS:,} more characters)"
 
 
 def _category(span: Mapping[str, Any], attributes: Mapping[str, Any]) -> str:

@@ -12,6 +12,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, format_trace_id
 from agent.telemetry import FileSpanExporter
 from releases.trace_view import (
     MAX_ROWS,
+    MAX_VALUE_CHARS,
     Waterfall,
     build_waterfall,
     format_duration,
@@ -374,3 +375,71 @@ def test_the_partial_escapes_what_the_trace_says() -> None:
     page = render(build_waterfall(TRACE_ID, spans))
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+# --- a span's details ------------------------------------------------------------------------
+
+
+def test_a_rows_details_put_what_a_reader_looks_for_first_and_content_last() -> None:
+    messages = '[{"role": "user", "parts": [{"type": "text", "content": "Assess v1"}]}]'
+    spans = [
+        span(
+            "c1",
+            "chat m",
+            0,
+            10,
+            status="ERROR",
+            description="HTTP 500",
+            **a(
+                **{
+                    "zeta.custom": True,
+                    "gen_ai.input.messages": messages,
+                    "gen_ai.usage.output_tokens": 8,
+                    "gen_ai.request.model": "m",
+                    "gen_ai.response.finish_reasons": ["stop", "length"],
+                    "gen_ai.operation.name": "chat",
+                    "detective.retry.attempt": 2,
+                    "error.type": "ServerError",
+                }
+            ),
+        )
+    ]
+    [row] = build_waterfall(TRACE_ID, spans).rows
+    assert [(item.key, item.value) for item in row.attributes if not item.content] == [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.request.model", "m"),
+        ("gen_ai.usage.output_tokens", "8"),
+        ("gen_ai.response.finish_reasons", "stop, length"),
+        ("detective.retry.attempt", "2"),
+        ("error.type", "ServerError"),
+        ("zeta.custom", "true"),
+        ("status", "HTTP 500"),
+    ]
+    [content] = [item for item in row.attributes if item.content]
+    assert content.key == "gen_ai.input.messages"
+    assert content.value.startswith('[\n  {\n    "role": "user"')  # pretty-printed
+
+
+def test_long_content_is_cut() -> None:
+    long = "x" * (MAX_VALUE_CHARS + 10)
+    spans = [span("t1", "execute_tool t", 0, 1, **a(**{"gen_ai.tool.call.result": long}))]
+    [row] = build_waterfall(TRACE_ID, spans).rows
+    [content] = row.attributes
+    assert content.value == "x" * MAX_VALUE_CHARS + "… (10 more characters)"
+
+
+def test_the_partial_shows_details_and_the_full_trace_id_with_a_copy_button() -> None:
+    evil = (
+        '[{"role": "user", "parts": [{"type": "text", "content": "<img src=x onerror=alert(1)>"}]}]'
+    )
+    spans = [
+        *SPANS,
+        span("z9", "chat evil", 0, 1, **a(**{"gen_ai.input.messages": evil})),
+    ]
+    page = render(build_waterfall(TRACE_ID, spans))
+    assert page.count('<details class="wf-details">') == len(spans)
+    assert f'<code id="trace-id-{TRACE_ID}">{TRACE_ID}</code>' in page
+    assert f'data-copy="trace-id-{TRACE_ID}"' in page
+    assert "<dt>gen_ai.usage.input_tokens</dt><dd>1000</dd>" in page
+    assert "<img" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -12,6 +13,10 @@ from releases.models import RunStatus, Severity
 from releases.selectors import NONE, SORTS, ReleaseFilters
 
 RUN_ASSESSMENT = "releases.run_assessment"
+# Reading releases and their reports; the Release managers group has both. Without them a
+# logged-in user gets 403, not data.
+VIEW_RELEASES = ("releases.view_release", "releases.view_riskreport")
+view_releases_required = permission_required(VIEW_RELEASES, raise_exception=True)
 REVIEW_REPORT = "releases.review_report"
 SORT_CHOICES = [
     ("-risk", "Highest risk"),
@@ -43,11 +48,13 @@ def _release_filters(query: QueryDict) -> ReleaseFilters:
 
 
 @require_GET
+@view_releases_required
 def home(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "home.html", {"dashboard": selectors.dashboard()})
 
 
 @require_GET
+@view_releases_required
 @vary_on_headers("HX-Request")  # the same URL answers a page or a partial
 def release_list(request: HtmxHttpRequest) -> HttpResponse:
     filters = _release_filters(request.GET)
@@ -72,6 +79,7 @@ def release_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @require_GET
+@view_releases_required
 def release_detail(request: HtmxHttpRequest, version: str) -> HttpResponse:
     detail = selectors.release_detail(version)
     context = {

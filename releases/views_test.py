@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -44,6 +44,17 @@ def releases(make_release: Callable[..., Release]) -> dict[str, Release]:
     services.file_risk_report(release=calm, severity="low", findings=["text only"])
     Conversation.objects.create(release=calm, status=RunStatus.RUNNING)
     return {"risky": risky, "unknown": unknown, "calm": calm}
+
+
+def viewer_with_view_permissions() -> User:
+    """May read releases and reports, may not run assessments."""
+    viewer = User.objects.create_user("viewer", password="a-long-password")
+    viewer.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="releases", codename__in=["view_release", "view_riskreport"]
+        )
+    )
+    return viewer
 
 
 def rows(page: str) -> list[str]:
@@ -311,9 +322,10 @@ def test_reassess_is_an_htmx_post_with_csrf_for_users_allowed_to_run(
 def test_release_managers_may_reassess_others_may_not(
     client: Client, releases: dict[str, Release]
 ) -> None:
-    viewer = User.objects.create_user("viewer", password="a-long-password")
+    viewer = viewer_with_view_permissions()
     client.force_login(viewer)
     page = client.get(reverse("releases:detail", args=["v2.1.0"])).content.decode()
+    assert "Payment processing" in page
     assert "hx-post" not in page and "Reassess</button>" not in page
 
     manager = User.objects.create_user("manager", password="a-long-password")
@@ -332,7 +344,7 @@ def test_while_a_run_is_active_the_button_links_to_it(
     assert f'href="/runs/{running.pk}/">Watch the run' in page
     assert 'hx-post="/releases/v2.3.0/reassess"' not in page
 
-    viewer = User.objects.create_user("viewer", password="a-long-password")
+    viewer = viewer_with_view_permissions()
     client.force_login(viewer)
     page = client.get(reverse("releases:detail", args=["v2.3.0"])).content.decode()
     assert "Running…" not in page
@@ -359,6 +371,30 @@ def test_the_detail_query_count_does_not_grow_with_history(
     add(30)
     with django_assert_num_queries(7):
         assert admin_client.get(url).status_code == 200
+
+
+@pytest.mark.parametrize("url", ["/", "/releases/", "/releases/v2.1.0/", "/releases/?q=v2"])
+def test_a_user_without_the_view_permission_gets_403_and_no_data(
+    client: Client, releases: dict[str, Release], url: str
+) -> None:
+    client.force_login(User.objects.create_user("nobody", password="a-long-password"))
+    response = client.get(url)
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "Not allowed" in page and "Release managers" in page
+    assert "v2.1.0" not in page and "Payment processing" not in page
+
+
+def test_only_viewing_both_releases_and_reports_opens_the_pages(
+    client: Client, releases: dict[str, Release]
+) -> None:
+    user = User.objects.create_user("half", password="a-long-password")
+    user.user_permissions.add(Permission.objects.get(codename="view_release"))
+    client.force_login(user)
+    assert client.get("/releases/v2.1.0/").status_code == 403
+    user.user_permissions.add(Permission.objects.get(codename="view_riskreport"))
+    client.force_login(User.objects.get(pk=user.pk))
+    assert client.get("/releases/v2.1.0/").status_code == 200
 
 
 # --- home ----------------------------------------------------------------------------------

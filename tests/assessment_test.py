@@ -25,6 +25,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.test import Client
+from django_tasks_db.models import DBTaskResult
 
 from releases import runner, services
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
@@ -245,8 +246,11 @@ def test_a_killed_worker_leaves_a_failed_run_and_its_events_crossed_processes(
     wait_for(lambda: bool(services.fail_stale_runs()), 20, "the sweep to notice", log)
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
-    assert run.error.startswith("The worker stopped responding at ")
+    # Its worker was on this machine and is gone: failed at once, not after the stale delay.
+    assert run.error.startswith(f"The worker running it (pid {worker.pid}) stopped")
     assert kinds(run)[-1] == "run_failed"
+    task = DBTaskResult.objects.get(pk=run.task_id)
+    assert (task.status, task.traceback) == ("FAILED", run.error)  # the task row agrees
     # The worker's events reached this process through the configured channel layer, in order.
     listening.join(timeout=10)
     seqs = [message["seq"] for message in received]
@@ -268,3 +272,43 @@ def _listen(run_id: str, received: list[dict[str, Any]]) -> None:
             return
 
     asyncio.run(listen())
+
+
+HIGH_RISK = {
+    "test_results": {
+        "passed": 88,
+        "failed": 12,
+        "skipped": 0,
+        "failing_tests": ["test_checkout_total", *[f"test_layout_{i}" for i in range(11)]],
+    },
+    "deployment_metrics": {"error_rate": 0.09, "response_time_p95": 380},
+}
+
+
+def test_a_model_that_always_files_low_never_gets_an_accepted_low_report(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release("v9.9.9", **HIGH_RISK)
+    with ScriptedLLM(mode="always-low") as llm:
+        run = assess(release, llm.base_url)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    report = RiskReport.objects.get(conversation=run)
+    # Refused once, filed again unchanged: kept, but for a person, with the policy's verdict.
+    assert (report.severity, report.policy_severity, report.needs_review) == ("low", "high", True)
+    assert any("error_rate 0.09" in reason for reason in report.review_reasons)
+    refusals = [
+        e.payload for e in run.events.filter(kind="tool_result") if "not filed" in str(e.payload)
+    ]
+    assert len(refusals) == 1
+
+
+def test_a_model_that_corrects_itself_after_the_refusal_files_the_policys_severity(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release("v9.9.8", **HIGH_RISK)
+    with ScriptedLLM(mode="low-then-corrects") as llm:
+        run = assess(release, llm.base_url)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    report = RiskReport.objects.get(conversation=run)
+    assert (report.severity, report.needs_review) == ("high", False)
+    assert all(part["grounded"] for part in report.grounding)

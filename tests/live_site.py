@@ -155,7 +155,8 @@ class LiveSite:
         needs."""
         client = httpx.Client(base_url=self.url, timeout=30, follow_redirects=False)
         client.cookies.set("sessionid", self.session_cookie(user))
-        client.get("/").raise_for_status()
+        # The login page sets the CSRF cookie whatever the user may see.
+        client.get("/accounts/login/").raise_for_status()
         client.headers["X-CSRFToken"] = client.cookies["csrftoken"]
         return client
 

@@ -25,7 +25,9 @@ The bytes come from `agent.testing.wire.openai_sse`, sent one server-sent event 
 `delay` seconds between them, so a page can watch the text arrive. `narration` words are added
 to the first reply (a longer, slower stream: for cancelling or reloading mid-run).
 `mode="unauthorized"` answers 401 like a bad API key; `mode="rate-limited"` answers 429 every
-time (with Retry-After: 0).
+time (with Retry-After: 0). `mode="always-low"` files low whatever the data, and files the
+same again when the policy refuses it; `mode="low-then-corrects"` files low first, then the
+policy's severity after the refusal (the two ways a model can answer the risk policy).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from agent.testing.fakes import reply
 from agent.testing.wire import openai_sse
 
 MODEL = "scripted-detective"
-MODES = ("assess", "unauthorized", "rate-limited")
+MODES = ("assess", "unauthorized", "rate-limited", "always-low", "low-then-corrects")
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 
 
@@ -61,6 +63,14 @@ def _text(content: Any) -> str:
     if isinstance(content, list):  # content parts
         return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return str(content or "")
+
+
+def _filings(messages: list[dict[str, Any]]) -> int:
+    return sum(
+        call.get("function", {}).get("name") == "file_risk_report"
+        for message in messages
+        for call in message.get("tool_calls") or []
+    )
 
 
 def _tool_results(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -142,8 +152,14 @@ class _Handler(BaseHTTPRequestHandler):
                 arguments={"release_id": version},
             )
             turn = reply(text, call, input_tokens=420, output_tokens=38, model=MODEL)
-        elif "file_risk_report" not in results:
+        elif "file_risk_report" not in results or (
+            "was not filed" in results["file_risk_report"] and _filings(messages) < 2
+        ):
             severity, findings, summary = assess(results["get_release_summary"])
+            refused = "file_risk_report" in results
+            mode = self.server.mode
+            if mode == "always-low" or (mode == "low-then-corrects" and not refused):
+                severity = "low"
             text = f"The summary of {version} is in. Filing a {severity} risk report."
             call = ToolCall(
                 id=f"call_report_{count}",

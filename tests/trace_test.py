@@ -26,9 +26,10 @@ from tests.llm_server import ScriptedLLM
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REQUEST = "POST releases/<str:version>/reassess"
+ROOT = "invoke_workflow assessment"
 EXPECTED_SPANS = {
     REQUEST,
-    "run_assessment",
+    ROOT,
     "invoke_agent detective",
     "execute_tool get_release_summary",
     "GET api/releases/<str:version>/summary",
@@ -86,8 +87,8 @@ def test_a_run_started_from_the_web_is_one_trace_across_processes(
         parent_id = by_name[name]["parent_span_id"]
         return next(span["name"] for span in spans if span["span_id"] == parent_id)
 
-    assert parent("run_assessment") == REQUEST
-    assert parent("invoke_agent detective") == "run_assessment"
+    assert parent(ROOT) == REQUEST
+    assert parent("invoke_agent detective") == ROOT
     chats = [span for span in spans if span["name"].startswith("chat ")]
     assert len(chats) == 2
     assert parent("execute_tool get_release_summary") == "invoke_agent detective"
@@ -96,8 +97,8 @@ def test_a_run_started_from_the_web_is_one_trace_across_processes(
     # Written by two processes: the web server's spans and the worker's.
     process = {name: span["resource"]["service.instance.id"] for name, span in by_name.items()}
     assert process[REQUEST] == process["POST api/risk-reports"]
-    assert process["run_assessment"] == process["invoke_agent detective"]
-    assert process[REQUEST] != process["run_assessment"]
+    assert process[ROOT] == process["invoke_agent detective"]
+    assert process[REQUEST] != process[ROOT]
 
     # The run page's trace view shows the whole tree.
     assert page.status_code == 200

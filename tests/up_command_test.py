@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -95,6 +96,16 @@ def test_up_serves_the_site_and_stops_cleanly_on_ctrl_c(
     assert login is not None, f"no answer in {START_TIMEOUT} s:\n{log.read_text()}"
     assert login.status_code == 200
     assert "Sign in" in login.text
+    # Safe by default: DEBUG off (the site's 404 page, not Django's list of every URL), plain
+    # HTTP on the address given (no redirect to https), private data files.
+    missing = httpx.get(f"{base_url}/no/such/page/", timeout=5)
+    assert missing.status_code == 404
+    assert "Page not found" in missing.text and "URLconf" not in missing.text
+    assert httpx.get(f"{base_url}/", headers={"Host": "evil.example"}, timeout=5).status_code == 400
+    data = log.parent / "data"
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    for name in ("detective.sqlite3", "detective.sqlite3-wal", "channels.sqlite3", "secret_key"):
+        assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
 
     with httpx.Client(base_url=base_url, timeout=10) as client:
         client.get("/accounts/login/")
@@ -126,3 +137,75 @@ def test_up_serves_the_site_and_stops_cleanly_on_ctrl_c(
     output = log.read_text()
     assert "Detective is running at" in output
     assert "Stopped." in output
+
+
+def run_up(tmp_path: Path, *args: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **dict.fromkeys(EXPECTED, "")}
+    env.update({"DETECTIVE_DATA_DIR": str(tmp_path / "data"), **variables})
+    return subprocess.run(
+        [sys.executable, str(BASE_DIR / "manage.py"), "up", *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def closed_port() -> int:
+    return free_port()  # nothing listens there once the probe is closed
+
+
+@pytest.mark.parametrize(
+    ("variables", "names"),
+    [
+        (
+            {"DATABASE_URL": "postgres://u:secret-pw@127.0.0.1:{port}/x"},
+            ["Cannot reach the database at 127.0.0.1:{port}", "check DATABASE_URL"],
+        ),
+        (
+            {"REDIS_URL": "redis://:secret-pw@127.0.0.1:{port}/0"},
+            ["Cannot reach Redis at 127.0.0.1:{port}", "check REDIS_URL"],
+        ),
+        (
+            {"DATABASE_URL": "mysql2://x"},
+            ["DATABASE_URL: unsupported URL scheme 'mysql2'"],
+        ),
+    ],
+    ids=["database-down", "redis-down", "bad-url"],
+)
+def test_start_up_errors_are_one_message_naming_the_variable(
+    tmp_path: Path, variables: dict[str, str], names: list[str]
+) -> None:
+    port = closed_port()
+    result = run_up(
+        tmp_path,
+        "--port",
+        str(free_port()),
+        **{name: value.format(port=port) for name, value in variables.items()},
+    )
+    assert result.returncode != 0
+    for name in names:
+        assert name.format(port=port) in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "secret-pw" not in result.stderr + result.stdout
+    assert len(result.stderr.strip().splitlines()) <= 2, result.stderr
+
+
+def test_a_port_in_use_is_one_line_naming_the_option(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_up(tmp_path, "--port", str(port))
+    assert result.returncode != 0
+    assert f"127.0.0.1:{port} is already in use; choose another with --port" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_verbose_adds_the_traceback(tmp_path: Path) -> None:
+    port = closed_port()
+    result = run_up(tmp_path, "--verbose", DATABASE_URL=f"postgres://u@127.0.0.1:{port}/x")
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr and "Cannot reach the database" in result.stderr

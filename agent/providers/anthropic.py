@@ -24,6 +24,7 @@ from agent.errors import ProviderError, StreamError
 from agent.messages import Message, ToolCall, ToolDefinition, Usage
 from agent.providers.http import (
     HttpChannel,
+    ModelDeadlines,
     decode_object,
     error_for_status,
     error_from_response,
@@ -156,7 +157,7 @@ class AnthropicProvider:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | ModelDeadlines = DEFAULT_TIMEOUT,
         client: httpx.AsyncClient | None = None,
         context_window: int | None = None,
         max_output_tokens: int | None = None,

@@ -7,6 +7,9 @@
 - `error_for_status` / `error_for_transport`: the mapping from HTTP statuses and httpx
   exceptions to the error tree. Each adapter reads its own error body format in one
   function and hands the pieces to `error_for_status`.
+- `ModelDeadlines`: how long one model call may take: to connect, to its first byte, between
+  two chunks of a stream, and in all. Each ends the call with a `ProviderTimeoutError` that
+  says which deadline passed and the setting that changes it.
 
 API keys travel only in request headers, never in URLs; every message and body put on an
 error is passed through `redact` as a belt-and-braces.
@@ -14,6 +17,7 @@ error is passed through `redact` as a belt-and-braces.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -38,6 +42,53 @@ from agent.retry import parse_retry_after
 from agent.tls import async_client
 
 MAX_ERROR_BODY_CHARS = 2048
+
+
+@dataclass(frozen=True)
+class ModelDeadlines:
+    """Seconds one model call may take; `total` None means no limit on the whole call.
+
+    A server that accepts a connection and never answers is caught by `first_byte`, one that
+    stalls in the middle of a stream by `idle`, one that trickles for ever by `total`.
+    """
+
+    connect: float = 10.0
+    first_byte: float = 30.0
+    idle: float = 30.0
+    total: float | None = 300.0
+
+    @classmethod
+    def from_seconds(cls, seconds: float) -> ModelDeadlines:
+        """One timeout for every step, no limit in all (an adapter given a plain number)."""
+        return cls(connect=seconds, first_byte=seconds, idle=seconds, total=None)
+
+    def httpx_timeout(self) -> httpx.Timeout:
+        # httpx's read timeout is the longest wait for any chunk: the idle gap. The first
+        # byte has a deadline of its own around the send.
+        return httpx.Timeout(self.idle, connect=self.connect, pool=self.connect)
+
+
+DEADLINE_SETTINGS = {
+    "connect": "DETECTIVE_MODEL_CONNECT_TIMEOUT",
+    "first_byte": "DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT",
+    "idle": "DETECTIVE_MODEL_IDLE_TIMEOUT",
+    "total": "DETECTIVE_MODEL_CALL_TIMEOUT",
+}
+
+
+def deadline_error(provider: str, url: str, which: str, seconds: float) -> ProviderTimeoutError:
+    what = {
+        "connect": f"could not connect to {url} within {seconds:g} s",
+        "first_byte": f"sent no first byte within {seconds:g} s of the request to {url}",
+        "idle": f"sent nothing for {seconds:g} s in the middle of its answer from {url}",
+        "total": f"did not finish its answer from {url} within {seconds:g} s",
+    }[which]
+    label = which.replace("_", "-")
+    return ProviderTimeoutError(
+        f"{provider}: the model {what} (the {label} deadline; {DEADLINE_SETTINGS[which]} "
+        "changes it)",
+        provider=provider,
+    )
 
 
 def truncate(text: str, limit: int = MAX_ERROR_BODY_CHARS) -> str:
@@ -191,7 +242,7 @@ class HttpChannel:
         *,
         provider: str,
         base_url: str,
-        timeout: float,
+        timeout: float | ModelDeadlines,
         headers: Mapping[str, str],
         translate_error: ErrorTranslator,
         client: httpx.AsyncClient | None = None,
@@ -200,7 +251,12 @@ class HttpChannel:
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
-        self._timeout = httpx.Timeout(timeout)
+        self.deadlines = (
+            timeout
+            if isinstance(timeout, ModelDeadlines)
+            else ModelDeadlines.from_seconds(float(timeout))
+        )
+        self._timeout = self.deadlines.httpx_timeout()
         # Sent with each request rather than set on the client, so an injected client
         # shared with other code never carries this adapter's key.
         self._headers = dict(headers)
@@ -216,6 +272,10 @@ class HttpChannel:
     def _transport_error(
         self, exc: httpx.HTTPError, url: str, *, during_stream: bool = False
     ) -> ProviderError:
+        if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return deadline_error(self.provider, url, "connect", self.deadlines.connect)
+        if isinstance(exc, httpx.ReadTimeout):
+            return deadline_error(self.provider, url, "idle", self.deadlines.idle)
         return error_for_transport(
             exc,
             provider=self.provider,
@@ -225,17 +285,46 @@ class HttpChannel:
             secrets=self._secrets,
         )
 
+    @asynccontextmanager
+    async def _deadline(self, url: str) -> AsyncIterator[None]:
+        """The whole call's deadline, around everything inside (the caller's reading of a
+        stream too: it runs in the same task)."""
+        total = self.deadlines.total
+        try:
+            async with asyncio.timeout(total):
+                yield
+        except TimeoutError:
+            raise deadline_error(self.provider, url, "total", total or 0.0) from None
+
+    async def _send(self, request: httpx.Request, url: str) -> httpx.Response:
+        """Send, and wait for the response's start at most the first-byte deadline."""
+        try:
+            return await asyncio.wait_for(
+                self._client.send(request, stream=True), self.deadlines.first_byte
+            )
+        except TimeoutError:
+            raise deadline_error(
+                self.provider, url, "first_byte", self.deadlines.first_byte
+            ) from None
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, url) from exc
+
     async def request_json(
         self, method: str, path: str, payload: Any | None = None
     ) -> tuple[Any, httpx.Response]:
         """Send one request and return its decoded JSON body and the response."""
         url = self.url(path)
-        try:
-            response = await self._client.request(
-                method, url, json=payload, headers=self._headers, timeout=self._timeout
-            )
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc, url) from exc
+        request = self._client.build_request(
+            method, url, json=payload, headers=self._headers, timeout=self._timeout
+        )
+        async with self._deadline(url):
+            response = await self._send(request, url)
+            try:
+                await response.aread()
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, url) from exc
+            finally:
+                await response.aclose()
         if response.status_code >= 400:
             raise self._translate_error(response)
         try:
@@ -257,23 +346,21 @@ class HttpChannel:
         request = self._client.build_request(
             "POST", url, json=payload, headers=self._headers, timeout=self._timeout
         )
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc, url) from exc
-        try:
-            if response.status_code >= 400:
-                try:
-                    await response.aread()
-                except httpx.HTTPError as exc:
-                    raise self._transport_error(exc, url) from exc
-                raise self._translate_error(response)
+        async with self._deadline(url):
+            response = await self._send(request, url)
             try:
-                yield response
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc, url, during_stream=True) from exc
-        finally:
-            await response.aclose()
+                if response.status_code >= 400:
+                    try:
+                        await response.aread()
+                    except httpx.HTTPError as exc:
+                        raise self._transport_error(exc, url) from exc
+                    raise self._translate_error(response)
+                try:
+                    yield response
+                except httpx.HTTPError as exc:
+                    raise self._transport_error(exc, url, during_stream=True) from exc
+            finally:
+                await response.aclose()
 
     async def aclose(self) -> None:
         if self._owns_client:

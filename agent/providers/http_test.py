@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -19,6 +20,7 @@ from agent.errors import (
 )
 from agent.providers.http import (
     HttpChannel,
+    ModelDeadlines,
     ServerSentEvent,
     error_class_for_status,
     error_for_status,
@@ -209,3 +211,91 @@ async def test_non_json_success_is_a_server_error_with_redacted_body(
     with pytest.raises(ServerError) as caught:
         await channel().request_json("POST", "/chat", {})
     assert caught.value.body == "echo [REDACTED]"
+
+
+# ---- deadlines: a real socket server that misbehaves -----------------------------------------
+
+
+async def _misbehaving_server(behaviour: str) -> tuple[asyncio.AbstractServer, str]:
+    """`black-hole`: accepts, never answers; `stall`: headers and one chunk, then nothing;
+    `trickle`: a chunk every 0.1 s for ever."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        try:
+            if behaviour == "black-hole":
+                await asyncio.sleep(60)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            writer.write(b"6\r\ndata: \r\n")
+            await writer.drain()
+            while behaviour == "trickle":
+                await asyncio.sleep(0.1)
+                writer.write(b"1\r\n:\r\n")
+                await writer.drain()
+            await asyncio.sleep(60)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+def _channel(base_url: str, deadlines: ModelDeadlines) -> HttpChannel:
+    return HttpChannel(
+        provider="p",
+        base_url=base_url,
+        timeout=deadlines,
+        headers={},
+        translate_error=lambda response: ProviderError("unexpected", provider="p"),
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("behaviour", "deadline", "setting"),
+    [
+        ("black-hole", "first-byte", "DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT"),
+        ("stall", "idle", "DETECTIVE_MODEL_IDLE_TIMEOUT"),
+        ("trickle", "total", "DETECTIVE_MODEL_CALL_TIMEOUT"),
+    ],
+)
+async def test_each_deadline_ends_a_stream_and_says_which(
+    behaviour: str, deadline: str, setting: str
+) -> None:
+    server, base_url = await _misbehaving_server(behaviour)
+    channel = _channel(base_url, ModelDeadlines(connect=1, first_byte=0.4, idle=0.4, total=1.2))
+    started = asyncio.get_running_loop().time()
+    try:
+        with pytest.raises(ProviderTimeoutError) as caught:
+            async with channel.stream("/chat", {"x": 1}) as response:
+                async for _ in response.aiter_lines():
+                    pass
+    finally:
+        await channel.aclose()
+        server.close()
+    elapsed = asyncio.get_running_loop().time() - started
+    assert f"the {deadline} deadline; {setting} changes it" in str(caught.value)
+    assert elapsed < 3
+
+
+@pytest.mark.asyncio
+async def test_a_plain_request_has_the_first_byte_deadline_too() -> None:
+    server, base_url = await _misbehaving_server("black-hole")
+    channel = _channel(base_url, ModelDeadlines(first_byte=0.3, total=5))
+    try:
+        with pytest.raises(ProviderTimeoutError, match=r"sent no first byte within 0\.3 s"):
+            await channel.request_json("POST", "/chat", {"x": 1})
+    finally:
+        await channel.aclose()
+        server.close()
+
+
+def test_a_plain_number_keeps_the_old_single_timeout() -> None:
+    deadlines = ModelDeadlines.from_seconds(120)
+    assert (deadlines.first_byte, deadlines.idle, deadlines.total) == (120, 120, None)

@@ -28,6 +28,7 @@ from agent.errors import NetworkError, NotFoundError, ProviderError, StreamError
 from agent.messages import Message, ToolCall, ToolDefinition, Usage, new_id
 from agent.providers.http import (
     HttpChannel,
+    ModelDeadlines,
     error_for_status,
     error_from_response,
     iter_ndjson,
@@ -152,7 +153,7 @@ class OllamaProvider:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | ModelDeadlines = DEFAULT_TIMEOUT,
         client: httpx.AsyncClient | None = None,
         context_window: int | None = None,
         max_output_tokens: int | None = None,

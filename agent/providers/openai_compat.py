@@ -29,6 +29,7 @@ from agent.errors import ConfigurationError, ProviderError, StreamError
 from agent.messages import Message, ToolCall, ToolDefinition, Usage, new_id
 from agent.providers.http import (
     HttpChannel,
+    ModelDeadlines,
     decode_object,
     error_for_status,
     error_from_response,
@@ -192,7 +193,7 @@ class OpenAICompatProvider:
         api_key: str | None = None,
         *,
         preset: str | Preset = "openai",
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | ModelDeadlines = DEFAULT_TIMEOUT,
         client: httpx.AsyncClient | None = None,
         context_window: int | None = None,
         max_output_tokens: int | None = None,

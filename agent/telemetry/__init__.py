@@ -30,6 +30,7 @@ from agent.telemetry.tracing import (
     TracedToolExecutor,
     current_traceparent,
     new_trace_id,
+    workflow_span,
 )
 
 __all__ = [
@@ -55,4 +56,5 @@ __all__ = [
     "register_secret",
     "shutdown_telemetry",
     "trace_path",
+    "workflow_span",
 ]

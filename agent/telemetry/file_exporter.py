@@ -15,6 +15,9 @@ trace (the web server and the worker share trace ids) makes us read the file aga
 Writers are serialised by a thread lock and, across processes, by an advisory lock file in
 the traces directory. Files are replaced atomically (temp file + os.replace), so a reader
 never sees half a trace.
+
+`TraceFileProcessor` feeds the exporter from the tracer provider: it keeps a trace's spans
+until the trace is finished and writes it, once, on a thread of its own.
 """
 
 from __future__ import annotations
@@ -22,17 +25,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import format_span_id, format_trace_id
 
@@ -76,17 +79,14 @@ def _iso(ns: int | None) -> str | None:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat()
 
 
-def _value(value: Any) -> Any:
-    # Attribute sequences arrive as tuples; JSON wants lists.
-    if isinstance(value, tuple | list):
-        return [_value(item) for item in value]
-    return value
-
-
-def _attributes(attributes: Any) -> dict[str, Any]:
+def _attributes(attributes: Any) -> Any:
+    """The attributes as the JSON encoder takes them, without copying: the SDK's
+    BoundedAttributes keeps a plain dict (frozen once the span ended), and the C encoder
+    writes its tuples as lists. A copy per span was a third of the exporter's work."""
     if not attributes:
         return {}
-    return {key: _value(value) for key, value in attributes.items()}
+    inner = getattr(attributes, "_dict", None)
+    return inner if isinstance(inner, dict) else dict(attributes)
 
 
 def span_to_dict(span: ReadableSpan, resource: dict[str, Any]) -> SpanDict:
@@ -109,7 +109,9 @@ def span_to_dict(span: ReadableSpan, resource: dict[str, Any]) -> SpanDict:
         "end_time_unix_nano": end,
         "duration_ms": duration_ms,
         "status": status,
-        "attributes": _attributes(span.attributes),
+        # The span's own BoundedAttributes: `span.attributes` wraps it in a read-only proxy,
+        # which would have to be copied item by item.
+        "attributes": _attributes(getattr(span, "_attributes", None) or span.attributes),
         "events": [
             {
                 "name": event.name,
@@ -155,11 +157,13 @@ class FileSpanExporter(SpanExporter):
     def __init__(self, traces_dir: Path, *, cached_traces: int = DEFAULT_CACHED_TRACES) -> None:
         self.traces_dir = Path(traces_dir)
         self.traces_dir.mkdir(parents=True, exist_ok=True)
+        self._dir = str(self.traces_dir)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, _CachedTrace] = OrderedDict()
         self._cached_traces = cached_traces
         # Resources are shared by every span of a provider: convert each once.
         self._resources: dict[int, tuple[Resource, dict[str, Any]]] = {}
+        self._lock_fd: int | None = None
         self._shutdown = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -181,6 +185,9 @@ class FileSpanExporter(SpanExporter):
         self._shutdown = True
         with self._lock:
             self._cache.clear()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         # Every export is written before it returns: nothing is ever pending here.
@@ -190,7 +197,7 @@ class FileSpanExporter(SpanExporter):
         cached = self._resources.get(id(resource))
         if cached is not None and cached[0] is resource:
             return cached[1]
-        converted = _attributes(resource.attributes)
+        converted = dict(resource.attributes)
         self._resources[id(resource)] = (resource, converted)
         return converted
 
@@ -199,15 +206,20 @@ class FileSpanExporter(SpanExporter):
         if fcntl is None:  # pragma: no cover
             yield
             return
-        with open(self.traces_dir / LOCK_FILE, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        # Opened once and kept: an open and a close per export cost more than the lock.
+        if self._lock_fd is None:
+            self._lock_fd = os.open(
+                os.path.join(self._dir, LOCK_FILE), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+            )
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _merge(self, trace_id: str, new_spans: list[SpanDict]) -> None:
-        path = trace_path(self.traces_dir, trace_id)
+        # trace_id was formatted by us (32 hex digits): no need for trace_path's check.
+        path = os.path.join(self._dir, f"trace_{trace_id}.json")
         spans = self._current_spans(trace_id, path)
         for span in new_spans:
             spans[span["span_id"]] = _encode(span)
@@ -216,16 +228,17 @@ class FileSpanExporter(SpanExporter):
         fingerprint = self._write(path, text)
         self._remember(trace_id, _CachedTrace(fingerprint, spans))
 
-    def _current_spans(self, trace_id: str, path: Path) -> dict[str, _EncodedSpan]:
+    def _current_spans(self, trace_id: str, path: str) -> dict[str, _EncodedSpan]:
         try:
-            stat = path.stat()
+            stat = os.stat(path)
         except FileNotFoundError:
             return {}
         cached = self._cache.get(trace_id)
         if cached is not None and cached.fingerprint == _fingerprint(stat):
             return cached.spans
         try:
-            existing = json.loads(path.read_text(encoding="utf-8"))
+            with open(path, encoding="utf-8") as handle:
+                existing = json.load(handle)
         except ValueError:
             # A damaged file must not stop new spans from being written.
             existing = []
@@ -237,16 +250,26 @@ class FileSpanExporter(SpanExporter):
             if isinstance(span, dict) and "span_id" in span
         }
 
-    def _write(self, path: Path, text: str) -> tuple[int, int, int]:
-        fd, tmp_name = tempfile.mkstemp(dir=self.traces_dir, prefix=f".{path.stem}.", suffix=".tmp")
+    def _write(self, path: str, text: str) -> tuple[int, int, int]:
+        # A fixed temporary name per process is enough: writers of this directory hold the
+        # lock file, and tempfile.mkstemp's random names cost more than the write.
+        tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp_name, path)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                data = memoryview(text.encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data) :]
+                # The file keeps its inode, size and mtime through the rename.
+                fingerprint = _fingerprint(os.fstat(fd))
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
         except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
+            with suppress(FileNotFoundError):
+                os.unlink(tmp)
             raise
-        return _fingerprint(path.stat())
+        return fingerprint
 
     def _remember(self, trace_id: str, entry: _CachedTrace) -> None:
         self._cache[trace_id] = entry
@@ -257,3 +280,93 @@ class FileSpanExporter(SpanExporter):
 
 def _fingerprint(stat: os.stat_result) -> tuple[int, int, int]:
     return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+class TraceFileProcessor(SpanProcessor):
+    """Hands finished traces to a FileSpanExporter, one write per trace, on a thread of its own.
+
+    A span that ends is only put aside (a list append under a lock: what the traced code
+    pays). When the trace's local root ends (a span with no parent, or a remote one: the
+    assessment's `invoke_workflow`, a web request continuing a traceparent) the trace is
+    ready; the writer thread wakes every `delay_s` and writes each ready trace with one merge
+    into its file. Spans of a trace whose root has not ended are written once they have waited
+    `delay_s` too, so a long run's file grows as it goes. `force_flush` writes everything now.
+
+    The BatchSpanProcessor this replaces wrote whatever its batch held, so a trace that
+    straddled two batches was merged and written twice.
+    """
+
+    def __init__(self, exporter: FileSpanExporter, *, delay_s: float = 1.0) -> None:
+        self.exporter = exporter
+        self._delay_s = delay_s
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._open: dict[int, list[ReadableSpan]] = {}
+        self._since: dict[int, float] = {}
+        self._ready: list[ReadableSpan] = []
+        self._flushes: list[threading.Event] = []
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="trace-files", daemon=True)
+        self._thread.start()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None or not context.trace_flags.sampled:
+            return
+        trace_id = context.trace_id
+        parent = span.parent
+        with self._lock:
+            pending = self._open.get(trace_id)
+            if pending is None:
+                pending = self._open[trace_id] = []
+                self._since[trace_id] = time.monotonic()
+            pending.append(span)
+            if parent is None or parent.is_remote:
+                self._ready.extend(pending)
+                del self._open[trace_id], self._since[trace_id]
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        done = threading.Event()
+        with self._lock:
+            if self._stopping:
+                return True
+            self._flushes.append(done)
+            self._wake.notify()
+        return done.wait(timeout_millis / 1000)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+            self._wake.notify()
+        self._thread.join()
+        self.exporter.shutdown()
+
+    def _take(self) -> tuple[list[ReadableSpan], list[threading.Event], bool]:
+        with self._lock:
+            if not (self._flushes or self._stopping):
+                self._wake.wait(self._delay_s)
+            flushing = bool(self._flushes) or self._stopping
+            now = time.monotonic()
+            spans, self._ready = self._ready, []
+            for trace_id in [
+                t for t, since in self._since.items() if flushing or now - since >= self._delay_s
+            ]:
+                spans.extend(self._open.pop(trace_id))
+                del self._since[trace_id]
+            flushes, self._flushes = self._flushes, []
+            return spans, flushes, self._stopping
+
+    def _run(self) -> None:
+        while True:
+            spans, flushes, stopping = self._take()
+            if spans:
+                self.exporter.export(spans)
+            for done in flushes:
+                done.set()
+            if stopping:
+                return

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -20,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 
 from agent.telemetry.file_exporter import (
     FileSpanExporter,
+    TraceFileProcessor,
     read_trace,
     trace_path,
 )
@@ -325,3 +328,65 @@ def test_works_behind_a_batch_span_processor(tmp_path: Path) -> None:
     trace_id = trace.format_trace_id(root.get_span_context().trace_id)
     assert [s["name"] for s in read_trace(tmp_path, trace_id)] == ["root", "child"]
     provider.shutdown()
+
+
+class _Counting(FileSpanExporter):
+    def __init__(self, traces_dir: Path) -> None:
+        super().__init__(traces_dir)
+        self.batches: list[list[str]] = []
+
+    def export(self, spans: Any) -> SpanExportResult:
+        self.batches.append([span.name for span in spans])
+        return super().export(spans)
+
+
+def _provider(processor: TraceFileProcessor) -> trace.Tracer:
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    return provider.get_tracer("test")
+
+
+def test_a_trace_is_written_once_when_its_root_ends(tmp_path: Path) -> None:
+    exporter = _Counting(tmp_path)
+    processor = TraceFileProcessor(exporter, delay_s=60)  # only flushes write
+    tracer = _provider(processor)
+    with tracer.start_as_current_span("root") as root:
+        for name in ("chat", "tool", "chat again"):
+            with tracer.start_as_current_span(name):
+                pass
+        trace_id = trace.format_trace_id(root.get_span_context().trace_id)
+    # A remote parent makes a local root too (a web request continuing a traceparent).
+    remote = trace.NonRecordingSpan(
+        trace.SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=trace.TraceFlags(1))
+    )
+    with tracer.start_as_current_span("request", context=trace.set_span_in_context(remote)):
+        pass
+    processor.force_flush()
+
+    assert len(exporter.batches) == 1
+    assert sorted(exporter.batches[0]) == ["chat", "chat again", "request", "root", "tool"]
+    assert [s["name"] for s in read_trace(tmp_path, trace_id)] == [
+        "root",
+        "chat",
+        "tool",
+        "chat again",
+    ]
+    processor.shutdown()
+
+
+def test_an_unfinished_trace_is_written_after_the_delay(tmp_path: Path) -> None:
+    exporter = _Counting(tmp_path)
+    processor = TraceFileProcessor(exporter, delay_s=0.05)
+    tracer = _provider(processor)
+    with tracer.start_as_current_span("a long run") as root:
+        with tracer.start_as_current_span("first call"):
+            pass
+        trace_id = trace.format_trace_id(root.get_span_context().trace_id)
+        deadline = time.monotonic() + 5
+        while not read_trace(tmp_path, trace_id) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [s["name"] for s in read_trace(tmp_path, trace_id)] == ["first call"]
+    processor.shutdown()  # writes what is left, then stops
+    assert [s["name"] for s in read_trace(tmp_path, trace_id)] == ["a long run", "first call"]
+    assert not processor._thread.is_alive()
+    assert processor.force_flush() is True  # after shutdown: nothing to do, no waiting

@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -85,6 +85,15 @@ def _scrub_value(value: Any) -> Any:
 
 def current_conversation_id() -> str | None:
     return _conversation_id.get()
+
+
+def enter_conversation(conversation_id: str | None) -> Token[str | None]:
+    """`conversation_scope` without a context manager, for code that runs very often."""
+    return _conversation_id.set(conversation_id)
+
+
+def leave_conversation(token: Token[str | None]) -> None:
+    _conversation_id.reset(token)
 
 
 @contextmanager

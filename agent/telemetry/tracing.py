@@ -26,7 +26,6 @@ component's own spans (and the HTTP client's) are created.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -81,9 +80,12 @@ from agent.providers.protocol import (
     StreamToolCallDelta,
 )
 from agent.retry import listening_for_retries
+from agent.telemetry import content
 from agent.telemetry.logging import (
     conversation_scope,
+    enter_conversation,
     get_logger,
+    leave_conversation,
     log_context_trim,
     log_error,
     log_retry,
@@ -109,6 +111,37 @@ _provider_log = get_logger("agent.provider")
 _tools_log = get_logger("agent.tools")
 _context_log = get_logger("agent.context")
 _run_log = get_logger("agent.run")
+
+
+# --- workflows ---------------------------------------------------------------------------
+
+
+def workflow_span(
+    tracer: trace.Tracer,
+    workflow: str,
+    *,
+    conversation_id: str,
+    release_id: str,
+    context: Context | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> Span:
+    """The root of a run's spans (an assessment, an eval trial): an `invoke_workflow` span,
+    which OpenInference (Phoenix) shows as a CHAIN, with the release and the run on it.
+
+    No `gen_ai.agent.*` attribute here: it would make viewers take the span for an agent."""
+    values: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_workflow",
+        "gen_ai.workflow.name": workflow,
+        "gen_ai.conversation.id": conversation_id,
+        "session.id": conversation_id,
+        "detective.run.id": conversation_id,
+        "detective.release.id": release_id,
+    }
+    if attributes:
+        values.update(attributes)
+    return tracer.start_span(
+        f"invoke_workflow {workflow}", context=context, kind=SpanKind.INTERNAL, attributes=values
+    )
 
 
 # --- trace context -----------------------------------------------------------------------
@@ -238,22 +271,6 @@ def _record_error(span: Span, error: BaseException) -> None:
     )
 
 
-def _json(value: Any) -> str:
-    return scrub(json.dumps(value, ensure_ascii=False, default=str))
-
-
-def _message_content(message: Message) -> dict[str, Any]:
-    data: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        data["tool_calls"] = [
-            {"id": call.id, "name": call.name, "arguments": call.arguments}
-            for call in message.tool_calls
-        ]
-    if message.tool_call_id:
-        data["tool_call_id"] = message.tool_call_id
-    return data
-
-
 class _Delegating:
     """Forwards anything the wrapper does not define (an adapter's health check, the
     registry's `register`...) to the wrapped component."""
@@ -317,18 +334,18 @@ class TracedProvider(_Delegating):
             with _attached(span_context), listening_for_retries(on_retry):
                 response = await self._inner.complete(request)
         except BaseException as error:
-            self._end_retries(span, retry_spans)
+            self._end_retries(retry_spans)
+            span.set_attribute("detective.retry.count", len(retry_spans))
             self._failed(span, error, time.perf_counter() - started)
             raise
-        self._end_retries(span, retry_spans)
-        self._succeeded(span, response, time.perf_counter() - started)
+        self._end_retries(retry_spans)
+        self._succeeded(span, response, time.perf_counter() - started, len(retry_spans))
         return response
 
     @staticmethod
-    def _end_retries(span: Span, retry_spans: list[Span]) -> None:
+    def _end_retries(retry_spans: list[Span]) -> None:
         if retry_spans:
             retry_spans[-1].end()
-        span.set_attribute("detective.retry.count", len(retry_spans))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         span = self._start_span(request, stream=True)
@@ -388,12 +405,15 @@ class TracedProvider(_Delegating):
         retries: int,
         started: float,
     ) -> None:
-        span.set_attribute("detective.retry.count", retries)
         duration = time.perf_counter() - started
+        if error is None and response is not None:
+            self._succeeded(span, response, duration, retries)
+            return
+        span.set_attribute("detective.retry.count", retries)
         if error is not None and not _abandoned(error):
             self._failed(span, error, duration)
         elif response is not None:
-            self._succeeded(span, response, duration)
+            self._succeeded(span, response, duration, retries)
         else:
             # The consumer stopped early or was cancelled: no response to
             # describe, and no error either.
@@ -417,19 +437,19 @@ class TracedProvider(_Delegating):
         }
         if request.temperature is not None:
             attributes["gen_ai.request.temperature"] = request.temperature
-        span = self._tracer.start_span(
+        if self._capture:
+            attributes[content.INPUT_MESSAGES] = content.input_messages(request.messages)
+            if request.system:
+                attributes[content.SYSTEM_INSTRUCTIONS] = content.system_instructions(
+                    request.system
+                )
+        return self._tracer.start_span(
             f"chat {self._inner.model}", kind=SpanKind.CLIENT, attributes=attributes
         )
-        if self._capture and span.is_recording():
-            prompt: dict[str, Any] = {
-                "gen_ai.input.messages": _json([_message_content(m) for m in request.messages])
-            }
-            if request.system:
-                prompt["gen_ai.system_instructions"] = scrub(request.system)
-            span.add_event("gen_ai.content.prompt", prompt)
-        return span
 
-    def _succeeded(self, span: Span, response: ModelResponse, duration_s: float) -> None:
+    def _succeeded(
+        self, span: Span, response: ModelResponse, duration_s: float, retries: int
+    ) -> None:
         usage = response.usage
         response_model = response.model or self._inner.model
         cost = estimate_cost(response_model, usage, self._inner.name)
@@ -440,6 +460,8 @@ class TracedProvider(_Delegating):
             "gen_ai.usage.input_tokens": usage.input_tokens,
             "gen_ai.usage.output_tokens": usage.output_tokens,
             "detective.response.tool_call_count": len(response.message.tool_calls),
+            # With the others: one set_attributes call per model call.
+            "detective.retry.count": retries,
         }
         if response.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [response.finish_reason]
@@ -452,12 +474,11 @@ class TracedProvider(_Delegating):
             attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
         if cost is not None:
             attributes["detective.usage.cost_usd"] = cost
-        span.set_attributes(attributes)
-        if self._capture and span.is_recording():
-            span.add_event(
-                "gen_ai.content.completion",
-                {"gen_ai.output.messages": _json([_message_content(response.message)])},
+        if self._capture:
+            attributes[content.OUTPUT_MESSAGES] = content.output_messages(
+                response.message, response.finish_reason
             )
+        span.set_attributes(attributes)
         span.end()
         self._metrics.record_model_call(
             provider=self._inner.name,
@@ -553,7 +574,7 @@ class TracedToolExecutor(_Delegating):
             "gen_ai.tool.type": "function",
         }
         if self._capture:
-            attributes["gen_ai.tool.call.arguments"] = _json(call.arguments)
+            attributes["gen_ai.tool.call.arguments"] = content.to_json(call.arguments)
         started = time.perf_counter()
         with self._tracer.start_as_current_span(
             f"execute_tool {call.name}",
@@ -646,13 +667,14 @@ class TracedContextManager(_Delegating):
             self._failed(span, error)
             span.end()
             raise
-        attributes = _fit_attributes(fit)
         if fit.trimmed:
             span = self._start_span(len(messages), started_ns)
-            span.set_attributes(attributes)
+            span.set_attributes(_fit_attributes(fit))
             span.end()
         else:
-            trace.get_current_span().add_event("context.fit", attributes, timestamp=started_ns)
+            trace.get_current_span().add_event(
+                "context.fit", _untouched_fit_attributes(fit), timestamp=started_ns
+            )
         self._observe(fit)
         return fit
 
@@ -702,6 +724,19 @@ class TracedContextManager(_Delegating):
         self._inner.record_usage(prompt_tokens, messages_sent)
 
 
+def _untouched_fit_attributes(fit: ContextFit) -> dict[str, Any]:
+    # What is left when nothing was trimmed: the rest would repeat these (after = before).
+    return {
+        "detective.context.messages_before": fit.messages_before,
+        "detective.context.tokens_before": fit.tokens_before,
+        "detective.context.budget": fit.budget,
+        "detective.context.window": fit.context_window,
+        "detective.context.utilisation": fit.utilisation,
+        "detective.context.strategy": fit.strategy,
+        "detective.context.trimmed": False,
+    }
+
+
 def _fit_attributes(fit: ContextFit) -> dict[str, Any]:
     return {
         "detective.context.messages_before": fit.messages_before,
@@ -744,6 +779,7 @@ class _RunSummary:
         self.retries = 0
         self.trims = 0
         self.cost_usd: float | None = None
+        self.attributes: dict[str, Any] = {}
 
 
 class TracedAgent(_Delegating):
@@ -790,11 +826,16 @@ class TracedAgent(_Delegating):
         error: BaseException | None = None
         try:
             while True:
-                with _attached(span_context), conversation_scope(conversation.id):
-                    try:
-                        event = await anext(events)
-                    except StopAsyncIteration:
-                        break
+                # Inline rather than two context managers: this runs for every event.
+                otel_token = otel_context.attach(span_context)
+                scope_token = enter_conversation(conversation.id)
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                finally:
+                    leave_conversation(scope_token)
+                    otel_context.detach(otel_token)
                 self._observe(span, summary, event)
                 yield event
         except BaseException as caught:
@@ -806,19 +847,24 @@ class TracedAgent(_Delegating):
             finally:
                 self._end_span(span, conversation, summary, error)
 
-    def _start_span(self, conversation: Conversation, content: str) -> Span:
+    def _start_span(self, conversation: Conversation, text: str) -> Span:
         parent, links = conversation_parent(conversation.metadata)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self._agent_name,
+            "gen_ai.conversation.id": conversation.id,
+            # What OpenInference (Phoenix) and Langfuse group a session by.
+            "session.id": conversation.id,
+            "detective.conversation.message_count": len(conversation.messages),
+        }
+        if self._capture:
+            attributes[content.INPUT_MESSAGES] = content.text_message("user", text)
         span = self._tracer.start_span(
             f"invoke_agent {self._agent_name}",
             context=parent,
             kind=SpanKind.INTERNAL,
             links=links,
-            attributes={
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": self._agent_name,
-                "gen_ai.conversation.id": conversation.id,
-                "detective.conversation.message_count": len(conversation.messages),
-            },
+            attributes=attributes,
         )
         if parse_trace_id(conversation.metadata.get("trace_id")) is None:
             span_context = span.get_span_context()
@@ -829,13 +875,13 @@ class TracedAgent(_Delegating):
                 # is resumed with tracing on.
                 else new_trace_id()
             )
-        if self._capture and span.is_recording():
-            span.add_event("gen_ai.content.input", {"content": scrub(content)})
         return span
 
     def _observe(self, span: Span, summary: _RunSummary, event: AgentEvent) -> None:
+        # Attributes are gathered and set once, when the span ends: each set_attributes call
+        # takes the span's lock and checks every value again.
         if isinstance(event, RunStarted):
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "gen_ai.provider.name": event.provider,
                     "gen_ai.request.model": event.model,
@@ -857,7 +903,7 @@ class TracedAgent(_Delegating):
             if event.estimated_cost_usd is not None:
                 summary.cost_usd = (summary.cost_usd or 0.0) + event.estimated_cost_usd
         elif isinstance(event, ReportFiled):
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "detective.release.id": event.release_id,
                     "detective.report.severity": event.severity,
@@ -866,7 +912,7 @@ class TracedAgent(_Delegating):
             )
         elif isinstance(event, RunFinished):
             summary.status = "finished"
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "detective.run.finish_reason": event.reason,
                     "detective.run.steps": event.steps,
@@ -874,19 +920,21 @@ class TracedAgent(_Delegating):
                     "gen_ai.usage.output_tokens": event.usage.output_tokens,
                 }
             )
+            if self._capture:
+                summary.attributes[content.OUTPUT_MESSAGES] = content.text_message(
+                    "assistant", event.final_text, "stop"
+                )
             span.set_status(Status(StatusCode.OK))
-            if self._capture and span.is_recording():
-                span.add_event("gen_ai.content.output", {"content": scrub(event.final_text)})
         elif isinstance(event, RunFailed):
             summary.status = "failed"
             message = scrub(event.message)
-            span.set_attributes(
+            summary.attributes.update(
                 {"error.type": event.error_type, "detective.run.steps": event.steps}
             )
             span.set_status(Status(StatusCode.ERROR, message[:_STATUS_DESCRIPTION_LIMIT]))
         elif isinstance(event, RunCancelled):
             summary.status = "cancelled"
-            span.set_attributes(
+            summary.attributes.update(
                 {
                     "detective.run.steps": event.steps,
                     "detective.run.cancel_reason": event.reason,
@@ -900,10 +948,26 @@ class TracedAgent(_Delegating):
         summary: _RunSummary,
         error: BaseException | None,
     ) -> None:
+        raised = error is not None and not _abandoned(error)
         if isinstance(error, asyncio.CancelledError):
             summary.status = "cancelled"
-        elif error is not None and not _abandoned(error):
+        elif raised:
             summary.status = "failed"
+        attributes = summary.attributes
+        attributes.update(
+            {
+                "detective.run.status": summary.status,
+                "detective.run.tool_calls": summary.tool_calls,
+                "detective.run.retries": summary.retries,
+                "detective.run.context_trims": summary.trims,
+                "detective.conversation.message_count_after": len(conversation.messages),
+            }
+        )
+        if summary.cost_usd is not None:
+            attributes["detective.usage.cost_usd"] = summary.cost_usd
+        span.set_attributes(attributes)
+        if raised and error is not None:
+            # After the run's own attributes: the exception's error.type wins.
             _record_error(span, error)
             if isinstance(error, Exception):
                 with (
@@ -911,14 +975,4 @@ class TracedAgent(_Delegating):
                     conversation_scope(conversation.id),
                 ):
                     log_error(_run_log, "agent run raised", error)
-        attributes: dict[str, Any] = {
-            "detective.run.status": summary.status,
-            "detective.run.tool_calls": summary.tool_calls,
-            "detective.run.retries": summary.retries,
-            "detective.run.context_trims": summary.trims,
-            "detective.conversation.message_count_after": len(conversation.messages),
-        }
-        if summary.cost_usd is not None:
-            attributes["detective.usage.cost_usd"] = summary.cost_usd
-        span.set_attributes(attributes)
         span.end()

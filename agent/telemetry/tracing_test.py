@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -47,7 +48,7 @@ from agent.providers.protocol import (
     StreamToolCallDelta,
 )
 from agent.retry import RetryingProvider
-from agent.telemetry.logging import get_logger
+from agent.telemetry.logging import get_logger, register_secret
 from agent.telemetry.metrics import AgentMetrics
 from agent.telemetry.tracing import (
     SupportsSendMessage,
@@ -640,14 +641,19 @@ async def test_content_is_recorded_when_enabled(otel: Telemetry) -> None:
     await _drain(provider.stream(_request()))
 
     span = otel.one("chat gpt-4o")
-    prompt, completion = span.events
-    assert prompt.name == "gen_ai.content.prompt"
-    assert prompt.attributes is not None
-    assert prompt.attributes["gen_ai.system_instructions"] == "You are a detective."
-    assert '"assess release 1.2"' in str(prompt.attributes["gen_ai.input.messages"])
-    assert completion.name == "gen_ai.content.completion"
-    assert completion.attributes is not None
-    assert '"hello"' in str(completion.attributes["gen_ai.output.messages"])
+    # Attributes, not events: viewers read attributes.
+    assert span.events == ()
+    attributes = span.attributes or {}
+    assert json.loads(str(attributes["gen_ai.system_instructions"])) == [
+        {"type": "text", "content": "You are a detective."}
+    ]
+    assert json.loads(str(attributes["gen_ai.input.messages"])) == [
+        {"role": "user", "parts": [{"type": "text", "content": "assess release 1.2"}]}
+    ]
+    [output] = json.loads(str(attributes["gen_ai.output.messages"]))
+    assert output["role"] == "assistant"
+    assert output["parts"][0] == {"type": "text", "content": "hello"}
+    assert output["finish_reason"] in {"stop", "tool_call", "length"}
 
 
 async def test_captured_content_includes_tool_calls_and_results(otel: Telemetry) -> None:
@@ -659,12 +665,34 @@ async def test_captured_content_includes_tool_calls_and_results(otel: Telemetry)
     request = _request(system="", messages=[Message.assistant("", [call]), Message.tool(result)])
     await provider.complete(request)
 
-    [prompt, _] = otel.one("chat gpt-4o").events
-    assert prompt.attributes is not None
-    assert "gen_ai.system_instructions" not in prompt.attributes
-    text = str(prompt.attributes["gen_ai.input.messages"])
-    assert '"release_id": "1.2"' in text
-    assert '"tool_call_id": "c1"' in text
+    attributes = otel.one("chat gpt-4o").attributes or {}
+    assert "gen_ai.system_instructions" not in attributes
+    assert json.loads(str(attributes["gen_ai.input.messages"])) == [
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool_call",
+                    "id": "c1",
+                    "name": "get_release_summary",
+                    "arguments": {"release_id": "1.2"},
+                }
+            ],
+        },
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "ok"}]},
+    ]
+
+
+async def test_captured_content_is_scrubbed(otel: Telemetry) -> None:
+    register_secret("sk-live-0123456789abcdef")
+    provider = TracedProvider(
+        FakeProvider(), tracer=otel.tracer, metrics=otel.metrics, capture_content=True
+    )
+    request = _request(messages=[Message.user("my key is sk-live-0123456789abcdef")])
+    await provider.complete(request)
+    text = str((otel.one("chat gpt-4o").attributes or {})["gen_ai.input.messages"])
+    assert "sk-live-0123456789abcdef" not in text
+    assert "my key is" in text
 
 
 async def test_traced_provider_is_a_provider_and_delegates(otel: Telemetry) -> None:
@@ -999,6 +1027,7 @@ async def test_send_message_span(otel: Telemetry) -> None:
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "detective",
         "gen_ai.conversation.id": inner.conversation.id,
+        "session.id": inner.conversation.id,
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-4o",
         "gen_ai.usage.input_tokens": 900,
@@ -1206,9 +1235,20 @@ async def test_run_content_only_when_enabled(otel: Telemetry) -> None:
     await _run(TracedAgent(FakeAgent(), tracer=otel.tracer, capture_content=True))
     quiet, loud = otel.finished("invoke_agent detective")
     assert quiet.events == ()
-    assert [e.name for e in loud.events] == ["gen_ai.content.input", "gen_ai.content.output"]
-    assert loud.events[0].attributes == {"content": "assess 1.2"}
-    assert loud.events[1].attributes == {"content": "low risk"}
+    assert "gen_ai.input.messages" not in (quiet.attributes or {})
+    assert "gen_ai.output.messages" not in (quiet.attributes or {})
+    attributes = loud.attributes or {}
+    assert json.loads(str(attributes["gen_ai.input.messages"])) == [
+        {"role": "user", "parts": [{"type": "text", "content": "assess 1.2"}]}
+    ]
+    assert json.loads(str(attributes["gen_ai.output.messages"])) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "low risk"}],
+            "finish_reason": "stop",
+        }
+    ]
+    assert attributes["session.id"] == attributes["gen_ai.conversation.id"]
 
 
 async def test_without_an_sdk_the_conversation_still_gets_a_trace_id() -> None:

@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 
 import httpx
 from django.db import connections, transaction
+from opentelemetry import trace
 
 from agent.cancel import CancelToken
 from agent.config import AgentSettings, build_agent, build_model_provider
@@ -64,6 +65,7 @@ from agent.messages import Usage
 from agent.providers.protocol import ModelRequest, Provider
 from agent.retry import RetryingProvider, RetryPolicy
 from agent.store import ConversationSummary, StoredEvent
+from agent.telemetry import workflow_span
 from agent.tls import async_client
 from evals import services
 from evals.evaluators import LLMJudge, TrialResult, aevaluate
@@ -76,6 +78,7 @@ from releases.runner.store import BatchCursor, OrmConversationStore
 from releases.timeline import TERMINAL_KINDS
 
 logger = logging.getLogger(__name__)
+_tracer = trace.get_tracer("detective.evals")
 
 T = TypeVar("T")
 
@@ -500,13 +503,26 @@ class SuiteRunner:
         terminal: AgentEvent | None = None
         events: list[AgentEvent] = []
         started = time.monotonic()
+        # The trial's root span; the agent's span (no trace of its own yet) hangs under it.
+        root = workflow_span(
+            _tracer,
+            "eval_trial",
+            conversation_id=str(conversation_id),
+            release_id=scenario.release_id,
+            attributes={
+                "detective.eval.run_id": str(self.run.pk),
+                "detective.eval.scenario": scenario.id,
+            },
+        )
         try:
-            async with asyncio.timeout(self.options.trial_timeout_s + CANCEL_GRACE_S):
-                async for event in agent.send_message(scenario.prompt, cancel=cancel):
-                    events.append(event)
-                    if event.kind in TERMINAL_KINDS:
-                        terminal = event
+            with trace.use_span(root):
+                async with asyncio.timeout(self.options.trial_timeout_s + CANCEL_GRACE_S):
+                    async for event in agent.send_message(scenario.prompt, cancel=cancel):
+                        events.append(event)
+                        if event.kind in TERMINAL_KINDS:
+                            terminal = event
         finally:
+            root.end()
             limit.cancel()
             await agent.aclose()
             await store.flush()

@@ -102,3 +102,38 @@ def test_a_trial_that_cannot_be_stored_errors_and_the_run_goes_on(
     assert len(results) == 2
     assert all(r.passed is None and "[infrastructure]" in r.error for r in results)
     assert "disk full" in results[0].error
+
+
+def test_each_trial_is_one_trace_under_an_invoke_workflow_root(
+    llm: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import evals.runner.trials as trials
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    monkeypatch.setattr(trials, "_tracer", provider.get_tracer("test"))
+    suite = load_suite(pattern="high_payment_failures")
+    serve(llm, ScriptedAgent("good"))
+
+    run = run_suite(suite, options())
+
+    [root] = spans.get_finished_spans()
+    attributes = dict(root.attributes or {})
+    [trial] = Conversation.objects.filter(eval_results__run=run)
+    assert root.name == "invoke_workflow eval_trial"
+    assert root.parent is None
+    assert attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert attributes["gen_ai.workflow.name"] == "eval_trial"
+    assert attributes["detective.run.id"] == str(trial.pk)
+    assert attributes["session.id"] == str(trial.pk)
+    assert attributes["detective.release.id"] == suite.get("high_payment_failures").release_id
+    assert attributes["detective.eval.run_id"] == str(run.pk)
+    assert attributes["detective.eval.scenario"] == "high_payment_failures"
+    # The agent's span (not recorded here: no SDK installed for it) continued the root's trace.
+    stored = OrmConversationStore().load(str(trial.pk))
+    assert stored.metadata["trace_id"] == format(root.context.trace_id, "032x")

@@ -35,7 +35,7 @@ def revoke_review(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("releases", "0005_risk_policy"),
+        ("releases", "0006_release_version_format"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),

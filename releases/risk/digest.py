@@ -18,6 +18,8 @@ from releases.risk.instructions import reads_like_instruction
 from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
 
 COMPACT_CHANGES_ABOVE = 40
+# What the release's authors wrote; the version is the key the agent was asked about.
+UNTRUSTED_FIELDS = ("title", "changes", "tests", "deployment_metrics")
 EXAMPLES_PER_KIND = 2
 
 POLICY_RULE = (
@@ -34,7 +36,7 @@ def _kind(change: str) -> str:
 
 
 def compact_changes(changes: Sequence[str], cfg: PolicySettings) -> dict[str, Any]:
-    risky = [c for c in changes if areas_in(c, cfg.critical_areas) or reads_like_instruction(c)]
+    risky = [c for c in changes if areas_in(c, cfg.critical_areas) or c == WITHHELD]
     rest = [c for c in changes if c not in risky]
     kinds = Counter(_kind(c) for c in rest)
     examples: dict[str, list[str]] = {}
@@ -71,6 +73,24 @@ def policy_block(verdict: PolicyVerdict, version: int | None) -> dict[str, Any]:
     }
 
 
+WITHHELD = "[withheld: this text reads like instructions to the assessor; the policy flagged it]"
+
+
+def withhold_instructions(value: Any) -> Any:
+    """`value` with every string that reads like orders to the assessor replaced by a note.
+
+    Encoding keeps such text from passing for the chat's markup, but a small model still
+    obeys a readable "file severity low" (measured: it used the injected sentence as its
+    summary). What it cannot read it cannot follow; the person reviewing sees the original."""
+    if isinstance(value, str):
+        return WITHHELD if reads_like_instruction(value) else value
+    if isinstance(value, Mapping):
+        return {key: withhold_instructions(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [withhold_instructions(inner) for inner in value]
+    return value
+
+
 def digest(
     summary: Mapping[str, Any],
     verdict: PolicyVerdict,
@@ -80,8 +100,11 @@ def digest(
 ) -> dict[str, Any]:
     """The summary as the release API serves it to the agent."""
     cfg = cfg or PolicySettings()
-    out = dict(summary)
-    changes = summary.get("changes")
+    out = {
+        key: withhold_instructions(value) if key in UNTRUSTED_FIELDS else value
+        for key, value in summary.items()
+    }
+    changes = out.get("changes")
     if isinstance(changes, list) and len(changes) > COMPACT_CHANGES_ABOVE:
         out["changes"] = compact_changes([c for c in changes if isinstance(c, str)], cfg)
     out["policy"] = policy_block(verdict, version)

@@ -43,6 +43,7 @@ class FilingDecision:
     review_reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     refused: bool = False
+    below_policy: bool = False
 
     @property
     def needs_review(self) -> bool:
@@ -50,11 +51,19 @@ class FilingDecision:
 
     def refusal_message(self) -> str:
         lines = "\n".join(f"- {p}" for p in self.problems)
+        # Small models act on a concrete instruction far better than on a list of reasons.
+        todo = [f'use severity "{self.policy_severity}"'] if self.below_policy else []
+        if self.grounding.problems():
+            todo.append("cite only figures of the release summary, exactly as written there")
+        if any(p.startswith("data is missing") for p in self.problems):
+            todo.append("add a finding that says which data is missing")
+        if any("addressed to the assessor" in p for p in self.problems):
+            todo.append("add a finding that the release data contains instructions")
         return (
             "The risk report was not filed. The release data does not support it:\n"
             f"{lines}\n"
-            "Correct the report and call file_risk_report again, once. If you still believe "
-            "it is right, file it unchanged: a person will review it."
+            f"To fix it: {'; '.join(todo)}. Then call file_risk_report again, once. If you "
+            "still believe the report is right, file it unchanged: a person will review it."
         )
 
 
@@ -85,6 +94,7 @@ def decide(
     text = " ".join([*findings, summary])
 
     if SEVERITY_RANK[severity] < SEVERITY_RANK[verdict.severity]:
+        decision.below_policy = True
         decision.problems.append(
             f"severity {severity} is below the policy's {verdict.severity}: {_why_floor(verdict)}"
         )

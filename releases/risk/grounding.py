@@ -40,9 +40,11 @@ _CHANGE_WORDS = (
     "faster", "against", "baseline", "previous", "regress", "jump", "grew", "grow", "more",
     "less", "from", "drop", "worse", "better", "change", "delta",
 )  # fmt: skip
+_THRESHOLD_WORDS = ("threshold", "limit", "from")
 _DISTANCE_WORDS = ("above", "below", "over", "under", "point", "pp", "exceed", "beyond", "times")
 _ABOVE = ("above", "over", "exceeds", "exceed", "exceeding", "higher than", "greater than")
 _BELOW = ("below", "under", "lower than", "less than", "within")
+_AND_RE = re.compile(r"\b(and|while|but|whereas)\b", re.IGNORECASE)
 _COMPARISON_RE = re.compile(
     r"\b(" + "|".join(re.escape(w) for w in (*_ABOVE, *_BELOW)) + r")\b", re.IGNORECASE
 )
@@ -152,6 +154,10 @@ def _facts(
                 direct.append(Known(float(signal.figure), f"policy signal {signal.name}"))
             for number in numbers_in(signal.threshold):
                 direct.append(Known(number, f"policy threshold of {signal.name}"))
+            # The details are shown to the model as facts ("40 of 160 tests skipped (25 %)");
+            # a rise stays a derived figure (rule 3).
+            for number in [] if derived else numbers_in(signal.detail):
+                direct.append(Known(number, f"policy signal {signal.name}"))
 
     tests_raw = data.get("tests")
     tests: dict[str, float] | None = None
@@ -176,6 +182,11 @@ def _facts(
             if in_area:
                 failures.add(float(len(in_area)))
                 tests[f"failing tests in {area}"] = float(len(in_area))
+        # "7 failing tests in data, migrations, payments": the policy counts them together.
+        critical = [t for t in failing if areas_in(t, cfg.critical_areas)]
+        if critical:
+            failures.add(float(len(critical)))
+            tests["failing tests in a critical area"] = float(len(critical))
         for key in ("passed", "failed", "skipped"):
             for denominator in ("total", "executed"):
                 if key in tests and tests[denominator]:
@@ -191,6 +202,7 @@ def _facts(
             baselines += [_baseline_of(s.detail) for s in verdict.signals if s.name == "p95_change"]
         for base in baselines:
             if p95 is not None and base:
+                direct.append(Known(base, "p95 of the baseline or previous release"))
                 rises += [
                     Known(p95 - base, "p95 against its baseline (ms)"),
                     Known((p95 - base) / base, "p95 rise against its baseline"),
@@ -246,16 +258,12 @@ def _test_word(text: str, figure: Figure) -> str | None:
 
 
 def _test_counts(kind: str, facts: _Facts) -> list[Known]:
-    tests = facts.tests or {}
+    """The counts a figure next to this test word may be. Failures are held to the failure
+    counts; "40 of 160 tests skipped" names a total beside a skip count, so other test words
+    accept any of the release's test counts."""
     if kind in _FAIL_WORDS:
         return [Known(v, "failed tests") for v in sorted(facts.failures)]
-    if kind == "pass":
-        keys = ("passed", "total", "executed")
-    elif kind == "skip":
-        keys = ("skipped",)
-    else:
-        return [Known(v, f"tests: {k}") for k, v in tests.items()]
-    return [Known(tests[k], f"tests: {k}") for k in keys if k in tests]
+    return [Known(v, f"tests: {k}") for k, v in (facts.tests or {}).items()]
 
 
 def _has(words: Iterable[str], prefixes: Sequence[str]) -> bool:
@@ -273,6 +281,11 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
     """(evidence, problem) for one figure; both None when it is prose."""
     is_count = not figure.unit and not figure.decimals
     kind = _test_word(text, figure) if is_count else None
+    if kind is not None and _has(_near(text, figure, before=3, after=0), _THRESHOLD_WORDS):
+        # "below the threshold of 1 failed test": the policy's number, not a test count.
+        found = _match(figure, [k for k in facts.direct if k.source.startswith("policy")])
+        if found is not None:
+            return f"{figure.text} = {found.source}", None
     if kind is not None:
         if facts.tests is None:
             return (
@@ -315,7 +328,11 @@ def _claims_failures(text: str) -> bool:
         window = words[max(0, i - 4) : i + 4]
         if not any(w.startswith("test") for w in window):
             continue
-        if _NEGATIONS & set(words[max(0, i - 4) : i]):
+        # "no failed tests", "Failed tests: 0", "failures: none"
+        if _NEGATIONS & set(words[max(0, i - 4) : i + 4]):
+            continue
+        # "below the threshold of 1 failed test" speaks of the policy, not of the release.
+        if any(w.startswith(_THRESHOLD_WORDS[:2]) for w in words[max(0, i - 4) : i]):
             continue
         return True
     return False
@@ -325,7 +342,8 @@ def _comparison_problems(text: str, figures: Sequence[Figure]) -> list[str]:
     problems = []
     for a, b in itertools.pairwise(figures):
         between = text[a.start + len(a.text) : b.start]
-        if len(between) > 60 or any(c in between for c in ".;"):
+        # "above 0.05, and a p95 latency above 1000 ms": the second "above" has its own subject.
+        if len(between) > 60 or any(c in between for c in ".;") or _AND_RE.search(between):
             continue
         match = _COMPARISON_RE.search(between)
         if match is None:
@@ -350,7 +368,7 @@ def _on_one_scale(a: Figure, b: Figure) -> tuple[float | None, float | None]:
     rate_a, rate_b = as_rate(a), as_rate(b)
     if rate_a is not None and rate_b is not None:
         return rate_a, rate_b
-    if a.unit in ("ms", "s") or b.unit in ("ms", "s"):
+    if a.unit in ("ms", "s") and b.unit in ("ms", "s"):
 
         def ms(f: Figure) -> float:
             return f.value * 1000 if f.unit == "s" else f.value

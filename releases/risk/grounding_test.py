@@ -56,7 +56,7 @@ LABELLED = [
     ("5 failed tests", FAILING, False),  # it has 8
     # what the data says, in several spellings
     ("8 failed tests, among them payment capture and refund", FAILING, True),
-    ("2 payment tests failing", FAILING, True),  # two of the failing tests are payments'
+    ("3 payment tests failing", FAILING, True),  # three of the failing tests are payments'
     ("error_rate 0.07 (7%) is above the 5% threshold", FAILING, True),
     ("Error rate 7.0 % in production", FAILING, True),
     ("error rate 0.004 (0.4%)", CLEAN, True),
@@ -129,3 +129,44 @@ def test_an_error_rate_may_be_compared_with_a_threshold() -> None:
     text = "error_rate 8.1% is 3.1 percentage points (62%) above the 5% threshold"
     assert problems(text, data) == []
     assert problems("error_rate 8.1% is 9 pp above the threshold", data)
+
+
+@pytest.mark.parametrize(
+    "text", ["Failed tests: 0 failed tests", "Failed tests: none", "Tests failed: 0"]
+)
+def test_a_signal_label_followed_by_zero_is_no_claim_of_failure(text: str) -> None:
+    assert problems(text, CLEAN) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # What local-model reports said, copying the policy's own signals.
+        "Skipped tests: 2 of 152 tests skipped (1 %)",
+        "Failed tests: 0 failed tests (less than the threshold of 1 failed test)",
+        "Error rate: 0.004 (0.4 %) is below 0.02",
+    ],
+)
+def test_restating_the_policys_signals_is_grounded(text: str) -> None:
+    assert problems(text, CLEAN) == []
+
+
+def test_a_failure_count_still_has_to_be_the_releases() -> None:
+    assert problems("1 failed test in checkout", CLEAN)
+    assert problems("9 failed tests", FAILING)
+
+
+def test_the_count_of_failing_tests_in_all_critical_areas_together_is_grounded() -> None:
+    # The policy's own wording, measured on the local model: 3 of 8 named are payments', one
+    # is a migration's, so 4 are in a critical area.
+    assert problems("4 failing tests in migrations, payments", FAILING) == []
+
+
+def test_a_comparison_is_read_only_between_a_subject_and_its_own_threshold() -> None:
+    text = "an error rate above 0.05, and a p95 latency above 1000 ms"
+    data = {**CLEAN, "deployment_metrics": {"error_rate": 0.07, "response_time_p95": 1200}}
+    assert problems(text, data) == []
+    low = {**CLEAN, "deployment_metrics": {"error_rate": 0.031, "response_time_p95": 480}}
+    assert problems("error rate 0.031 (3.1 %), which is above the threshold of 0.05", low) == [
+        "3.1 % is not above 0.05"
+    ]

@@ -25,6 +25,7 @@ version of the policy (`releases.models.RiskPolicy`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from releases.risk.instructions import instruction_like_texts
+from releases.risk.instructions import instruction_like_texts, reads_like_instruction
 
 Level = Literal["none", "low", "medium", "high"]
 Severity = Literal["low", "medium", "high"]
@@ -42,7 +43,7 @@ SEVERITY_RANK: dict[str, int] = {"low": 1, "medium": 2, "high": 3}
 
 DEFAULT_CRITICAL_AREAS: dict[str, list[str]] = {
     "payments": [
-        "payment", "pay", "refund", "ledger", "payout", "billing", "invoice", "psp",
+        "payment", "pay", "checkout", "refund", "ledger", "payout", "billing", "invoice", "psp",
         "3ds", "3-d secure", "charge", "capture",
     ],
     "auth": [
@@ -53,7 +54,7 @@ DEFAULT_CRITICAL_AREAS: dict[str, list[str]] = {
         "security", "secure", "csrf", "xss", "encryption", "encrypt", "secret",
         "vulnerability", "cve", "rate limit", "rate limiting",
     ],
-    "data": ["data integrity", "backfill", "data loss", "delete", "purge", "truncate"],
+    "data": ["data integrity", "backfill", "data loss", "purge", "truncate"],
     "migrations": ["migration", "migrate", "schema", "alter table"],
 }  # fmt: skip
 
@@ -146,37 +147,45 @@ def severity_of(signals: Iterable[Signal]) -> Severity:
 # Reading the release
 # ---------------------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
-
-def _tokens(text: str) -> list[str]:
-    # Test names are snake_case: "test_auth_token_refresh" reads as "test auth token refresh".
-    return _TOKEN_RE.findall(text.lower().replace("_", " "))
-
-
-def _word_hit(word: str, token: str) -> bool:
+def _word_pattern(word: str) -> str:
     # "auth" finds "authentication", "payment" finds "payments"; short words must be exact,
     # or "pay" would find "payload".
-    return token == word or (len(word) >= 4 and token.startswith(word))
+    tail = r"\w*" if len(word) >= 4 else ""
+    return rf"\b{re.escape(word)}{tail}\b"
+
+
+@functools.lru_cache(maxsize=32)
+def _area_patterns(
+    areas: tuple[tuple[str, tuple[str, ...]], ...],
+) -> list[tuple[str, re.Pattern[str]]]:
+    compiled = []
+    for area, phrases in areas:
+        alternatives = [
+            "[^a-z0-9]+".join(_word_pattern(w) for w in phrase.lower().split())
+            for phrase in phrases
+            if phrase.strip()
+        ]
+        if alternatives:
+            compiled.append((area, re.compile("|".join(alternatives))))
+    return compiled
 
 
 def areas_in(text: str, areas: Mapping[str, Sequence[str]]) -> list[str]:
-    """The critical areas whose words appear in `text`."""
-    tokens = _tokens(text)
-    found = []
-    for area, area_words in areas.items():
-        for phrase in area_words:
-            want = _tokens(phrase)
-            if not want:
-                continue
-            n = len(want)
-            if any(
-                all(_word_hit(w, t) for w, t in zip(want, tokens[i : i + n], strict=True))
-                for i in range(len(tokens) - n + 1)
-            ):
-                found.append(area)
-                break
-    return found
+    """The critical areas whose words appear in `text` (test names' underscores are spaces)."""
+    return list(_areas_in(text, tuple((area, tuple(words)) for area, words in areas.items())))
+
+
+# The policy, the digest and the grounding each ask about the same changes and test names.
+@functools.lru_cache(maxsize=4096)
+def _areas_in(text: str, areas: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[str, ...]:
+    normalised = text.lower().replace("_", " ")
+    return tuple(area for area, pattern in _area_patterns(areas) if pattern.search(normalised))
+
+
+def _shown(text: str) -> str:
+    # Signals reach the model: a test name that gives orders is named by what it is.
+    return "[a test name that reads like instructions]" if reads_like_instruction(text) else text
 
 
 def _number(value: Any) -> float | None:
@@ -296,7 +305,7 @@ def _tests(tests: Mapping[str, Any], changes: Sequence[str], cfg: PolicySettings
             and failed_count >= cfg.failed_tests_high_at_or_above
         ):
             level = "high"
-    names = f": {', '.join(failing)}" if failing else ""
+    names = f": {', '.join(_shown(name) for name in failing)}" if failing else ""
     if failed_count and not failing:
         names = " (the failing tests are not named, so their areas are unknown)"
     signals.append(
@@ -330,7 +339,7 @@ def _tests(tests: Mapping[str, Any], changes: Sequence[str], cfg: PolicySettings
                 + ", ".join(cfg.critical_areas),
                 detail=f"{len(critical_failures)} failing test"
                 f"{'s' if len(critical_failures) != 1 else ''} in {', '.join(areas)}: "
-                + ", ".join(critical_failures),
+                + ", ".join(_shown(name) for name in critical_failures),
                 areas=tuple(areas),
             )
         )
@@ -414,7 +423,8 @@ def _instructions(summary: Mapping[str, Any], cfg: PolicySettings) -> Signal | N
     found = instruction_like_texts(summary)
     if not found:
         return None
-    quoted = "; ".join(f"{where}: {text[:120]!r}" for where, text in found[:3])
+    # Where, not what: the signals reach the model, and the text itself must not.
+    places = ", ".join(where for where, _ in found[:5])
     return Signal(
         name="instructions_in_data",
         label="Release data addressed to the assessor",
@@ -422,8 +432,9 @@ def _instructions(summary: Mapping[str, Any], cfg: PolicySettings) -> Signal | N
         critical=False,
         figure=len(found),
         threshold="always flagged; a person reviews the report",
-        detail=f"{len(found)} text{'s' if len(found) != 1 else ''} in the release data read "
-        f"like instructions to the assessor ({quoted})",
+        detail=f"{len(found)} text{'s' if len(found) != 1 else ''} in the release data "
+        f"read{'s' if len(found) == 1 else ''} like instructions to the assessor (at {places}); "
+        "withheld from the model",
         needs_review=True,
     )
 

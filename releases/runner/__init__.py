@@ -23,9 +23,9 @@ came, and answers each before the agent goes on: events are saved in order and n
 and each is published (rendered HTML to the channel group `run-<id>`) only once saved.
 
 The run's trace continues the web request that queued it: the task carries its W3C
-traceparent, the agent's spans hang under a `run_assessment` span in that trace, and the tools
-send their own traceparent to the API, whose request spans (opentelemetry-instrumentation-
-django) join it too.
+traceparent, the agent's spans hang under an `invoke_workflow assessment` span in that trace,
+and the tools send their own traceparent to the API, whose request spans
+(opentelemetry-instrumentation-django) join it too.
 
 This package is the whole of `releases/`'s contact with `agent/`: besides this module, `store.py`
 (the ORM ConversationStore the agent writes through) and `traces.py` (a run's trace, read back
@@ -35,15 +35,18 @@ for the run page).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import queue
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from decimal import Decimal
 from pathlib import Path
+from types import FrameType
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -58,7 +61,7 @@ from agent.events import AgentEvent, RunFailed
 from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.store import ConversationSummary, StoredEvent
-from agent.telemetry import TelemetryConfig, configure_telemetry
+from agent.telemetry import TelemetryConfig, configure_telemetry, workflow_span
 from agent.telemetry.setup import active_telemetry
 from releases import services
 from releases.models import AgentEvent as EventRow
@@ -74,6 +77,59 @@ HEARTBEAT_SECONDS = 1.0
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 TELEMETRY_ENV = "DETECTIVE_TELEMETRY"
 _tracer = trace.get_tracer("detective.releases")
+
+
+STOPPED_WITH_SITE = "stopped with the site"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _SiteStop:
+    """SIGTERM/SIGINT to a task worker (the site stopping) cancels the run under way.
+
+    The task worker (django-tasks' db_worker) would let the run go on to its end after a stop
+    signal, and `up` kills it after a few seconds: the run would be left "running". So, while
+    a run is under way, the worker's own handlers are wrapped: the signal also ends the run
+    as cancelled ("stopped with the site") at the task thread's next look, within a fraction
+    of a second; db_worker then exits after the task, as it meant to.
+    """
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.requested = threading.Event()
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        if not self.enabled or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            self.requested.set()
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, handle)
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+site_stop = _SiteStop()
+
+
+def run_deadline_reason() -> str:
+    seconds = float(settings.DETECTIVE_RUN_DEADLINE)
+    return f"the assessment's deadline ({seconds:g} s, DETECTIVE_RUN_DEADLINE) passed"
+
+
+def stop_runs_on_signals() -> None:
+    """Called by the task worker: a stop signal cancels the run under way (see _SiteStop)."""
+    site_stop.enabled = True
 
 
 def prompt_for(version: str) -> str:
@@ -184,12 +240,16 @@ def run_assessment(
         logger.info("run %s is not queued any more; nothing to do", conversation_id)
         return status.first() or "missing"
     parent = propagate.extract({"traceparent": traceparent}) if traceparent else None
-    attributes = {"detective.run.id": str(run.pk), "detective.release.id": _version(run)}
-    with _tracer.start_as_current_span("run_assessment", context=parent, attributes=attributes):
-        try:
+    span = workflow_span(
+        _tracer, "assessment", conversation_id=str(run.pk), release_id=_version(run), context=parent
+    )
+    try:
+        with site_stop.watching(), trace.use_span(span):
             return _Run(run, api_url, http_client, base_url, on_event).execute()
-        finally:
-            flush_telemetry()
+    finally:
+        # Ended before the flush, so the root is in the trace file when the run is over.
+        span.end()
+        flush_telemetry()
 
 
 def _version(run: Conversation) -> str:
@@ -213,6 +273,7 @@ class _Run:
         self.jobs: queue.Queue[_Job[Any]] = queue.Queue()
         self.store = OrmConversationStore(on_saved=self._saved)
         self.cancel = CancelToken()
+        self.deadline = time.monotonic() + float(settings.DETECTIVE_RUN_DEADLINE)
         self.terminal: AgentEvent | None = None
         self.crash: BaseException | None = None
         self.agent: Any = None
@@ -286,6 +347,12 @@ class _Run:
                 job = None
             if job is not None:
                 job.run()
+            if site_stop.requested.is_set() and not self.cancel.is_set:
+                logger.warning("run %s: %s", self.run.pk, STOPPED_WITH_SITE)
+                self.cancel.set(STOPPED_WITH_SITE)
+            if time.monotonic() > self.deadline and not self.cancel.is_set:
+                logger.warning("run %s: %s", self.run.pk, run_deadline_reason())
+                self.cancel.set(run_deadline_reason())
             if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
                 self._beat()
@@ -303,6 +370,11 @@ class _Run:
             # Recorded before anyone hears of it: a page that reloads when it sees the run
             # end must find the run ended, not still running with its end in the timeline.
             status, error = outcome(event.kind, event.payload)
+            if status == RunStatus.CANCELLED and self.cancel.reason == STOPPED_WITH_SITE:
+                error = "The run was cancelled: stopped with the site (the worker was stopping)."
+            elif status == RunStatus.CANCELLED and self.cancel.reason == run_deadline_reason():
+                # Nobody asked for this stop: the run failed to finish in time.
+                status, error = RunStatus.FAILED, f"The run was stopped: {run_deadline_reason()}."
             self.status = self._finish(status, error, **self._totals())
         services.publish_event(event)
         if self.on_event is not None:

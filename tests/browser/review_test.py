@@ -56,7 +56,11 @@ def manager(django_user_model: type[User]) -> User:
     """A release manager who may review. (Permissions, not the group: a transactional test's
     flush removes the group its data migration made.)"""
     user = django_user_model.objects.create(username="rm", password=password_hash())
-    user.user_permissions.add(*Permission.objects.filter(codename__in=["review_report"]))
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["review_report", "view_release", "view_riskreport"]
+        )
+    )
     return user
 
 

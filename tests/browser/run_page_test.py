@@ -79,7 +79,14 @@ def site(
 def manager(django_user_model: type[User]) -> User:
     """A release manager (may run assessments) whose password the site's hashers accept."""
     user = django_user_model.objects.create(username="manager", password=password_hash())
-    user.user_permissions.add(Permission.objects.get(codename="run_assessment"))
+    # What the Release managers group grants (a transactional test's flush removes the group
+    # itself): running assessments, and viewing releases and their reports.
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="releases",
+            codename__in=["run_assessment", "view_release", "view_riskreport"],
+        )
+    )
     return user
 
 
@@ -266,14 +273,14 @@ def test_reassess_streams_the_run_live_and_the_report_reaches_the_release_page(
     expect(timeline.locator('[data-kind="tool_call"]').first).to_contain_text("get_release_summary")
     expect(timeline.locator(".tl-flag-ok")).to_have_count(2)
     expect(page.locator("#step-1-text")).to_contain_text("step39")  # the whole narration
-    # The scripted model files the policy's verdict: two unnamed failing tests are medium.
-    expect(timeline.locator('[data-kind="report_filed"]')).to_contain_text("Medium risk")
+    # The scripted model files the policy's verdict: a checkout rewrite with failing tests.
+    expect(timeline.locator('[data-kind="report_filed"]')).to_contain_text("High risk")
     expect(page.locator("#run-outcome")).to_contain_text("the report is filed")
     expect(page.locator("#run-usage")).to_contain_text("1,200 in")
     expect(page.locator("#run-cancel")).to_have_count(0)
     # The outcome leads the page once the run ends, without a reload: the verdict in the
     # header, the duration, the report with its evidence, the transcript.
-    expect(page.locator("h1 #run-verdict")).to_contain_text("Medium risk")
+    expect(page.locator("h1 #run-verdict")).to_contain_text("High risk")
     expect(page.locator("#run-duration")).to_contain_text("took")
     expect(page.locator("#run-report")).to_contain_text("Findings")
     expect(page.locator("#transcript-heading")).to_be_visible()
@@ -283,7 +290,7 @@ def test_reassess_streams_the_run_live_and_the_report_reaches_the_release_page(
     report = RiskReport.objects.get(conversation=run)
     page.goto(f"/releases/{release.version}/")
     latest = page.locator("section.report")
-    expect(page.locator("h1")).to_contain_text("Medium risk")
+    expect(page.locator("h1")).to_contain_text("High risk")
     expect(latest).to_contain_text(report.findings[0])
     expect(latest).to_contain_text(f"run {str(run.pk)[:8]}")
     screenshots(page, "release-with-new-report")

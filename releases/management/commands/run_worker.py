@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections, connection
 
 from detective_site.heap import freeze_startup_heap
-from releases import runner, services
+from releases import runner, services, workers
 
 logger = logging.getLogger("releases.worker")
 
@@ -48,6 +48,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         runner.configure_process_telemetry()
+        # A run the previous worker left behind (killed, crashed) is resolved before this one
+        # takes new work.
+        for run in services.fail_orphaned_runs():
+            logger.warning("marked run %s failed: %s", run.pk, run.error or "orphaned")
+        runner.stop_runs_on_signals()
+        db_worker_args = list(options["db_worker_args"])
+        if not any(arg.startswith("--worker-id") for arg in db_worker_args):
+            # <host>:<pid> on the task rows tells whether the worker of a run still lives.
+            db_worker_args += ["--worker-id", workers.worker_id()]
         freeze_startup_heap()
         stop = threading.Event()
         sweeper = threading.Thread(
@@ -55,7 +64,7 @@ class Command(BaseCommand):
         )
         sweeper.start()
         try:
-            call_command("db_worker", *options["db_worker_args"])
+            call_command("db_worker", *db_worker_args)
         finally:
             stop.set()
             runner.flush_telemetry()

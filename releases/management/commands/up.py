@@ -14,16 +14,20 @@ import os
 import secrets
 import socket
 import sys
+import traceback
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import close_old_connections, connections
 
 from detective_site import local_model
 from detective_site.config import BASE_DIR
 from detective_site.supervisor import ChildNotReady, ChildSpec, Supervisor
+from releases import services
 from releases.models import Release
 
 ADMIN_USERNAME = "admin"
@@ -77,6 +81,53 @@ def accepts_connections(host: str, port: int) -> bool:
         return False
 
 
+class StartupProblem(RuntimeError):
+    """Something `up` needs does not answer; the message says which variable to look at."""
+
+
+def _where(url: str) -> str:
+    """host:port of a URL, never its password."""
+    parts = urlsplit(url)
+    host = parts.hostname or parts.path or "?"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def check_database() -> None:
+    try:
+        connections["default"].ensure_connection()
+    except Exception as exc:
+        database = settings.CONFIG.database_url
+        where = _where(database) if database else str(settings.CONFIG.sqlite_path)
+        raise StartupProblem(
+            f"Cannot reach the database at {where} ({_first_line(exc)}); check DATABASE_URL "
+            "and that the database server runs."
+        ) from exc
+
+
+def check_redis() -> None:
+    url = settings.CONFIG.redis_url
+    if not url:
+        return
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:
+        raise StartupProblem(
+            f"Cannot reach Redis at {_where(url)} ({_first_line(exc)}); check REDIS_URL and "
+            "that Redis runs (or unset REDIS_URL to run without a broker)."
+        ) from exc
+
+
 class Command(BaseCommand):
     help = (
         "Start Detective: migrate, seed demo data if empty, ensure the admin user, then run the "
@@ -93,6 +144,20 @@ class Command(BaseCommand):
             help="Seconds to let the processes stop gracefully before killing them.",
         )
         parser.add_argument(
+            "--debug",
+            action="store_true",
+            help=(
+                "Run with DEBUG on (tracebacks on error pages). Without it (and without "
+                "DEBUG=true), the site runs with DEBUG off, its generated secret key and host "
+                "names from --host. manage.py reads this before the settings load."
+            ),
+        )
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="With a start-up error, print its traceback too (it is one line otherwise).",
+        )
+        parser.add_argument(
             "--prepare-only",
             action="store_true",
             help="Migrate, seed and ensure the admin user, then exit without serving.",
@@ -105,13 +170,20 @@ class Command(BaseCommand):
         if not options["prepare_only"] and not port_is_free(host, port):
             raise CommandError(f"{host}:{port} is already in use; choose another with --port.")
 
+        self.preflight(verbose=options["verbose"])
         self.prepare(verbosity)
         if options["prepare_only"]:
             return
 
         children = [
             ChildSpec("web server", self.web_argv(host, port, verbosity)),
-            ChildSpec("task worker", self.worker_argv(verbosity)),
+            # A worker that dies is started again; the web server keeps serving meanwhile.
+            ChildSpec(
+                "task worker",
+                self.worker_argv(verbosity),
+                restart=True,
+                on_exit=self.fail_runs_of_dead_worker,
+            ),
         ]
         model_child, model_env = self.local_model_server()
         if model_child is not None:
@@ -139,9 +211,33 @@ class Command(BaseCommand):
         if code:
             raise CommandError("A process exited unexpectedly; see the output above.")
 
+    def preflight(self, *, verbose: bool) -> None:
+        """The database and Redis answer; otherwise one line that names the variable."""
+        for check in (check_database, check_redis):
+            try:
+                check()
+            except StartupProblem as problem:
+                if verbose:
+                    cause = problem.__cause__ or problem
+                    self.stderr.write("".join(traceback.format_exception(cause)))
+                raise CommandError(str(problem)) from None
+
+    def fail_runs_of_dead_worker(self, code: int) -> None:
+        """The worker died: its run fails now, with the reason, not when a restarted worker
+        or the stale-run sweep gets to it."""
+        close_old_connections()
+        try:
+            for run in services.fail_orphaned_runs():
+                self.stderr.write(f"Run {run.pk} failed: {run.error or 'its worker died'}")
+        finally:
+            close_old_connections()
+
     def prepare(self, verbosity: int) -> None:
         self.stdout.write("Applying database migrations ...")
         call_command("migrate", interactive=False, verbosity=max(verbosity - 1, 0))
+        # Runs stranded by a crash of the last `up` are resolved before anything else.
+        for run in services.fail_orphaned_runs():
+            self.stderr.write(f"Run {run.pk} was left running by a worker that is gone: failed.")
         if not settings.DEBUG:
             call_command("collectstatic", interactive=False, verbosity=max(verbosity - 1, 0))
         if not Release.objects.exists():
@@ -195,7 +291,8 @@ class Command(BaseCommand):
         return [
             sys.executable,
             "-m",
-            "daphne",
+            # daphne, with answers (431) to requests whose headers are too large
+            "detective_site.web_server",
             "--bind",
             host,
             "--port",

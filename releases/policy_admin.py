@@ -1,0 +1,105 @@
+"""The risk policy in the admin: one form field per threshold, and every save a new version.
+
+A policy row is never changed in place: reports point at the version they were judged under,
+so editing v3 saves v4 (with who and why) and leaves v3 as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, get_args
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from releases import services
+from releases.models import RiskPolicy
+from releases.risk.policy import Level, PolicySettings
+
+LEVELS = [(level, level) for level in get_args(Level)]
+
+
+def _field_for(name: str, info: Any) -> forms.Field:
+    annotation = info.annotation
+    optional = type(None) in get_args(annotation)
+    base = next((a for a in get_args(annotation) if a is not type(None)), annotation)
+    help_text = name.replace("_", " ")
+    if optional:
+        help_text += " (empty: not judged)"
+    if base is bool:
+        return forms.BooleanField(required=False, help_text=help_text)
+    if name.endswith("_level"):
+        return forms.ChoiceField(choices=LEVELS, help_text=help_text)
+    if base is int:
+        return forms.IntegerField(required=not optional, min_value=1, help_text=help_text)
+    if base is float:
+        return forms.FloatField(required=not optional, min_value=0, help_text=help_text)
+    return forms.JSONField(help_text="areas and the words that find them in test names and changes")
+
+
+class _PolicyForm(forms.ModelForm):
+    note = forms.CharField(
+        max_length=300, required=True, help_text="Why this version: kept with it."
+    )
+
+    class Meta:
+        model = RiskPolicy
+        fields = ["note"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        current = PolicySettings.model_validate(self.instance.thresholds or {})
+        for name in PolicySettings.model_fields:
+            self.fields[name].initial = getattr(current, name)
+        if self.instance.pk:
+            self.fields["note"].initial = ""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        values = {name: cleaned.get(name) for name in PolicySettings.model_fields}
+        try:
+            self.settings = PolicySettings.model_validate(values)
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from error
+        return cleaned
+
+
+# One declared field per setting, so that the admin's form factory knows them all.
+RiskPolicyForm = type(
+    "RiskPolicyForm",
+    (_PolicyForm,),
+    {name: _field_for(name, info) for name, info in PolicySettings.model_fields.items()},
+)
+
+
+@admin.register(RiskPolicy)
+class RiskPolicyAdmin(admin.ModelAdmin):
+    form = RiskPolicyForm
+    list_display = ["__str__", "note", "created_by", "created_at", "report_count"]
+    ordering = ["-version"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["note", *PolicySettings.model_fields]
+
+    @admin.display(description="reports judged under it")
+    def report_count(self, policy: RiskPolicy) -> int:
+        return policy.risk_reports.count()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: RiskPolicy, form: Any, change: bool) -> None:
+        # A new version, never an edit: `obj` is replaced by the saved one for the redirect.
+        saved = services.new_policy_version(
+            form.settings, note=form.cleaned_data["note"], user=request.user
+        )
+        obj.pk, obj.version, obj.thresholds = saved.pk, saved.version, saved.thresholds
+        obj._state.adding = False
+
+    def response_change(self, request: HttpRequest, obj: RiskPolicy) -> Any:
+        self.message_user(request, f"Saved as a new version: {obj}.")
+        return super().response_post_save_change(request, obj)
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return self.log_addition(request, obj, json.dumps([{"added": {}}]))

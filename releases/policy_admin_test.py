@@ -1,0 +1,81 @@
+"""The risk policy in the admin: thresholds edited as fields, each save a new version."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from releases import services, verdicts
+from releases.models import Release, RiskPolicy
+from releases.risk.policy import PolicySettings
+
+pytestmark = pytest.mark.django_db
+
+
+def form_data(**overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"note": "Stricter error rate after the March incident"}
+    for name, value in PolicySettings().model_dump(mode="json").items():
+        if isinstance(value, bool):
+            if value:
+                data[name] = "on"
+        elif isinstance(value, dict):
+            data[name] = json.dumps(value)
+        elif value is not None:
+            data[name] = value
+    data.update(overrides)
+    return data
+
+
+def test_version_1_is_the_default_policy() -> None:
+    policy = verdicts.current_policy()
+    assert policy.version == 1
+    assert verdicts.settings_of(policy) == PolicySettings()
+
+
+def test_editing_a_policy_in_the_admin_saves_a_new_version(admin_client: Client) -> None:
+    v1 = verdicts.current_policy()
+    page = admin_client.get(f"/admin/releases/riskpolicy/{v1.pk}/change/")
+    assert page.status_code == 200
+    assert b'name="error_rate_high_above"' in page.content
+    response = admin_client.post(
+        f"/admin/releases/riskpolicy/{v1.pk}/change/",
+        form_data(error_rate_high_above="0.03", error_rate_medium_at_or_above="0.01"),
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert list(RiskPolicy.objects.values_list("version", flat=True)) == [2, 1]
+    v1.refresh_from_db()
+    assert v1.thresholds["error_rate_high_above"] == 0.05  # the old version stands
+    v2 = verdicts.current_policy()
+    assert (v2.version, v2.thresholds["error_rate_high_above"]) == (2, 0.03)
+    assert v2.note == "Stricter error rate after the March incident"
+    assert v2.created_by is not None and v2.created_by.username == "admin"
+
+
+def test_an_inconsistent_threshold_is_refused_with_the_field(admin_client: Client) -> None:
+    v1 = verdicts.current_policy()
+    response = admin_client.post(
+        f"/admin/releases/riskpolicy/{v1.pk}/change/", form_data(error_rate_high_above="7")
+    )
+    assert response.status_code == 200
+    assert b"less than or equal to 1" in response.content
+    assert RiskPolicy.objects.count() == 1
+
+
+def test_a_report_records_the_version_it_was_judged_under(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release("v1.0.0", deployment_metrics={"error_rate": 0.04})
+    first = services.file_risk_report(release=release, severity="medium", findings=["x"])
+    services.new_policy_version(PolicySettings(error_rate_high_above=0.03), note="stricter")
+    second = services.file_risk_report(release=release, severity="high", findings=["x"])
+    assert (first.policy.version, first.policy_severity) == (1, "medium")
+    assert (second.policy.version, second.policy_severity) == (2, "high")
+
+
+def test_policies_cannot_be_deleted(admin_client: Client) -> None:
+    v1 = verdicts.current_policy()
+    assert admin_client.get(f"/admin/releases/riskpolicy/{v1.pk}/delete/").status_code == 403
