@@ -107,6 +107,24 @@ def verdict_against(run: EvalRun, baseline: EvalRun | None) -> Comparison | None
     return compare_runs(current, base)
 
 
+# A finished run's stored summary never changes, so its verdict against a given baseline is
+# worked out once per process: the list shows 30 of them, at a few milliseconds each.
+_VERDICTS: dict[tuple[int, Any, int, Any], str | None] = {}
+_VERDICTS_MAX = 4096
+
+
+def _verdict(run: EvalRun, baseline: EvalRun | None) -> str | None:
+    if baseline is None:
+        return None
+    key = (run.pk, run.finished_at, baseline.pk, baseline.finished_at)
+    if key not in _VERDICTS:
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        comparison = verdict_against(run, baseline)
+        _VERDICTS[key] = comparison.verdict if comparison else None
+    return _VERDICTS[key]
+
+
 def overview(limit: int = RECENT_RUNS) -> Overview:
     """Recent runs with their progress and their verdict against the baseline (`.verdict`:
     pass, marginal, fail, or None), and the baseline: two queries."""
@@ -115,8 +133,7 @@ def overview(limit: int = RECENT_RUNS) -> Overview:
     if baseline is None:
         baseline = EvalRun.objects.filter(is_baseline=True).first()
     for run in runs:
-        comparison = verdict_against(run, baseline)
-        run.verdict = comparison.verdict if comparison else None
+        run.verdict = _verdict(run, baseline)
     return Overview(
         runs=runs,
         baseline=baseline,

@@ -505,16 +505,8 @@ class RiskReportAdmin(admin.ModelAdmin):
 class ReviewDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The history of decisions; never edited (a new decision supersedes an old one)."""
 
-    list_display = [
-        "created_at",
-        "release_link",
-        "decision",
-        "decided",
-        "model_verdicts",
-        "reviewer",
-        "reason_excerpt",
-        "scenario_id",
-    ]
+    # Few, narrow columns: beside the admin's menu and filters the list has ~600 px at 1280.
+    list_display = ["created_at", "release_link", "decided", "reason_excerpt", "reviewer"]
     list_filter = ["decision", "severity", "created_at"]
     search_fields = ["report__release__version", "reason", "wrong_finding", "reviewer__username"]
     list_select_related = ["report__release", "reviewer"]
@@ -539,15 +531,19 @@ class ReviewDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="decided", ordering="severity")
     def decided(self, decision: ReviewDecision) -> SafeString:
-        return severity_pill(decision.severity)
-
-    @admin.display(description="model / policy")
-    def model_verdicts(self, decision: ReviewDecision) -> str:
-        return f"{decision.model_severity} / {decision.policy_severity or '—'}"
+        verb = "overridden" if decision.is_override else "accepted"
+        return format_html(
+            "{} {}<br><small>model {}, policy {}</small>",
+            verb,
+            severity_pill(decision.severity),
+            decision.model_severity,
+            decision.policy_severity or "—",
+        )
 
     @admin.display(description="reason")
     def reason_excerpt(self, decision: ReviewDecision) -> str:
-        return excerpt(decision.reason) or "—"
+        text = excerpt(decision.reason, words=12) or "—"
+        return f"{text} (exported: {decision.scenario_id})" if decision.scenario_id else text
 
     def has_review_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("releases.review_report")

@@ -208,7 +208,7 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
     # An eval trial (no release) is not an assessment: the home page leaves it out.
     Conversation.objects.create(release=None, status=RunStatus.FAILED, created_at=now)
 
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         board = dashboard()
         assert [r.version for r in board.high_risk] == ["high"]
         assert board.failed_runs == [open_failure]
@@ -339,7 +339,7 @@ def test_the_severity_trend_counts_reports_per_week_a_decision_over_the_model(
     RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=1))
     RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=20))
 
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):
         trend = severity_trend(now)
     assert trend.bars[-1].counts == {"high": 1, "medium": 1, "low": 1}
     assert trend.bars[-2].counts == {"high": 1, "medium": 0, "low": 0}

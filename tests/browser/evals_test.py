@@ -109,6 +109,13 @@ def test_the_compare_page_shows_the_verdict_and_the_regression(
         screenshots(page, "evals-run")
         page.goto("/evals/")
         expect(page.locator(".ev-baseline-row")).to_contain_text(f"#{baseline.pk}")
+        # The regressed run says so against the baseline, and the table fits 1280 px.
+        expect(page.locator(".ev-verdict-badge-fail")).to_have_text("FAIL")
+        hidden = page.evaluate(
+            "Math.max(...[...document.querySelectorAll('.table-card, .card')]"
+            ".map(e => e.scrollWidth - e.clientWidth))"
+        )
+        assert hidden <= 0, f"a card's content is {hidden} px wider than the card"
         screenshots(page, "evals-list")
     finally:
         context.close()
