@@ -85,8 +85,9 @@ def _env(*names: str) -> Any:
 
 
 class AgentSettings(BaseSettings):
+    # An empty variable means unset, as for the site's own settings (README, Configuration).
     model_config = SettingsConfigDict(
-        env_prefix="DETECTIVE_", extra="ignore", populate_by_name=True
+        env_prefix="DETECTIVE_", extra="ignore", populate_by_name=True, env_ignore_empty=True
     )
 
     provider: str | None = None

@@ -254,3 +254,11 @@ def test_the_deadlines_come_from_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT", "0")
     with pytest.raises(ValueError):
         AgentSettings()
+
+
+def test_an_empty_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The benchmark's sites blank the variables they control; "" must not be a bad boolean.
+    for name in ("DETECTIVE_CAPTURE_CONTENT", "DETECTIVE_PROVIDER", "DETECTIVE_MAX_STEPS"):
+        monkeypatch.setenv(name, "")
+    settings = AgentSettings()
+    assert (settings.capture_content, settings.provider) == (False, None)
