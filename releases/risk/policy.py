@@ -240,8 +240,10 @@ def _latency(
     p95: float, baseline: float | None, baseline_from: str, cfg: PolicySettings
 ) -> list[Signal]:
     signals = []
-    level = _level_by(p95, medium_at_or_above=None, high_above=cfg.p95_ms_high_above)
-    if level == "none" and cfg.p95_ms_medium_above is not None and p95 > cfg.p95_ms_medium_above:
+    level: Level = "none"
+    if cfg.p95_ms_high_above is not None and p95 > cfg.p95_ms_high_above:
+        level = "high"
+    elif cfg.p95_ms_medium_above is not None and p95 > cfg.p95_ms_medium_above:
         level = "medium"
     limits = [f"medium above {cfg.p95_ms_medium_above:g} ms"] if cfg.p95_ms_medium_above else []
     if cfg.p95_ms_high_above is not None:
@@ -259,13 +261,13 @@ def _latency(
     )
     if baseline is not None and baseline > 0:
         rise = (p95 - baseline) / baseline
-        level = _level_by(
-            rise,
-            medium_at_or_above=cfg.p95_rise_medium_at_or_above,
-            high_above=None,
-        )
+        level = "none"
         if cfg.p95_rise_high_at_or_above is not None and rise >= cfg.p95_rise_high_at_or_above:
             level = "high"
+        elif (
+            cfg.p95_rise_medium_at_or_above is not None and rise >= cfg.p95_rise_medium_at_or_above
+        ):
+            level = "medium"
         limits = []
         if cfg.p95_rise_medium_at_or_above is not None:
             limits.append(f"medium from a {_pct(cfg.p95_rise_medium_at_or_above)} rise")
@@ -324,10 +326,8 @@ def _tests(tests: Mapping[str, Any], changes: Sequence[str], cfg: PolicySettings
             detail=f"{failed_count} failed test{'s' if failed_count != 1 else ''}{names}",
         )
     )
-    critical_failures = {name: areas_in(name, cfg.critical_areas) for name in failing}
-    critical_failures = {name: found for name, found in critical_failures.items() if found}
+    critical_failures, areas = _in_critical_areas(failing, cfg)
     if critical_failures:
-        areas = sorted({a for found in critical_failures.values() for a in found})
         signals.append(
             Signal(
                 name="critical_area_failures",
@@ -343,9 +343,8 @@ def _tests(tests: Mapping[str, Any], changes: Sequence[str], cfg: PolicySettings
                 areas=tuple(areas),
             )
         )
-    risky = [c for c in changes if areas_in(c, cfg.critical_areas)]
+    risky, areas = _in_critical_areas(changes, cfg)
     if risky and failed_count > 0:
-        areas = sorted({a for c in risky for a in areas_in(c, cfg.critical_areas)})
         signals.append(
             Signal(
                 name="risky_changes_with_failures",
@@ -380,12 +379,17 @@ def _tests(tests: Mapping[str, Any], changes: Sequence[str], cfg: PolicySettings
     return signals
 
 
+def _in_critical_areas(texts: Sequence[str], cfg: PolicySettings) -> tuple[list[str], list[str]]:
+    """The texts that touch a critical area, and those areas (sorted)."""
+    found = {text: areas_in(text, cfg.critical_areas) for text in texts}
+    touching = [text for text in texts if found[text]]
+    return touching, sorted({area for areas in found.values() for area in areas})
+
+
 def _risky_changes(changes: Sequence[str], cfg: PolicySettings) -> Signal | None:
-    risky = {c: areas_in(c, cfg.critical_areas) for c in changes}
-    risky = {c: found for c, found in risky.items() if found}
+    risky, areas = _in_critical_areas(changes, cfg)
     if not risky:
         return None
-    areas = sorted({a for found in risky.values() for a in found})
     return Signal(
         name="risky_changes",
         label="Changes in a critical area",
