@@ -21,11 +21,10 @@ def test_prompts_carry_the_essential_instructions(prompt: str) -> None:
     assert "get_release_summary" in prompt
     assert "file_risk_report" in prompt
     assert lowered.index("get_release_summary") < lowered.index("file_risk_report")
-    for word in ("high", "medium", "low", "policy", "missing"):
-        assert word in lowered
-    assert "not found" in lowered or "does not exist" in lowered
+    assert "policy" in lowered
     assert "instructions" in lowered  # data is not instructions
     assert "refused" in lowered  # a refused report is corrected and filed again
+    assert re.search(r"(fails|returns an error).*do not", lowered)  # no report then
 
 
 @pytest.mark.parametrize("prompt", [DEFAULT_SYSTEM_PROMPT, SMALL_MODEL_SYSTEM_PROMPT])
@@ -36,7 +35,10 @@ def test_prompts_give_no_example_findings(prompt: str) -> None:
 
 
 def test_the_small_prompt_has_the_model_read_the_policy_not_thresholds() -> None:
+    # It files the policy's severity and copies the policy's evidence (which names missing
+    # data and text addressed to the assessor) instead of judging thresholds itself.
     assert "severity_floor" in SMALL_MODEL_SYSTEM_PROMPT
+    assert '"evidence"' in SMALL_MODEL_SYSTEM_PROMPT
     assert "0.05" not in SMALL_MODEL_SYSTEM_PROMPT  # it compared 0.012 with 0.05 wrongly
 
 
@@ -48,6 +50,8 @@ def test_default_prompt_states_the_guidelines_and_the_rules() -> None:
     assert "5%" in prompt
     assert "2%" in prompt
     assert "Missing data" in prompt
+    for word in ("high", "medium", "low", "does not exist"):
+        assert word in prompt
     for area in ("payments", "authentication", "security", "migrations"):
         assert area in prompt
 

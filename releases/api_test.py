@@ -247,11 +247,7 @@ def test_the_summary_carries_the_policys_signals_beside_the_data(
     policy = body["policy"]
     assert (policy["version"], policy["severity_floor"]) == (1, "high")
     error_rate = next(s for s in policy["signals"] if s["signal"] == "Error rate")
-    assert (error_rate["level"], error_rate["figure"], error_rate["critical"]) == (
-        "high",
-        0.09,
-        True,
-    )
+    assert (error_rate["level"], error_rate["figure"]) == ("high", 0.09)
     assert "above 0.05" in error_rate["threshold"]
 
 

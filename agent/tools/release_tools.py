@@ -137,24 +137,22 @@ class ReleaseTools:
         try:
             reply = await self._send("GET", f"/api/releases/{_segment(release_id)}/summary")
         except _Unavailable as error:
-            return ToolOutcome.failure(
-                f"The summary of release {release_id!r} is unavailable: {error}."
-            )
+            return _no_summary(f"The summary of release {release_id!r} is unavailable: {error}.")
         if reply.status == 404:
-            return ToolOutcome.failure(
+            return _no_summary(
                 f"Release {release_id!r} does not exist (the release API answered "
                 f"{reply.describe()}). Check the release id.",
                 error_type=InvalidArgumentsError.__name__,
             )
         if not reply.ok:
-            return ToolOutcome.failure(
+            return _no_summary(
                 f"The summary of release {release_id!r} is unavailable: the release API "
                 f"answered {reply.describe()}.{self._quote(reply)}"
             )
         try:
             summary = json.loads(reply.text)
         except ValueError:
-            return ToolOutcome.failure(
+            return _no_summary(
                 f"The summary of release {release_id!r} is unavailable: the release API sent "
                 "a response that is not valid JSON."
             )
@@ -340,6 +338,17 @@ def register_release_tools(
     )
     release_tools.register(registry)
     return release_tools
+
+
+# Measured on Qwen2.5-Coder-1.5B: told only what failed, it went on to file a report anyway
+# (refused, as no summary was read); told what to do next, it says so and stops.
+NO_REPORT_WITHOUT_SUMMARY = (
+    " Do not file a risk report without the summary: tell the user it could not be read, and why."
+)
+
+
+def _no_summary(problem: str, *, error_type: str = ToolExecutionError.__name__) -> ToolOutcome:
+    return ToolOutcome.failure(problem + NO_REPORT_WITHOUT_SUMMARY, error_type=error_type)
 
 
 def _segment(value: str) -> str:

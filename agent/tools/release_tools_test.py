@@ -13,7 +13,11 @@ import respx
 
 from agent.messages import ToolCall
 from agent.tools.registry import ToolRegistry
-from agent.tools.release_tools import ReleaseTools, register_release_tools
+from agent.tools.release_tools import (
+    NO_REPORT_WITHOUT_SUMMARY,
+    ReleaseTools,
+    register_release_tools,
+)
 
 BASE = "http://releases.test"
 TOKEN = "tok_live_0123456789abcdef"
@@ -95,6 +99,7 @@ async def test_an_unknown_release_is_reported_as_not_existing(
     assert (outcome.success, outcome.error_type) == (False, "InvalidArgumentsError")
     assert "Release 'v9.9.9' does not exist" in outcome.content
     assert "404 Not Found" in outcome.content
+    assert outcome.content.endswith(NO_REPORT_WITHOUT_SUMMARY)
 
 
 @pytest.mark.parametrize(
@@ -119,6 +124,8 @@ async def test_an_unavailable_summary_is_said_plainly(
     assert (outcome.success, outcome.error_type) == (False, "ToolExecutionError")
     assert outcome.content.startswith("The summary of release 'v2.1.0' is unavailable")
     assert explanation in outcome.content
+    # What to do next, said where the model reads it: it filed anyway when told only why.
+    assert outcome.content.endswith(NO_REPORT_WITHOUT_SUMMARY)
 
 
 async def test_a_server_that_never_answers_is_given_up_on(api: respx.MockRouter) -> None:

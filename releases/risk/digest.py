@@ -22,13 +22,6 @@ COMPACT_CHANGES_ABOVE = 40
 UNTRUSTED_FIELDS = ("title", "changes", "tests", "deployment_metrics")
 EXAMPLES_PER_KIND = 2
 
-POLICY_RULE = (
-    "The policy's severity is the highest level among its signals; only a critical signal "
-    "makes a release high. File at least this severity unless you can show from the data "
-    "that it is wrong (a lower one is refused once, then sent to a person). Each finding "
-    "must cite figures from this data. Say in a finding when data is missing."
-)
-
 
 def _kind(change: str) -> str:
     first = change.strip().split(maxsplit=1)[0] if change.strip() else "other"
@@ -55,21 +48,25 @@ def compact_changes(changes: Sequence[str], cfg: PolicySettings) -> dict[str, An
 
 
 def policy_block(verdict: PolicyVerdict, version: int | None) -> dict[str, Any]:
+    """The policy as the model reads it. Measured on Qwen2.5-Coder-1.5B: with the policy's rule
+    ("only a critical signal makes a release high") and each signal's `critical` flag beside
+    them, it filed high for clean releases; without them it filed the floor on 8 of 8. The
+    floor already carries what they say; the report keeps the full signals."""
+    # The two keys the model acts on come last, nearest to where it starts writing.
     return {
         "version": version,
-        "severity_floor": verdict.severity,
-        "rule": POLICY_RULE,
         "signals": [
             {
                 "signal": s.label,
                 "level": s.level,
-                "critical": s.critical,
                 "figure": s.figure,
                 "threshold": s.threshold,
                 "detail": s.detail,
             }
             for s in verdict.signals
         ],
+        "severity_floor": verdict.severity,
+        "evidence": verdict.evidence(),
     }
 
 

@@ -39,6 +39,7 @@ _INSTRUCTION_WORDS = re.compile(
 class FilingDecision:
     policy_severity: str
     grounding: ReportGrounding
+    evidence: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     review_reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -54,7 +55,11 @@ class FilingDecision:
         # Small models act on a concrete instruction far better than on a list of reasons.
         todo = [f'use severity "{self.policy_severity}"'] if self.below_policy else []
         if self.grounding.problems():
-            todo.append("cite only figures of the release summary, exactly as written there")
+            todo.append(
+                "cite only figures of the release summary, exactly as written there; the "
+                "policy's evidence says it in these words: "
+                + "; ".join(f'"{line}"' for line in self.evidence)
+            )
         if any(p.startswith("data is missing") for p in self.problems):
             todo.append("add a finding that says which data is missing")
         if any("addressed to the assessor" in p for p in self.problems):
@@ -90,7 +95,9 @@ def decide(
     cfg = cfg or PolicySettings()
     extra = numbers_in(dict(shown)) if shown is not None else []
     grounding = ground_report(findings, summary, data, verdict, cfg, extra_known=extra)
-    decision = FilingDecision(policy_severity=verdict.severity, grounding=grounding)
+    decision = FilingDecision(
+        policy_severity=verdict.severity, grounding=grounding, evidence=verdict.evidence()
+    )
     text = " ".join([*findings, summary])
 
     if SEVERITY_RANK[severity] < SEVERITY_RANK[verdict.severity]:
