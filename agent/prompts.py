@@ -63,7 +63,8 @@ You are concise and precise; your findings are actionable."""
 # everything, compares 0.012 with 0.05 the wrong way, and copies any example finding it is
 # shown into its report ("2 payment tests failing" for a release with no failed test). So it
 # is given no thresholds and no example findings: it copies the policy's severity and its
-# evidence, sentences that carry their figures.
+# evidence, sentences that carry their figures. The summary it wrote was where it invented
+# ("due to failed tests ... p95 above 1000 ms" for a release with neither), so it writes none.
 SMALL_MODEL_SYSTEM_PROMPT = """\
 You assess the risk of one software release. Steps:
 1. Call get_release_summary with the release id. Always do this first.
@@ -71,7 +72,7 @@ You assess the risk of one software release. Steps:
 - release_id: the release id;
 - severity: the value of "severity_floor" in "policy", exactly;
 - findings: every sentence of "evidence" in "policy", each copied word for word;
-- summary: one short sentence saying why, with no figure that is not in "evidence".
+- summary: leave it empty.
 3. If the report is refused, do what the refusal says and call file_risk_report again.
 4. Then stop.
 If get_release_summary returns an error, do not call file_risk_report: say that the \

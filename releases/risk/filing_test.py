@@ -38,7 +38,7 @@ def test_a_filing_at_the_floor_with_the_policys_evidence_is_accepted() -> None:
 def test_below_the_floor_is_refused_once_with_the_severity_to_use_then_kept_for_review() -> None:
     first = judge(RISKY, "low", ["error_rate 0.09"])
     assert first.refused and first.below_policy
-    assert 'use severity "high"' in first.refusal_message()
+    assert '- severity: "high"' in first.refusal_message()
     second = judge(RISKY, "low", ["error_rate 0.09"], again=True)
     assert not second.refused and second.needs_review
     assert second.review_reasons[0].startswith("severity low is below the policy's high")
@@ -65,7 +65,10 @@ def test_missing_data_the_report_does_not_mention_is_refused() -> None:
     data = {"version": "v1", "changes": ["Fix typo"], "deployment_metrics": {"error_rate": 0.001}}
     decision = judge(data, "medium", ["error_rate 0.001 (0.1 %) is below 0.02"])
     assert decision.refused
-    assert "add a finding that says which data is missing" in decision.refusal_message()
+    assert (
+        'add these sentences: "missing from the release data: the test results"; '
+        '"missing from the release data: the p95 latency"'
+    ) in decision.refusal_message()
     assert not judge(data, "medium", evaluate(data).evidence()).refused
 
 
