@@ -9,6 +9,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import (
     Case,
+    CharField,
     Count,
     Exists,
     F,
@@ -67,26 +68,53 @@ def releases_with_latest_report(
     )
 
 
-def with_latest_state(releases: QuerySet[Release]) -> QuerySet[Release]:
-    """Annotate each release with its latest report (`latest_severity`, `latest_report_at`)
-    and latest run (`latest_run_id`, `latest_run_status`), as subqueries of the one query."""
+def _higher_severity(first: str, second: str) -> Case:
+    return Case(
+        When(Q(**{first: Severity.HIGH}) | Q(**{second: Severity.HIGH}), then=Value(Severity.HIGH)),
+        When(
+            Q(**{first: Severity.MEDIUM}) | Q(**{second: Severity.MEDIUM}),
+            then=Value(Severity.MEDIUM),
+        ),
+        default=F(first),
+        output_field=CharField(),
+    )
+
+
+def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
+    """Annotate each release with the severity the lists show, `effective_severity`: a person's
+    decision on the latest report when there is one; until then the higher of the model's and
+    the policy's, so that a report waiting for review never shows lower than the data's
+    severity. Also `latest_severity` (the model's), `latest_needs_review`, `decision_kind`."""
     reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
-    runs = Conversation.objects.filter(release=OuterRef("pk")).order_by("-created_at", "-pk")
     annotated = releases.annotate(
         latest_severity=Subquery(reports.values("severity")[:1]),
-        latest_report_at=Subquery(reports.values("filed_at")[:1]),
+        latest_policy_severity=Subquery(reports.values("policy_severity")[:1]),
+        latest_needs_review=Subquery(reports.values("needs_review")[:1]),
         latest_report_id=Subquery(reports.values("pk")[:1]),
-        latest_run_id=Subquery(runs.values("pk")[:1]),
-        latest_run_status=Subquery(runs.values("status")[:1]),
     )
-    # A person's decision on the latest report, when there is one, is what the lists show.
     decisions = ReviewDecision.objects.filter(report_id=OuterRef("latest_report_id")).order_by(
         "-created_at", "-id"
     )
     return annotated.annotate(
         decided_severity=Subquery(decisions.values("severity")[:1]),
         decision_kind=Subquery(decisions.values("decision")[:1]),
-    ).annotate(effective_severity=Coalesce("decided_severity", "latest_severity"))
+    ).annotate(
+        effective_severity=Coalesce(
+            "decided_severity", _higher_severity("latest_severity", "latest_policy_severity")
+        )
+    )
+
+
+def with_latest_state(releases: QuerySet[Release]) -> QuerySet[Release]:
+    """`with_severity_shown`, and each release's latest report time (`latest_report_at`) and
+    latest run (`latest_run_id`, `latest_run_status`), as subqueries of the one query."""
+    reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
+    runs = Conversation.objects.filter(release=OuterRef("pk")).order_by("-created_at", "-pk")
+    return with_severity_shown(releases).annotate(
+        latest_report_at=Subquery(reports.values("filed_at")[:1]),
+        latest_run_id=Subquery(runs.values("pk")[:1]),
+        latest_run_status=Subquery(runs.values("status")[:1]),
+    )
 
 
 # The release list's sortable columns; "-name" sorts descending. Releases without the figure
@@ -288,20 +316,8 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         .exclude(Exists(later_success))
         .order_by("-created_at")[:HOME_LIST_LIMIT]
     )
-    latest = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
-    decided = ReviewDecision.objects.filter(report_id=OuterRef("latest_report_id")).order_by(
-        "-created_at", "-id"
-    )
-    # As the release list counts them: a person's decision on the latest report over the model's.
-    latest_severities = (
-        Release.objects.annotate(
-            latest_severity=Subquery(latest.values("severity")[:1]),
-            latest_report_id=Subquery(latest.values("pk")[:1]),
-        )
-        .annotate(decided_severity=Subquery(decided.values("severity")[:1]))
-        .annotate(effective_severity=Coalesce("decided_severity", "latest_severity"))
-    )
-    release_counts = latest_severities.aggregate(
+    # Counted as the release list shows them.
+    release_counts = with_severity_shown(Release.objects.all()).aggregate(
         releases=Count("pk"),
         high=Count("pk", filter=Q(effective_severity=Severity.HIGH)),
         medium=Count("pk", filter=Q(effective_severity=Severity.MEDIUM)),
@@ -327,15 +343,18 @@ def dashboard(now: datetime | None = None) -> Dashboard:
 
 
 def latest_high_risk(limit: int = HOME_LIST_LIMIT) -> list[Release]:
-    """The releases whose latest report is high, most recently assessed first (annotated as
-    by with_latest_state): found from the high reports backwards, newest first, so that only
-    a few releases are looked at, not all of them. One query."""
+    """The releases whose latest report is high (the model's or the policy's), most recently
+    assessed first (annotated as by with_latest_state): found from the high reports
+    backwards, newest first, so that only a few releases are looked at, not all of them. One
+    query."""
     newer = RiskReport.objects.filter(release=OuterRef("release_id")).filter(
         Q(filed_at__gt=OuterRef("filed_at"))
         | Q(filed_at=OuterRef("filed_at"), id__gt=OuterRef("id"))
     )
     latest_high = (
-        RiskReport.objects.filter(severity=Severity.HIGH)
+        # The policy's high counts too: a report below it waits for a person, and until then
+        # the release is as risky as the data says.
+        RiskReport.objects.filter(Q(severity=Severity.HIGH) | Q(policy_severity=Severity.HIGH))
         .exclude(Exists(newer))
         .order_by("-filed_at", "-id")
         .values("release_id")[:limit]

@@ -325,6 +325,32 @@ def test_the_release_list_shows_a_persons_decision_over_the_models(
     assert [r.version for r in high] == ["overridden"]
 
 
+def test_a_report_waiting_for_review_never_shows_lower_than_the_policy(
+    make_release: Callable[..., Release],
+) -> None:
+    waiting = RiskReport.objects.create(
+        release=make_release("waiting"), severity="low", policy_severity="high", needs_review=True
+    )
+    RiskReport.objects.create(
+        release=make_release("above"), severity="high", policy_severity="medium"
+    )
+
+    rows = {r.version: r for r in with_latest_state(Release.objects.all())}
+    assert (rows["waiting"].effective_severity, rows["waiting"].latest_needs_review) == (
+        "high",
+        True,
+    )
+    assert rows["above"].effective_severity == "high"  # the model saw more risk: it stands
+    assert [r.version for r in filtered_releases(ReleaseFilters(severity="low"))] == []
+    assert dashboard().counts["high"] == 2
+    assert {r.version for r in latest_high_risk()} == {"waiting", "above"}
+
+    # A person who accepts the model's low is what the list shows from then on.
+    services.decide_report(waiting, None, decision="accept")
+    rows = {r.version: r for r in with_latest_state(Release.objects.all())}
+    assert (rows["waiting"].effective_severity, rows["waiting"].decision_kind) == ("low", "accept")
+
+
 def test_the_severity_trend_counts_reports_per_week_a_decision_over_the_model(
     make_release: Callable[..., Release], django_assert_num_queries: Any
 ) -> None:
