@@ -27,7 +27,7 @@ def _setup() -> None:
     import django
 
     django.setup()
-    from detective_site.heap import freeze_startup_heap
+    from releases.runner.process import freeze_startup_heap
 
     # The driver stands for a process of the site (page timings): frozen like the web server.
     freeze_startup_heap()
@@ -75,10 +75,11 @@ def releases(count: int, prefix: str = "v9.", **_: Any) -> dict[str, Any]:
 
 
 def queue(version: str, **_: Any) -> dict[str, Any]:
-    from releases import services
+    from releases import services, tasks
     from releases.models import Release
 
-    run = services.start_assessment(Release.objects.get(version=version), None)
+    release = Release.objects.get(version=version)
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     return {"run": str(run.pk), "status": run.status}
 
 
@@ -111,9 +112,9 @@ def runs(ids: list[str], **_: Any) -> dict[str, Any]:
 
 def evals(scenarios: str, trials: int, concurrency: int, base_url: str, **_: Any) -> dict[str, Any]:
     """An eval run as `run_evals` makes it (the release API served in-process)."""
-    from detective_site.heap import freeze_startup_heap
     from evals.runner.trials import EvalOptions, run_suite
     from evals.scenario import load_suite
+    from releases.runner.process import freeze_startup_heap
 
     options = EvalOptions(
         trials=trials,

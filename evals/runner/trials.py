@@ -30,7 +30,7 @@ site's API over HTTP with a per-run token. The token belongs to the trial's Conv
 whose metadata carries the scenario (see `evals/api_source.py`), so the API serves the
 scenario's data and faults, and keeps a filed report on the trial, never touching a real
 release. Without `api_url` the site answers the API in-process, through its WSGI handler on a
-pool of threads (`detective_site/in_process.py`): `run_evals` needs no web server.
+pool of threads (`releases/runner/in_process.py`): `run_evals` needs no web server.
 
 A trial is *errored* (not counted as failed) when the provider fails, when it is cancelled at
 its time limit, or when this harness fails; a crash of the agent's own code is its fault and
@@ -74,6 +74,8 @@ from evals.runner.transcript import FiledReport, RunError, Transcript
 from evals.scenario import Scenario, Suite
 from releases import runner as release_runner
 from releases.models import RunStatus
+from releases.runner.in_process import in_process_api, in_process_url
+from releases.runner.process import configure_process_telemetry, flush_telemetry
 from releases.runner.store import BatchCursor, OrmConversationStore
 from releases.timeline import TERMINAL_KINDS
 
@@ -573,14 +575,14 @@ async def run_trials(
         if http_client is None:
             # One client for every trial's tools: in-process into this site, or to `api_url`.
             if api_url is None:
-                client, api_url = release_runner.in_process_api(threads=options.concurrency)
+                client, api_url = in_process_api(threads=options.concurrency)
             else:
                 client = async_client()
             http_client = await stack.enter_async_context(client)
         # And one for every adapter: a client each would cost each trial a TLS context.
         limits = httpx.Limits(max_connections=max(100, 2 * options.concurrency))
         model_client = await stack.enter_async_context(async_client(limits=limits))
-        settings_ = agent_settings(options, api_url=api_url or release_runner.in_process_url())
+        settings_ = agent_settings(options, api_url=api_url or in_process_url())
         if provider_factory is None:
             provider_factory = partial(build_model_provider, settings_, client=model_client)
         if judge is None and options.judge:
@@ -616,16 +618,14 @@ def run_suite(
     evaluated; a run whose every trial errored (the provider down, say) fails, as does one
     interrupted (Ctrl+C), which keeps and summarises the trials it finished.
     """
-    release_runner.configure_process_telemetry()
+    configure_process_telemetry()
     identity = resolve_identity(options, provider_factory)
     run = services.start_run(
         suite,
         trials=options.trials,
         provider=identity[0],
         model=identity[1],
-        config=options.config(
-            agent_settings(options, api_url=options.api_url or release_runner.in_process_url())
-        ),
+        config=options.config(agent_settings(options, api_url=options.api_url or in_process_url())),
         notes=notes,
     )
     if on_start is not None:
@@ -647,7 +647,7 @@ def run_suite(
         services.finish_run(run, suite=suite, status=RunStatus.FAILED, error=f"The run {reason}.")
         raise
     finally:
-        release_runner.flush_telemetry()
+        flush_telemetry()
     if results and all(r.errored for r in results):
         services.finish_run(
             run,
@@ -669,7 +669,7 @@ def resolve_identity(
     if provider_factory is not None:
         provider = provider_factory()
     else:
-        agent = agent_settings(options, api_url=options.api_url or release_runner.in_process_url())
+        agent = agent_settings(options, api_url=options.api_url or in_process_url())
         provider = build_model_provider(agent)
     try:
         return provider.name, provider.model or ""

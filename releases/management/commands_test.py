@@ -12,7 +12,7 @@ from pydantic import SecretStr
 from pytest_django import Settings
 
 from agent.events import parse_event
-from releases import services
+from releases import services, tasks
 from releases.management.commands.seed_demo import DEMO_RELEASES
 from releases.management.commands.up import Command as UpCommand
 from releases.management.commands.up import ensure_admin, port_is_free
@@ -92,7 +92,9 @@ def test_seed_demo_replaces_a_demo_run_written_in_the_old_shapes() -> None:
     call_command("seed_demo", stdout=StringIO())
     old = Conversation.objects.get()
     AgentEvent.objects.filter(conversation=old, seq=1).update(payload={"release_id": "v2.1.0"})
-    real = services.start_assessment(old.release, None)  # a real run since: the demo stays
+    real = services.start_assessment(
+        old.release, None, enqueue=tasks.enqueue_assessment
+    )  # a real run since: the demo stays
     call_command("seed_demo", stdout=StringIO())
     run = Conversation.objects.get(metadata__demo=True)
     assert run.pk != old.pk

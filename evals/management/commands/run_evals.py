@@ -31,7 +31,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from detective_site.heap import freeze_startup_heap
 from evals import selectors, services
 from evals.compare import Comparison
 from evals.models import EvalRun
@@ -47,6 +46,7 @@ from evals.scenario import ScenarioError, load_suite
 from evals.stats import RunSummary
 from releases import runner as release_runner
 from releases.models import RunStatus
+from releases.runner.process import freeze_startup_heap, instrument_web
 
 USAGE_ERROR = 2
 VERDICT_STYLES = {"pass": "bold green", "marginal": "bold yellow", "fail": "bold red"}
@@ -154,9 +154,9 @@ class Command(BaseCommand):
             def on_trial(outcome: TrialOutcome) -> None:
                 self._advance(progress, task, outcome)
 
-            # Loaded now: its set-up re-applies the logging configuration, undoing the quiet.
-            import detective_site.asgi  # noqa: F401
-
+            # Now, not in the first trial: what it loads (the process's telemetry, Django's
+            # request spans) belongs in the frozen heap, and is set up before the quiet.
+            instrument_web()
             freeze_startup_heap()
             try:
                 with quiet_logs(options["verbosity"] < 2):

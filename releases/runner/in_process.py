@@ -1,5 +1,7 @@
 """The site's HTTP API answered inside this process, for `assess` and `run_evals`.
 
+`in_process_api()` is the client to give the tools, and the URL they call.
+
 The agent's tools always speak HTTP to the release API; with no web server running, their
 requests go to the site itself through this httpx transport. It calls Django's WSGI handler on
 a small pool of threads: a request is then one plain synchronous call, where the ASGI handler
@@ -26,9 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import connections
 from django.db.backends.signals import connection_created
+from django.http.request import validate_host
+
+from releases.runner.process import instrument_web
 
 # How long closing waits for busy threads before leaving their connections to the thread's end.
 CLOSE_TIMEOUT_S = 5.0
@@ -41,7 +47,7 @@ def _keep_open(sender: Any, connection: Any, **kwargs: Any) -> None:
         connection.close_at = None  # no age limit: see the module docstring
 
 
-connection_created.connect(_keep_open, dispatch_uid="detective_site.in_process.keep_open")
+connection_created.connect(_keep_open, dispatch_uid="releases.runner.in_process.keep_open")
 
 
 class InProcessTransport(httpx.AsyncBaseTransport):
@@ -97,7 +103,26 @@ class InProcessTransport(httpx.AsyncBaseTransport):
 
 def site_wsgi_application() -> WSGIHandler:
     """The site as a WSGI application, instrumented like the web server (one trace)."""
-    from detective_site.telemetry import instrument_web
-
     instrument_web()
     return WSGIHandler()
+
+
+def in_process_api(threads: int = 1) -> tuple[httpx.AsyncClient, str]:
+    """An HTTP client whose requests this site answers in this process (its WSGI handler, on
+    `threads` threads, 2 to 16), and the API URL to give the tools (`assess` and `run_evals`
+    need no web server)."""
+    transport = InProcessTransport(site_wsgi_application(), threads=min(16, max(2, threads)))
+    return httpx.AsyncClient(transport=transport), in_process_url()
+
+
+def in_process_url() -> str:
+    """The site's own URL for requests that never leave the process: a host it accepts, and
+    https when it redirects http to https."""
+    allowed = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]  # what Django allows then
+    host = next((h for h in ("127.0.0.1", "localhost") if validate_host(h, allowed)), None)
+    if host is None:
+        host = next((h for h in allowed if h and "*" not in h), "localhost").lstrip(".")
+    scheme = "https" if settings.SECURE_SSL_REDIRECT else "http"
+    return f"{scheme}://{host}"
