@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "template_partials.apps.SimpleAppConfig",
     "releases",
     "evals",
+    # For its commands: `up`, `local_model`.
+    "detective_site",
 ]
 
 MIDDLEWARE = [

@@ -28,14 +28,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from detective_site import local_model
-from detective_site.local_model import (
-    DEFAULT_CONTEXT,
-    DEFAULT_THREADS,
-    InstallError,
-    LocalModelPaths,
-    ServerError,
-)
+from local_model import serve, status
+from local_model.install import Installer
+from local_model.paths import LocalModelPaths
+from local_model.spec import DEFAULT_CONTEXT, DEFAULT_THREADS, InstallError, ServerError
 
 
 class RichProgress:
@@ -95,12 +91,12 @@ class Command(BaseCommand):
             action="store_true",
             help="Hash the installed model again even when it is recorded as verified.",
         )
-        serve = actions.add_parser("serve", help="Start llama-server on 127.0.0.1.")
-        serve.add_argument("--port", type=int, default=None, help="Port (default: a free one).")
-        serve.add_argument(
+        serving = actions.add_parser("serve", help="Start llama-server on 127.0.0.1.")
+        serving.add_argument("--port", type=int, default=None, help="Port (default: a free one).")
+        serving.add_argument(
             "--context", type=int, default=DEFAULT_CONTEXT, help="Context size in tokens."
         )
-        serve.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="CPU threads.")
+        serving.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="CPU threads.")
         actions.add_parser("status", help="Installed, running, healthy?")
         actions.add_parser("stop", help="Stop the server `serve` started.")
 
@@ -113,17 +109,17 @@ class Command(BaseCommand):
             elif action == "serve":
                 self.serve(paths, options["port"], options["context"], options["threads"])
             elif action == "status":
-                for line in local_model.status(paths).lines():
+                for line in status.status(paths).lines():
                     self.stdout.write(line)
             elif action == "stop":
-                stopped = local_model.stop_background_server(paths)
+                stopped = serve.stop_background_server(paths)
                 self.stdout.write("Stopped llama-server." if stopped else "It was not running.")
         except (InstallError, ServerError) as exc:
             raise CommandError(str(exc)) from None
 
     def install(self, paths: LocalModelPaths, *, verify: bool) -> None:
         console = Console(file=self.stdout._out, highlight=False)  # type: ignore[attr-defined]
-        installer = local_model.Installer(paths, progress=RichProgress(console))
+        installer = Installer(paths, progress=RichProgress(console))
         try:
             changed = installer.install(verify=verify)
         except KeyboardInterrupt:
@@ -140,15 +136,13 @@ class Command(BaseCommand):
             self.stdout.write("Nothing to do: the local model is installed and verified.")
 
     def serve(self, paths: LocalModelPaths, port: int | None, context: int, threads: int) -> None:
-        already = local_model.running_server(paths)
-        server = local_model.start_background_server(
-            paths, port=port, context=context, threads=threads
-        )
+        already = serve.running_server(paths)
+        server = serve.start_background_server(paths, port=port, context=context, threads=threads)
         verb = "is already running" if already else "is running"
         self.stdout.write(
             self.style.SUCCESS(f"llama-server {verb} at {server.url} (pid {server.pid}).")
             + f"\nLog: {paths.server_log}. Stop it with `uv run manage.py local_model stop`."
             "\nTo point the agent at it:"
         )
-        for name, value in local_model.agent_environment(server.port, context).items():
+        for name, value in serve.agent_environment(server.port, context).items():
             self.stdout.write(f"  export {name}={value}")

@@ -24,9 +24,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connections
 
-from detective_site import local_model
 from detective_site.config import BASE_DIR
 from detective_site.supervisor import ChildNotReady, ChildSpec, Supervisor
+from local_model import serve
+from local_model.paths import LocalModelPaths
+from local_model.spec import DEFAULT_CONTEXT, HEALTH_TIMEOUT, MODEL
 from releases import services
 from releases.models import Release
 
@@ -79,6 +81,20 @@ def accepts_connections(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def supervised_model_server(
+    paths: LocalModelPaths, port: int, *, context: int = DEFAULT_CONTEXT
+) -> ChildSpec:
+    """llama-server as a child of the supervisor: the others start once it is healthy."""
+    paths.logs_dir.mkdir(parents=True, exist_ok=True)
+    return ChildSpec(
+        "local model server",
+        serve.server_argv(paths, port, context=context),
+        ready=lambda: serve.health(port) == "ok",
+        ready_timeout=HEALTH_TIMEOUT,
+        output=paths.server_log,
+    )
 
 
 class StartupProblem(RuntimeError):
@@ -253,15 +269,15 @@ class Command(BaseCommand):
             )
 
     @staticmethod
-    def model_paths() -> local_model.LocalModelPaths:
-        return local_model.LocalModelPaths.for_data_dir(settings.CONFIG.data_dir)
+    def model_paths() -> LocalModelPaths:
+        return LocalModelPaths.for_data_dir(settings.CONFIG.data_dir)
 
     def local_model_server(self) -> tuple[ChildSpec | None, dict[str, str]]:
         """The llama-server child and the environment that points the agent at it, when
         the local model is to be used; prints how to set one up when no model is."""
         config = settings.CONFIG
         paths = self.model_paths()
-        plan = local_model.plan_for_up(
+        plan = serve.plan_for_up(
             paths,
             provider=config.provider,
             base_url=config.base_url,
@@ -273,18 +289,16 @@ class Command(BaseCommand):
             self.stderr.write(self.style.WARNING(plan.guidance))
         if not plan.start_local:
             return None, {}
-        if (running := local_model.running_server(paths)) and local_model.health(
-            running.port
-        ) == "ok":
+        if (running := serve.running_server(paths)) and serve.health(running.port) == "ok":
             self.stdout.write(f"Using the local model already served at {running.url}.")
-            return None, local_model.agent_environment(running.port)
-        model_port = local_model.free_port()
+            return None, serve.agent_environment(running.port)
+        model_port = serve.free_port()
         self.stdout.write(
-            f"Starting the local model ({local_model.MODEL.alias}) on 127.0.0.1:{model_port}; "
+            f"Starting the local model ({MODEL.alias}) on 127.0.0.1:{model_port}; "
             f"its log: {paths.server_log}"
         )
-        child = local_model.supervised_child(paths, model_port)
-        return child, local_model.agent_environment(model_port)
+        child = supervised_model_server(paths, model_port)
+        return child, serve.agent_environment(model_port)
 
     @staticmethod
     def web_argv(host: str, port: int, verbosity: int) -> list[str]:
