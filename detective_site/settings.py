@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "evals",
     # For its commands: `up`, `local_model`.
     "detective_site",
+    "bench",  # `manage.py bench`
 ]
 
 MIDDLEWARE = [

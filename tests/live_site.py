@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from detective_site.bench.procs import stop
+from bench.procs import stop
 from detective_site.config import BASE_DIR
 from detective_site.management.commands.up import Command as Up
 from detective_site.management.commands.up import accepts_connections

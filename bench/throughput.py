@@ -18,9 +18,9 @@ import math
 import time
 from typing import Any
 
-from detective_site.bench.harness import Context, Result, Stats, interleave
-from detective_site.bench.memory import reassess
-from detective_site.bench.site import Site, session
+from bench.harness import Context, Result, Stats, interleave
+from bench.memory import reassess
+from bench.site import Site, session
 
 NAME = "throughput"
 LATENCY_MS = 300

@@ -8,7 +8,7 @@ import pytest
 from agent.messages import Message, ToolCall, ToolResult
 from agent.providers.openai_compat import OpenAICompatProvider
 from agent.providers.protocol import ModelRequest, StreamEnd, StreamTextDelta
-from detective_site.bench.llm_server import (
+from bench.llm_server import (
     FINAL,
     OPENING,
     LoopbackServer,
@@ -16,7 +16,7 @@ from detective_site.bench.llm_server import (
     timestamps_in,
     turn_for,
 )
-from detective_site.bench.procs import model_server
+from bench.procs import model_server
 
 
 def test_the_script_follows_the_conversation() -> None:

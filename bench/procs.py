@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STOP_GRACE_S = 5.0
 
 
@@ -99,7 +99,7 @@ def started(
 @contextmanager
 def model_server(timeout_s: float = 20.0) -> Iterator[str]:
     """The scripted model server and release API in a process of its own: its base URL."""
-    args = [sys.executable, "-m", "detective_site.bench.llm_server", "--port", "0"]
+    args = [sys.executable, "-m", "bench.llm_server", "--port", "0"]
     with started(args, ready="PORT ", timeout_s=timeout_s) as (_process, line):
         yield f"http://127.0.0.1:{int(line.split()[1])}"
 

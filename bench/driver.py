@@ -1,6 +1,6 @@
 """The benchmarks' hands inside a site: a Django process driven over stdin/stdout.
 
-`python -m detective_site.bench.driver`, with a site's environment (see `site.py`). Each
+`python -m bench.driver`, with a site's environment (see `site.py`). Each
 line in is one JSON request `{"op": ..., ...}`; each answer is one line out, `@@ ` then JSON
 with `"ok"`. It prints `@@ {"ok": true, "ready": true}` once Django is set up.
 
@@ -136,13 +136,13 @@ def evals(scenarios: str, trials: int, concurrency: int, base_url: str, **_: Any
 
 
 def seed(**arguments: Any) -> dict[str, Any]:
-    from detective_site.bench.dataset import seed as make
+    from bench.dataset import seed as make
 
     return make(**arguments)
 
 
 def pages(**arguments: Any) -> dict[str, Any]:
-    from detective_site.bench.page_timing import measure
+    from bench.page_timing import measure
 
     return measure(**arguments)
 

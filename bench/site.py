@@ -7,7 +7,7 @@ layer when asked. It starts, each in a process of its own and stopped by its own
 
 - the web server, as `manage.py up` starts it (daphne);
 - task workers, as `up` starts them (`run_worker` over django-tasks' `db_worker`);
-- a driver (`detective_site.bench.driver`): a Django process the benchmark talks to over
+- a driver (`bench.driver`): a Django process the benchmark talks to over
   its stdin/stdout, to create data, log in, queue and run assessments, time pages;
 - the model server (`llm_server`), which also plays the TLS-terminating proxy in front of
   the release API: production settings redirect plain HTTP to HTTPS, so the tools reach
@@ -35,8 +35,8 @@ from typing import Any
 
 import httpx
 
-from detective_site.bench.harness import Context
-from detective_site.bench.procs import PROJECT_ROOT, rss_mb, started, stop, wait_for_line
+from bench.harness import Context
+from bench.procs import PROJECT_ROOT, rss_mb, started, stop, wait_for_line
 
 SQLITE_FILE = "detective.sqlite3"
 STATIC_DIR = "staticfiles"
@@ -212,7 +212,7 @@ class Site:
     @contextmanager
     def model_server(self) -> Iterator[str]:
         """The model server, proxying /api/ to the web server (start that first)."""
-        args = [sys.executable, "-m", "detective_site.bench.llm_server", "--port", "0"]
+        args = [sys.executable, "-m", "bench.llm_server", "--port", "0"]
         if self.web_url:
             args += ["--api-upstream", self.web_url]
         with started(args, ready="PORT ", env=self.env(), timeout_s=READY_TIMEOUT_S) as (
@@ -228,7 +228,7 @@ class Site:
 
     @contextmanager
     def driver(self, **extra: str) -> Iterator[Driver]:
-        args = [sys.executable, "-m", "detective_site.bench.driver"]
+        args = [sys.executable, "-m", "bench.driver"]
         process = subprocess.Popen(
             args,
             cwd=PROJECT_ROOT,

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from detective_site.bench.ws import (
+from bench.ws import (
     OP_CLOSE,
     OP_PING,
     OP_TEXT,

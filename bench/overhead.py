@@ -37,9 +37,9 @@ from agent.config import AgentSettings, build_agent
 from agent.providers.openai_compat import OpenAICompatProvider, to_wire_tool
 from agent.telemetry.setup import TelemetryConfig, configure_telemetry, shutdown_telemetry
 from agent.testing.wire import OPENAI_MODEL
-from detective_site.bench.harness import Context, Result, interleave, ratio_rows
-from detective_site.bench.llm_server import DEFAULT_RELEASE
-from detective_site.bench.procs import model_server
+from bench.harness import Context, Result, interleave, ratio_rows
+from bench.llm_server import DEFAULT_RELEASE
+from bench.procs import model_server
 
 NAME = "overhead"
 # Issue #14: telemetry on, Detective within 1.3x the floor (was 1.5x).

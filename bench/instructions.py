@@ -3,7 +3,7 @@ the overhead benchmark in this process, against the scripted model server in a p
 its own (not counted).
 
     env -u OTEL_EXPORTER_OTLP_ENDPOINT valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p \\
-        .venv/bin/python -m detective_site.bench.instructions detective --n 120
+        .venv/bin/python -m bench.instructions detective --n 120
     (and --n 20; the difference of the two totals, divided by 100, is one assessment; the
     venv's python itself, since `uv run` would make uv the process callgrind follows)
 
@@ -26,7 +26,7 @@ from agent.config import AgentSettings
 from agent.providers.openai_compat import to_wire_tool
 from agent.telemetry.setup import TelemetryConfig, configure_telemetry
 from agent.testing.wire import OPENAI_MODEL
-from detective_site.bench.overhead import (
+from bench.overhead import (
     API_KEY,
     API_TOKEN,
     PROMPT,
@@ -35,7 +35,7 @@ from detective_site.bench.overhead import (
     check_detective,
     check_floor,
 )
-from detective_site.bench.procs import model_server
+from bench.procs import model_server
 
 
 async def _main(contestant: str, n: int, stream: bool, traces: Path) -> None:

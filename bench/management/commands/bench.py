@@ -1,4 +1,4 @@
-"""`manage.py bench`: the benchmark suite (see detective_site/bench and the README)."""
+"""`manage.py bench`: the benchmark suite (see bench/suite.py and the README)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 
-from detective_site.bench import suite
-from detective_site.bench.harness import markdown_table, render
+from bench import suite
+from bench.harness import markdown_table, render
 
 
 class Command(BaseCommand):

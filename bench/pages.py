@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from detective_site.bench.harness import Context, Result, Stats
-from detective_site.bench.site import Site, session, sqlite_files
+from bench.harness import Context, Result, Stats
+from bench.site import Site, session, sqlite_files
 
 NAME = "pages"
 TARGET_P95_MS = 100.0

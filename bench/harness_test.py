@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from detective_site.bench import suite
-from detective_site.bench.harness import (
+from bench import suite
+from bench.harness import (
     Report,
     Result,
     Stats,

@@ -20,7 +20,7 @@ Prefixes combine: `/gate/g1/drip/20/v1`. With `--api-upstream`, `/api/` requests
 forwarded there instead, as a TLS-terminating proxy would (`X-Forwarded-Proto: https`).
 
 Run it in-process (`async with LoopbackServer() as server`) or as its own process
-(`python -m detective_site.bench.llm_server`, which prints `PORT <n>` once listening), so
+(`python -m bench.llm_server`, which prints `PORT <n>` once listening), so
 that its work does not share the measured process's interpreter. It binds 127.0.0.1 only.
 """
 

@@ -18,16 +18,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from detective_site.bench.harness import Context, Report, Skip, bounded
+from bench.harness import Context, Report, Skip, bounded
 
 # name -> module; imported on use, so that one benchmark's imports cannot stop the others.
 BENCHMARKS: dict[str, str] = {
-    "overhead": "detective_site.bench.overhead",
-    "context": "detective_site.bench.window",
-    "live": "detective_site.bench.live",
-    "throughput": "detective_site.bench.throughput",
-    "pages": "detective_site.bench.pages",
-    "memory": "detective_site.bench.memory",
+    "overhead": "bench.overhead",
+    "context": "bench.window",
+    "live": "bench.live",
+    "throughput": "bench.throughput",
+    "pages": "bench.pages",
+    "memory": "bench.memory",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from detective_site.bench.dataset import seed
-from detective_site.bench.page_timing import measure
+from bench.dataset import seed
+from bench.page_timing import measure
 from evals.models import EvalRun
 from releases.models import Conversation, Release, RiskReport
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import httpx
 
-from detective_site.bench import pages
-from detective_site.bench.harness import Context, Result
-from detective_site.bench.procs import peak_rss_mb, rss_mb
-from detective_site.bench.site import Site, secure_headers
+from bench import pages
+from bench.harness import Context, Result
+from bench.procs import peak_rss_mb, rss_mb
+from bench.site import Site, secure_headers
 
 NAME = "memory"
 LIMIT_MB = 150.0

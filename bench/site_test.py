@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from detective_site.bench.site import CONTROLLED, environment, secure_headers
+from bench.site import CONTROLLED, environment, secure_headers
 
 
 def test_the_environment_is_production_and_nothing_leaks_in(

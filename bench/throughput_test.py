@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from detective_site.bench.throughput import burst_limit
+from bench.throughput import burst_limit
 
 
 @pytest.mark.parametrize(

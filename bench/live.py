@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
-from detective_site.bench.harness import Context, Result, Stats, interleave
-from detective_site.bench.site import Site, redis_available, session
-from detective_site.bench.ws import WebSocket
+from bench.harness import Context, Result, Stats, interleave
+from bench.site import Site, redis_available, session
+from bench.ws import WebSocket
 
 NAME = "live"
 DRIP_MS = 20

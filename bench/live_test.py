@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from detective_site.bench.live import latencies
+from bench.live import latencies
 
 
 def test_each_word_counts_once_from_its_first_arrival() -> None:

@@ -26,7 +26,7 @@ from agent.context.tokens import estimate_message_tokens
 from agent.context.truncation import truncate
 from agent.messages import Message, ToolCall, ToolResult
 from agent.prompts import DEFAULT_SYSTEM_PROMPT
-from detective_site.bench.harness import Context, Result, Stats, interleave
+from bench.harness import Context, Result, Stats, interleave
 
 NAME = "context"
 CONTEXT_WINDOW = 32_000
