@@ -99,7 +99,8 @@ def seed_releases(count: int, runs_per_release: int, rng: random.Random) -> dict
 
 def seed_evals(count: int, trials: int) -> int:
     from evals import services
-    from evals.evaluators import Check, Score, TrialResult
+    from evals.evaluators.score import Check, Score
+    from evals.evaluators.trial import TrialResult
     from evals.models import EvalResult, EvalRun
     from evals.scenario import DIMENSIONS, load_suite
 

@@ -12,7 +12,7 @@ from django.http import Http404
 from evals.api_source import EVAL_KEY
 from evals.charts import NARROW, RunChart, run_chart
 from evals.compare import Comparison, ScenarioDelta, compare_runs
-from evals.evaluators import TrialResult
+from evals.evaluators.trial import TrialResult
 from evals.models import EvalResult, EvalRun
 from evals.scenario import DIMENSIONS
 from evals.stats import RunSummary, ScenarioSummary, summarise_run

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evals import api_source
-from evals.evaluators import TrialResult
+from evals.evaluators.trial import TrialResult
 from evals.live import progress_message, run_group
 from evals.models import EvalResult, EvalRun
 from evals.reports import json_report

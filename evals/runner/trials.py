@@ -68,7 +68,8 @@ from agent.store import ConversationSummary, StoredEvent
 from agent.telemetry import workflow_span
 from agent.tls import async_client
 from evals import services
-from evals.evaluators import LLMJudge, TrialResult, aevaluate
+from evals.evaluators.judge import LLMJudge
+from evals.evaluators.trial import TrialResult, aevaluate
 from evals.models import EvalRun
 from evals.runner.transcript import FiledReport, RunError, Transcript
 from evals.scenario import Scenario, Suite
