@@ -1,4 +1,7 @@
-"""Writes. Views, commands, tasks and the agent seam change release data only through here."""
+"""Writes. Views, commands, tasks and the agent seam change release data only through here.
+
+Over 600 lines on purpose: the one door for the app's writes (runs, reports, reviews).
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """What a process of the site sets up once: tracing and metrics, Django's request spans, and
 its start-up heap frozen.
 
-Every process takes these steps (the web server through asgi.py, the task worker, `assess`,
-`run_evals`, the benchmark's driver), and so does the in-process API (`in_process.py`), which
-the apps use: so they live beside the seam, below the site's wiring, where every room that
-starts a process may import them.
+The web server (asgi.py), the task worker, `run_evals` and the benchmark's driver take these
+steps; a run configures the telemetry too (`assess`), and the in-process API (`in_process.py`)
+instruments Django as the web server does. The apps' own commands need them, so they live
+beside the seam, below the site's wiring.
 
 **Telemetry.** Spans go to `<data dir>/traces`, where the run page's trace view reads them.
 DETECTIVE_TELEMETRY=off turns it all off (the test suite does, and installs its own).
