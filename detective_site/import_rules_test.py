@@ -54,7 +54,8 @@ def test_the_readme_maps_every_room() -> None:
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
     where = readme.split("### Where things are", 1)[1].split("\n## ", 1)[0]
     for room in ROOMS:
-        assert f"`{room}" in where, f"{room} is not in the README's map"
+        folder = f"`{room}.py`" if (PROJECT / f"{room}.py").is_file() else f"`{room}/`"
+        assert f"| {folder} |" in where, f"{room} is not in the README's map"
 
 
 # ---- the check, on trees made to break the rules -----------------------------------------------
