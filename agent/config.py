@@ -62,15 +62,13 @@ from agent.providers.protocol import ModelRequest, Provider
 from agent.reasoning import get_strategy
 from agent.retry import RetryingProvider, RetryPolicy
 from agent.store import ConversationStore
+from agent.telemetry.agent_run import TracedAgent
+from agent.telemetry.context_window import TracedContextManager
 from agent.telemetry.logging import register_secret
+from agent.telemetry.model_calls import TracedProvider
 from agent.telemetry.setup import TelemetryConfig
-from agent.telemetry.tracing import (
-    TracedAgent,
-    TracedContextManager,
-    TracedProvider,
-    TracedToolExecutor,
-    current_traceparent,
-)
+from agent.telemetry.tool_calls import TracedToolExecutor
+from agent.telemetry.trace_context import current_traceparent
 from agent.tools.registry import ToolRegistry
 from agent.tools.release_tools import DEFAULT_TIMEOUT_S, register_release_tools
 

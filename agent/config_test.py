@@ -17,7 +17,8 @@ from agent.providers.openai_compat import OpenAICompatProvider
 from agent.reasoning import SelfCheckStrategy
 from agent.retry import RetryingProvider
 from agent.store import InMemoryStore
-from agent.telemetry.tracing import TracedAgent, TracedProvider
+from agent.telemetry.agent_run import TracedAgent
+from agent.telemetry.model_calls import TracedProvider
 from agent.testing.fakes import ScriptedProvider, reply
 
 ENV_NAMES = (

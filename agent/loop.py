@@ -1,5 +1,7 @@
 """The agent: one conversation, driven message by message.
 
+Over 600 lines on purpose: one class, whose steps share the run's state they advance.
+
 `Agent.send_message(content)` is an async generator of `AgentEvent`s. Each step of a run:
 
 1. fit the history to the context window (`ContextTrimmed` when something had to go);

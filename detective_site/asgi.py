@@ -10,7 +10,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "detective_site.settings")
 django.setup(set_prefix=False)
 
-from detective_site.telemetry import instrument_web, trace_websockets  # noqa: E402
+from releases.runner.process import freeze_startup_heap, instrument_web  # noqa: E402
 
 # Before the application is built: the instrumentor adds its middleware to the settings.
 instrument_web()
@@ -22,8 +22,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from detective_site.heap import freeze_startup_heap  # noqa: E402
 from detective_site.routing import websocket_urlpatterns  # noqa: E402
+from detective_site.telemetry import trace_websockets  # noqa: E402
 
 # Development: the ASGI server serves static files straight from the apps (like runserver).
 # Production: whitenoise serves the collected files (see MIDDLEWARE).
@@ -38,5 +38,5 @@ application = ProtocolTypeRouter(
     }
 )
 
-# Last, once everything the server needs is loaded (see detective_site/heap.py).
+# Last, once everything the server needs is loaded (see releases/runner/process.py).
 freeze_startup_heap()

@@ -40,6 +40,9 @@ INSTALLED_APPS = [
     "template_partials.apps.SimpleAppConfig",
     "releases",
     "evals",
+    # For its commands: `up`, `local_model`.
+    "detective_site",
+    "bench",  # `manage.py bench`
 ]
 
 MIDDLEWARE = [

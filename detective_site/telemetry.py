@@ -1,32 +1,18 @@
-"""Tracing for the web process: the agent's telemetry set-up, Django's request spans and a
-span per websocket handshake.
+"""A span per websocket handshake, for the web process (asgi.py wraps its websocket routes).
 
-`instrument_web` is called once from asgi.py before the application is built (the
-instrumentor adds its middleware to the settings). Request spans continue an incoming
-`traceparent` header, so the API calls the agent's tools make during a run land in the run's
-trace. DETECTIVE_TELEMETRY=off turns it all off (the test suite does).
-
-Only requests that do something are traced by default: the release API (the agent's tools),
-Reassess and Cancel (they start and stop runs), and websocket handshakes. Page views, static
-files, the admin and the login page would be most of the traces, each of one empty span.
-DETECTIVE_TRACE_PAGES=true traces every request; OTEL_PYTHON_DJANGO_EXCLUDED_URLS (or
-OTEL_PYTHON_EXCLUDED_URLS), when set, is the instrumentor's own list and replaces ours.
+The rest of the web process's tracing (the agent's telemetry set-up, Django's request spans)
+is every process's: `releases/runner/process.py`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
-TRACE_PAGES_ENV = "DETECTIVE_TRACE_PAGES"
-EXCLUDED_URLS_ENVS = ("OTEL_PYTHON_DJANGO_EXCLUDED_URLS", "OTEL_PYTHON_EXCLUDED_URLS")
-# Matched against the request's absolute URL without its query: everything but the API,
-# Reassess and Cancel.
-DEFAULT_EXCLUDED_URLS = r"^[a-z]+://[^/]+/(?!api/|releases/[^/]+/reassess$|runs/[^/]+/cancel$)"
+from releases.runner.process import telemetry_enabled
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -34,41 +20,11 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_done = False
 _tracer = trace.get_tracer("detective.web")
-
-
-def excluded_urls(environ: MutableMapping[str, str] | None = None) -> str | None:
-    """What the Django instrumentor leaves out: None lets it read its own variables."""
-    env = os.environ if environ is None else environ
-    if any(env.get(name, "").strip() for name in EXCLUDED_URLS_ENVS):
-        return None
-    if env.get(TRACE_PAGES_ENV, "").strip().lower() in {"1", "true", "yes", "on"}:
-        return ""
-    return DEFAULT_EXCLUDED_URLS
-
-
-def instrument_web() -> None:
-    global _done
-    if _done:
-        return
-    _done = True
-    from opentelemetry.instrumentation.django import DjangoInstrumentor
-
-    from releases.runner import configure_process_telemetry, telemetry_enabled
-
-    if not telemetry_enabled():
-        return
-    configure_process_telemetry()
-    instrumentor = DjangoInstrumentor()
-    if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(excluded_urls=excluded_urls())
 
 
 def trace_websockets(app: ASGIApp) -> ASGIApp:
     """`app` with a span per websocket handshake, when telemetry is on."""
-    from releases.runner import telemetry_enabled
-
     return TracedWebsockets(app) if telemetry_enabled() else app
 
 

@@ -7,3 +7,13 @@ class EvalsConfig(AppConfig):
     name = "evals"
     verbose_name = "Evaluations"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # releases may not import evals (evals builds on it): where a run is an eval trial,
+        # it asks these (releases/eval_hooks.py).
+        from evals import api_source, scenario, selectors
+        from releases import eval_hooks
+
+        eval_hooks.installed.trial_api = api_source
+        eval_hooks.installed.trial_verdict = selectors.trial_verdict
+        eval_hooks.installed.scenario_check = scenario.parse_scenario

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from evals.compare import ComparisonRules, compare_runs
-from evals.evaluators import TrialResult, evaluate
+from evals.evaluators.trial import TrialResult, evaluate
 from evals.runner.transcript import Transcript
 from evals.scenario import Suite, load_suite
 from evals.stats import MeanStat, RunSummary, ScenarioSummary, summarise_run

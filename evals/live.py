@@ -19,6 +19,12 @@ from evals import selectors
 
 MESSAGE_TYPE = "evalrun.progress"
 VIEW_PERMISSION = "evals.view_evalrun"
+GROUP_PREFIX = "evalrun-"
+
+
+def run_group(run_id: int) -> str:
+    """The channel group of a run's pages: the services send to it, the consumer joins it."""
+    return f"{GROUP_PREFIX}{run_id}"
 
 
 def render_progress(progress: selectors.Progress) -> str:
@@ -46,8 +52,6 @@ class EvalRunConsumer(AsyncWebsocketConsumer):
     group: str = ""
 
     async def connect(self) -> None:
-        from evals.services import run_group
-
         user = self.scope.get("user")
         pk = self.scope["url_route"]["kwargs"]["pk"]
         # Accept first, so that the page can tell a refusal (close code) from a network error.

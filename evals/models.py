@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from evals.evaluators import TrialResult
+from evals.evaluators.trial import TrialResult
 from evals.stats import RunSummary
 from releases.models import Conversation, RunStatus
 
@@ -120,7 +120,7 @@ class EvalResult(models.Model):
     scores = models.JSONField(
         default=dict,
         blank=True,
-        help_text="The evaluated trial (evals.evaluators.TrialResult): a score per dimension "
+        help_text="The evaluated trial (evals.evaluators.trial.TrialResult): a score per dimension "
         "between 0 and 1 with its checks, the severity filed, failure reasons, metrics.",
     )
     passed = models.BooleanField(

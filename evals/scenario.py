@@ -155,7 +155,7 @@ class ToolOverrides(_Strict):
 class KeywordGroup(_Strict):
     """One idea the agent's text must (or must not) contain, in any of several wordings.
 
-    Matching is tolerant (see `evals.evaluators.matches_phrase`): case, punctuation, plural and
+    Matching is tolerant (see `evals.evaluators.matching`): case, punctuation, plural and
     -ing/-ed endings are ignored, a word of four letters or more also matches words it begins
     (`auth` matches `authentication`), and the words of a phrase may come in any order within a
     short window (`test failures` matches `2 tests failed`).

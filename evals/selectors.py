@@ -9,13 +9,15 @@ from typing import Any
 from django.db.models import Count, Q
 from django.http import Http404
 
+from evals.api_source import EVAL_KEY
 from evals.charts import NARROW, RunChart, run_chart
 from evals.compare import Comparison, ScenarioDelta, compare_runs
-from evals.evaluators import TrialResult
+from evals.evaluators.trial import TrialResult
 from evals.models import EvalResult, EvalRun
 from evals.scenario import DIMENSIONS
 from evals.stats import RunSummary, ScenarioSummary, summarise_run
-from releases.models import RunStatus
+from releases.eval_hooks import TrialVerdict
+from releases.models import Conversation, RunStatus
 
 RECENT_RUNS = 30
 BASELINE = "baseline"
@@ -367,4 +369,27 @@ def compare_view(pk: int, against: str | None) -> CompareView:
         rows=rows,
         choices=choices,
         dimensions=_dimensions(current_summary, baseline_summary),
+    )
+
+
+def trial_verdict(run: Conversation) -> TrialVerdict | None:
+    """The verdict on the eval trial this run was, or None for an assessment: one query.
+    The run page asks for it through `releases.eval_hooks`."""
+    if not (run.metadata or {}).get(EVAL_KEY):
+        return None
+    result = EvalResult.objects.filter(conversation=run).order_by("-created_at").first()
+    if result is None:
+        return None
+    trial = result.trial_result()
+    failed = []
+    if trial is not None:
+        for name, score in sorted(trial.scores.items()):
+            failed += [(name, c.name, c.detail) for c in score.checks if not c.passed]
+    return TrialVerdict(
+        status=result.status,
+        severity_filed=trial.severity_filed if trial else None,
+        reasons=list(trial.failure_reasons) if trial else [],
+        failed_checks=failed,
+        result_id=result.pk,
+        eval_run_id=result.run_id,
     )

@@ -22,7 +22,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from evals import api_source
-from evals.evaluators import TrialResult
+from evals.evaluators.trial import TrialResult
+from evals.live import progress_message, run_group
 from evals.models import EvalResult, EvalRun
 from evals.reports import json_report
 from evals.scenario import Scenario, Suite
@@ -33,13 +34,8 @@ from releases.timeline import outcome
 
 logger = logging.getLogger(__name__)
 
-GROUP_PREFIX = "evalrun-"
 # A running eval run whose process has not been heard of for this long has died.
 STALE_AFTER = timedelta(minutes=2)
-
-
-def run_group(run_id: int) -> str:
-    return f"{GROUP_PREFIX}{run_id}"
 
 
 def code_revision(cwd: Path | None = None) -> str:
@@ -212,8 +208,6 @@ def publish_progress(run_id: int) -> None:
     """Send the run's progress to the pages watching it (after the write is committed)."""
 
     def send() -> None:
-        from evals.live import progress_message
-
         try:
             message = progress_message(run_id)
             async_to_sync(get_channel_layer().group_send)(run_group(run_id), message)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.evaluators import TrialResult
+from evals.evaluators.trial import TrialResult
 from evals.scenario import Scenario
 
 Z_95 = 1.959963984540054

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from evals.evaluators import Score, TrialResult
+from evals.evaluators.score import Score
+from evals.evaluators.trial import TrialResult
 from evals.runner.transcript import RunError, TrialMetrics
 from evals.scenario import load_suite
 from evals.stats import (

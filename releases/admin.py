@@ -8,7 +8,6 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from evals.scenario import ScenarioError
 from releases import (
     policy_admin,  # noqa: F401  (registers the risk policy's admin)
     services,
@@ -24,6 +23,7 @@ from releases.admin_display import (
     severity_pill,
     status_pill,
 )
+from releases.eval_hooks import ScenarioRejected
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -557,7 +557,7 @@ class ReviewDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         for decision in queryset.select_related("report__release", "reviewer"):
             try:
                 written.append(services.export_scenario(decision).name)
-            except (services.ReviewError, ScenarioError) as exc:
+            except (services.ReviewError, ScenarioRejected) as exc:
                 skipped.append(f"{decision}: {exc}")
         if written:
             self.message_user(

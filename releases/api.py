@@ -24,8 +24,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from evals import api_source
-from releases import selectors, services, validation, verdicts
+from releases import eval_hooks, selectors, services, validation, verdicts
 from releases.models import Conversation, Release, RiskReport
 from releases.risk.filing import FilingDecision
 
@@ -95,9 +94,10 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     caller = _caller(request)
     if isinstance(caller, JsonResponse):
         return caller
-    if api_source.is_eval_trial(caller.run):
+    trials = eval_hooks.trial_api(caller.run)
+    if trials is not None and caller.run is not None:
         # An eval trial reads its scenario's data, never a real release.
-        return api_source.summary_response(
+        return trials.summary_response(
             caller.run, version, asynchronous=isinstance(request, ASGIRequest)
         )
     if not caller.may_touch(version):
@@ -130,10 +130,11 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
     except ValidationError as exc:
         problems = [_problem(error) for error in exc.errors(include_url=False)]
         return _error(400, "Invalid risk report: " + "; ".join(problems) + ".", problems=problems)
-    if api_source.is_eval_trial(caller.run):
+    trials = eval_hooks.trial_api(caller.run)
+    if trials is not None and caller.run is not None:
         fields = report.model_dump()
         fields["summary"] = report.summary.strip()
-        return api_source.file_report(caller.run, **fields)
+        return trials.file_report(caller.run, **fields)
     if not caller.may_touch(report.release_id):
         version = caller.run.release.version  # type: ignore[union-attr]
         return _error(

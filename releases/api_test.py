@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from releases import services
+from releases import services, tasks
 from releases.models import Conversation, Release, RiskReport, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def release(make_release: Callable[..., Release]) -> Release:
 
 @pytest.fixture
 def running(release: Release) -> tuple[Conversation, str]:
-    run = services.start_assessment(release, None)
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     services.mark_running(run.pk)
     return run, services.issue_run_token(run.pk)
 
@@ -231,7 +231,7 @@ RISKY = {
 @pytest.fixture
 def risky_run(make_release: Callable[..., Release]) -> tuple[Conversation, str]:
     release = make_release("v6.6.6", **RISKY)
-    run = services.start_assessment(release, None)
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     services.mark_running(run.pk)
     return run, services.issue_run_token(run.pk)
 

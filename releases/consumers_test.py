@@ -16,7 +16,7 @@ from django.db import connections
 from django.test import Client
 
 from detective_site.asgi import application
-from releases import services
+from releases import services, tasks
 from releases.models import Conversation, Release
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,7 +47,9 @@ def communicator(run: Conversation, *headers: tuple[bytes, bytes]) -> WebsocketC
 
 @pytest.fixture
 def run(make_release: Callable[..., Release]) -> Conversation:
-    conversation = services.start_assessment(make_release("v5.0.0"), None)
+    conversation = services.start_assessment(
+        make_release("v5.0.0"), None, enqueue=tasks.enqueue_assessment
+    )
     services.mark_running(conversation.pk)
     return conversation
 

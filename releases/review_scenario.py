@@ -2,7 +2,8 @@
 the reviewer decided as the expectation, the reviewer's reason as the description.
 
 Plain code over plain data (no ORM), so that the file it writes is checked by the same loader
-`run_evals` uses (`evals.scenario.parse_scenario`) before it is written.
+`run_evals` uses (`evals.scenario.parse_scenario`, through `releases.eval_hooks`) before it is
+written.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evals.scenario import REPORT_TOOL, SUMMARY_TOOL, Scenario, parse_scenario
+from releases import eval_hooks
 
 TAG = "from-review"
+# The agent's tools, by the names the eval suite knows (its loader refuses any other).
+SUMMARY_TOOL = "get_release_summary"
+REPORT_TOOL = "file_risk_report"
 _NOT_ID = re.compile(r"[^a-z0-9]+")
 
 
@@ -93,9 +97,9 @@ def scenario_data(label: Label) -> dict[str, Any]:
     }
 
 
-def scenario(label: Label) -> Scenario:
-    """The validated scenario (raises evals.scenario.ScenarioError)."""
-    return parse_scenario(scenario_data(label), source=f"{scenario_id(label)}.toml")
+def scenario(label: Label) -> Any:
+    """The scenario as the eval suite loads it (raises eval_hooks.ScenarioRejected)."""
+    return eval_hooks.check_scenario(scenario_data(label), source=f"{scenario_id(label)}.toml")
 
 
 def to_toml(data: dict[str, Any]) -> str:

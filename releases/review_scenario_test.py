@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from evals.scenario import ScenarioError
+from releases.eval_hooks import ScenarioRejected
 from releases.review_scenario import Label, scenario, scenario_data, scenario_id, to_toml
 
 LABEL = Label(
@@ -55,5 +55,5 @@ def test_missing_data_stays_missing_and_a_wrong_finding_becomes_a_forbidden_clai
 
 
 def test_a_label_the_loader_rejects_is_not_written() -> None:
-    with pytest.raises(ScenarioError, match="severity"):
+    with pytest.raises(ScenarioRejected, match="severity"):
         scenario(replace(LABEL, decided_severity="urgent"))

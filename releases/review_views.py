@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from evals.scenario import ScenarioError
 from releases import selectors, services
+from releases.eval_hooks import ScenarioRejected
 from releases.forms import ReviewForm
 from releases.models import ReviewDecision, RiskReport, Severity
 from releases.review_scenario import scenario_id
@@ -83,7 +83,7 @@ def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     error = ""
     try:
         services.export_scenario(decision)
-    except (services.ReviewError, ScenarioError) as exc:
+    except (services.ReviewError, ScenarioRejected) as exc:
         error = str(exc)
     if not request.htmx:
         return redirect(_back(request, reverse("releases:review")))
@@ -98,7 +98,7 @@ def scenario_file(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     decision = selectors.decision_with_report(pk)
     try:
         text = services.scenario_toml(decision)
-    except ScenarioError as exc:
+    except ScenarioRejected as exc:
         return HttpResponse(str(exc), status=422, content_type="text/plain; charset=utf-8")
     response = HttpResponse(text, content_type="application/toml; charset=utf-8")
     name = scenario_id(services.review_label(decision))

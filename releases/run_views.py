@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from releases import selectors, services, timeline
+from releases import selectors, services, tasks, timeline
 from releases.models import Conversation, Release, Severity
 from releases.trace_view import load_waterfall
 from releases.views import HtmxHttpRequest
@@ -39,7 +39,7 @@ def reassess(request: HtmxHttpRequest, version: str) -> HttpResponse:
     """Start an assessment of the release (or join the one under way) and show it."""
     _require_run_permission(request)
     release = get_object_or_404(Release, version=version)
-    run = services.start_assessment(release, request.user)
+    run = services.start_assessment(release, request.user, enqueue=tasks.enqueue_assessment)
     url = reverse("releases:run", args=[run.pk])
     if request.htmx:
         return HttpResponseClientRedirect(url)

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from releases import services
+from releases import services, tasks
 from releases.models import Conversation, Release, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -62,12 +62,12 @@ def test_reassess_needs_csrf(django_user_model: type[User], release: Release) ->
 
 
 def test_a_plain_user_may_not_see_someone_elses_run(plain_client: Client, release: Release) -> None:
-    run = services.start_assessment(release, None)
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     assert plain_client.get(f"/runs/{run.pk}/").status_code == 403
 
 
 def test_cancel_from_the_run_page(manager_client: Client, release: Release) -> None:
-    run = services.start_assessment(release, None)
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     response = manager_client.post(f"/runs/{run.pk}/cancel", headers={"HX-Request": "true"})
     assert response.status_code == 200
     assert 'id="run-actions"' in response.content.decode()

@@ -28,6 +28,8 @@ from django.db.models.functions import Cast, Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from releases import eval_hooks
+from releases.eval_hooks import TrialVerdict
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -545,38 +547,7 @@ def run_outcome(run: Conversation) -> RunOutcome | None:
     return RunOutcome(report, previous, decision, review_reasons(report, previous))
 
 
-@dataclass(frozen=True)
-class TrialVerdict:
-    """How an eval trial was judged, for its run page: the status, why it failed, and the
-    checks that did not pass (e.g. "filed low, expected high")."""
-
-    status: str  # passed, failed, errored
-    severity_filed: str | None
-    reasons: list[str]
-    failed_checks: list[tuple[str, str, str]]  # (dimension, check, detail)
-    result_id: int
-    eval_run_id: int
-
-
 def eval_trial(run: Conversation) -> TrialVerdict | None:
-    """The verdict on the eval trial this run was, or None for an assessment: one query."""
-    from evals.models import EvalResult  # evals builds on releases, not the other way round
-
-    if not (run.metadata or {}).get("eval"):
-        return None
-    result = EvalResult.objects.filter(conversation=run).order_by("-created_at").first()
-    if result is None:
-        return None
-    trial = result.trial_result()
-    failed = []
-    if trial is not None:
-        for name, score in sorted(trial.scores.items()):
-            failed += [(name, c.name, c.detail) for c in score.checks if not c.passed]
-    return TrialVerdict(
-        status=result.status,
-        severity_filed=trial.severity_filed if trial else None,
-        reasons=list(trial.failure_reasons) if trial else [],
-        failed_checks=failed,
-        result_id=result.pk,
-        eval_run_id=result.run_id,
-    )
+    """How the eval trial this run was was judged (the evals app says), or None for an
+    assessment."""
+    return eval_hooks.trial_verdict(run)

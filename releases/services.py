@@ -1,4 +1,7 @@
-"""Writes. Views, commands, tasks and the agent seam change release data only through here."""
+"""Writes. Views, commands, tasks and the agent seam change release data only through here.
+
+Over 600 lines on purpose: the one door for the app's writes (runs, reports, reviews).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import hashlib
 import logging
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -262,15 +265,16 @@ def start_assessment(
     *,
     provider: str | None = None,
     model: str | None = None,
-    enqueue: bool = True,
+    enqueue: Callable[[uuid.UUID, str], None] | None = None,
 ) -> Conversation:
     """The release's queued or running assessment, or a new one, queued for the worker.
 
     At most one run per release is active (the `one_active_conversation_per_release`
-    constraint): a second request, or ten at once, get the run that is already there. The task
-    is enqueued once the run is committed, with the current trace context, so that the worker's
-    spans continue the trace of the request that asked for the run. `enqueue=False`: the
-    caller runs it at once itself (`manage.py assess`), so no worker is asked to.
+    constraint): a second request, or ten at once, get the run that is already there.
+    `enqueue(run id, traceparent)` (`releases.tasks.enqueue_assessment`) is called once the run
+    is committed, with the current trace context, so that the worker's spans continue the trace
+    of the request that asked for the run. Without it the caller runs it at once itself
+    (`manage.py assess`), so no worker is asked to.
     """
     traceparent = current_traceparent()
     for _ in range(_START_ATTEMPTS):
@@ -289,19 +293,17 @@ def start_assessment(
                     trace_id=traceparent.split("-")[1] if traceparent else "",
                     metadata={"traceparent": traceparent} if traceparent else {},
                 )
-                if enqueue:
-                    transaction.on_commit(partial(_enqueue, run.pk, traceparent))
+                if enqueue is not None:
+                    transaction.on_commit(partial(enqueue, run.pk, traceparent))
                 return run
         except IntegrityError:
             continue  # another request created it in between: join that one
     raise RuntimeError(f"Could not start or join an assessment of {release.version}")
 
 
-def _enqueue(conversation_id: uuid.UUID, traceparent: str) -> None:
-    from releases.tasks import assess_release
-
-    result = assess_release.enqueue(str(conversation_id), traceparent)
-    Conversation.objects.filter(pk=conversation_id).update(task_id=str(result.id))
+def record_task(conversation_id: uuid.UUID, task_id: str) -> None:
+    """The task row that runs the run: a run whose worker died is failed by it."""
+    Conversation.objects.filter(pk=conversation_id).update(task_id=task_id)
 
 
 def cancel_assessment(conversation: Conversation) -> Conversation:
@@ -637,7 +639,7 @@ def scenario_toml(decision: ReviewDecision) -> str:
     from releases.review_scenario import scenario, scenario_data
 
     label = review_label(decision)
-    scenario(label)  # raises ScenarioError: never write a file run_evals would refuse
+    scenario(label)  # raises ScenarioRejected: never write a file run_evals would refuse
     return to_toml(scenario_data(label))
 
 

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from releases import services
+from releases import services, tasks
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -78,7 +78,7 @@ def test_start_assessment_queues_a_run_and_enqueues_its_task_on_commit(
 ) -> None:
     release = make_release("v3.0.0")
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        run = services.start_assessment(release, user, model="m")
+        run = services.start_assessment(release, user, model="m", enqueue=tasks.enqueue_assessment)
     assert len(callbacks) == 1
     run.refresh_from_db()
     assert (run.status, run.triggered_by, run.model) == (RunStatus.QUEUED, user, "m")
@@ -91,16 +91,16 @@ def test_a_second_start_joins_the_active_run(
     make_release: Callable[..., Release], user: User
 ) -> None:
     release = make_release()
-    first = services.start_assessment(release, user)
-    assert services.start_assessment(release, None) == first
+    first = services.start_assessment(release, user, enqueue=tasks.enqueue_assessment)
+    assert services.start_assessment(release, None, enqueue=tasks.enqueue_assessment) == first
     Conversation.objects.filter(pk=first.pk).update(status=RunStatus.SUCCEEDED)
-    assert services.start_assessment(release, user) != first
+    assert services.start_assessment(release, user, enqueue=tasks.enqueue_assessment) != first
 
 
 def test_cancelling_a_queued_run_ends_it_at_once_with_an_event(
     make_release: Callable[..., Release], user: User
 ) -> None:
-    run = services.start_assessment(make_release(), user)
+    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     run = services.cancel_assessment(run)
     assert run.status == RunStatus.CANCELLED and run.finished_at is not None
     event = AgentEvent.objects.get(conversation=run)
@@ -111,7 +111,7 @@ def test_cancelling_a_queued_run_ends_it_at_once_with_an_event(
 def test_cancelling_a_running_run_raises_the_flag_its_worker_polls(
     make_release: Callable[..., Release], user: User
 ) -> None:
-    run = services.start_assessment(make_release(), user)
+    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     assert services.mark_running(run.pk) is not None
     assert services.heartbeat(run.pk) is services.Pulse.GO_ON
     run = services.cancel_assessment(run)
@@ -124,7 +124,7 @@ def test_finish_run_records_the_outcome_and_kills_the_token(
 ) -> None:
     from releases import selectors
 
-    run = services.start_assessment(make_release(), user)
+    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     services.mark_running(run.pk)
     token = services.issue_run_token(run.pk)
     assert selectors.run_for_api_token(token) == run
@@ -139,7 +139,7 @@ def test_a_run_whose_heartbeat_stopped_is_failed_with_the_reason(
     make_release: Callable[..., Release], user: User, settings: Any
 ) -> None:
     settings.DETECTIVE_RUN_STALE_SECONDS = 30
-    run = services.start_assessment(make_release(), user)
+    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     services.mark_running(run.pk)
     services.append_event(run, kind="run_started", payload={"kind": "run_started"})
     assert services.fail_stale_runs() == []  # alive
@@ -158,7 +158,7 @@ def test_a_run_whose_heartbeat_stopped_is_failed_with_the_reason(
 def test_a_queued_run_whose_task_is_gone_is_failed(
     make_release: Callable[..., Release], user: User
 ) -> None:
-    run = services.start_assessment(make_release(), user)
+    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     old = timezone.now() - timedelta(minutes=5)
     Conversation.objects.filter(pk=run.pk).update(created_at=old)
     assert [r.pk for r in services.fail_stale_runs()] == [run.pk]
@@ -180,7 +180,7 @@ def test_a_run_whose_worker_on_this_machine_is_gone_is_failed_at_once(
     from releases import workers
 
     with django_capture_on_commit_callbacks(execute=True):
-        run = services.start_assessment(make_release(), user)
+        run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     services.mark_running(run.pk)
     run.refresh_from_db()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -193,14 +193,16 @@ def test_a_run_whose_worker_on_this_machine_is_gone_is_failed_at_once(
     task = DBTaskResult.objects.get(pk=run.task_id)
     assert task.status == "FAILED" and task.finished_at is not None
     assert task.traceback == run.error
-    assert services.start_assessment(run.release, user) != run  # reassess at once
+    assert (
+        services.start_assessment(run.release, user, enqueue=tasks.enqueue_assessment) != run
+    )  # reassess at once
 
 
 def test_a_run_of_a_worker_elsewhere_waits_for_its_heartbeat(
     make_release: Callable[..., Release], user: User, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        run = services.start_assessment(make_release(), user)
+        run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     services.mark_running(run.pk)
     run.refresh_from_db()
     _claimed_by(run, "another-machine:1")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from releases import services, timeline
+from releases import services, tasks, timeline
 from releases.models import AgentEvent, Conversation, Release
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +17,7 @@ EVIL = "<img src=x onerror=alert(1)>"
 
 @pytest.fixture
 def run(make_release: Callable[..., Release]) -> Conversation:
-    return services.start_assessment(make_release(), None)
+    return services.start_assessment(make_release(), None, enqueue=tasks.enqueue_assessment)
 
 
 def save(run: Conversation, kind: str, **payload: object) -> AgentEvent:

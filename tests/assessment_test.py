@@ -27,7 +27,7 @@ from django.db import connection, connections
 from django.test import Client
 from django_tasks_db.models import DBTaskResult
 
-from releases import runner, services
+from releases import runner, services, tasks
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 from tests.live_site import start_worker, subprocess_environment
 from tests.llm_server import MODEL, ScriptedLLM
@@ -66,7 +66,9 @@ def in_process_client() -> httpx.AsyncClient:
 
 
 def assess(release: Release, base_url: str, **overrides: Any) -> Conversation:
-    run = services.start_assessment(release, None, provider="openai-compatible", model=MODEL)
+    run = services.start_assessment(
+        release, None, provider="openai-compatible", model=MODEL, enqueue=tasks.enqueue_assessment
+    )
     runner.run_assessment(
         str(run.pk), api_url="http://localhost", http_client=in_process_client(), base_url=base_url
     )
@@ -106,7 +108,9 @@ def test_the_outcome_is_recorded_before_the_end_of_the_run_is_published(
         if event.kind == "run_finished":
             seen.append(Conversation.objects.get(pk=event.conversation_id).status)
 
-    run = services.start_assessment(release, None, provider="openai-compatible", model=MODEL)
+    run = services.start_assessment(
+        release, None, provider="openai-compatible", model=MODEL, enqueue=tasks.enqueue_assessment
+    )
     runner.run_assessment(
         str(run.pk),
         api_url="http://localhost",
@@ -141,7 +145,7 @@ def test_without_a_provider_the_run_fails_saying_how_to_configure_one(
     for name in ("DETECTIVE_PROVIDER", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(settings.CONFIG, "provider", None)
-    run = services.start_assessment(release, None)
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     assert runner.run_assessment(str(run.pk)) == RunStatus.FAILED
     run.refresh_from_db()
     assert "DETECTIVE_PROVIDER" in run.error
@@ -150,7 +154,13 @@ def test_without_a_provider_the_run_fails_saying_how_to_configure_one(
 
 def test_cancel_ends_a_running_assessment_within_seconds(release: Release) -> None:
     with ScriptedLLM(delay=0.05, narration=400) as llm:
-        run = services.start_assessment(release, None, provider="openai-compatible", model=MODEL)
+        run = services.start_assessment(
+            release,
+            None,
+            provider="openai-compatible",
+            model=MODEL,
+            enqueue=tasks.enqueue_assessment,
+        )
         worker = threading.Thread(
             target=_run_in_thread, args=(str(run.pk), llm.base_url), daemon=True
         )
@@ -226,7 +236,7 @@ def test_a_killed_worker_leaves_a_failed_run_and_its_events_crossed_processes(
         )
         worker = start_worker(environment, log)
         try:
-            run = services.start_assessment(release, None)
+            run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
             listening = threading.Thread(target=_listen, args=(str(run.pk), received), daemon=True)
             listening.start()
             wait_for(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from evals import services
-from evals.evaluators import Check, Score, TrialResult
+from evals.evaluators.score import Check, Score
+from evals.evaluators.trial import TrialResult
 from evals.models import EvalRun
 from evals.runner.transcript import RunError
 from evals.scenario import DIMENSIONS, Scenario, Suite, load_suite

@@ -631,13 +631,13 @@ def _wait_finished(run: Conversation, timeout: float, site: LiveSite) -> float:
 def test_a_black_hole_model_server_fails_the_run_at_the_first_byte_deadline(
     tmp_path: Path, release: Release
 ) -> None:
-    from releases import services
+    from releases import services, tasks
 
     hole = BlackHole()
     environment = {**hole.environment(), "DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT": "2"}
     try:
         with LiveSite(tmp_path / "logs", environment) as live:
-            run = services.start_assessment(release, None)
+            run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
             took = _wait_finished(run, 60, live)
     finally:
         hole.close()
@@ -651,13 +651,13 @@ def test_a_black_hole_model_server_fails_the_run_at_the_first_byte_deadline(
 
 
 def test_the_whole_assessment_has_a_deadline(tmp_path: Path, release: Release) -> None:
-    from releases import services
+    from releases import services, tasks
 
     with (
         ScriptedLLM(delay=0.05, narration=2000) as slow,
         LiveSite(tmp_path / "logs", {**slow.environment(), "DETECTIVE_RUN_DEADLINE": "10"}) as live,
     ):
-        run = services.start_assessment(release, None)
+        run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
         took = _wait_finished(run, 60, live)
     print(f"\nrun deadline 10 s against a 100 s answer: the run ended after {took:.1f} s")
     run.refresh_from_db()
@@ -674,9 +674,9 @@ def test_up_resolves_a_run_stranded_by_a_crash_before_anything_else(
     tmp_path: Path, release: Release, manager: User
 ) -> None:
     """As after a power cut: the run is 'running', its worker (on this machine) long gone."""
-    from releases import services, workers
+    from releases import services, tasks, workers
 
-    run = services.start_assessment(release, None)
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     task = DBTaskResult.objects.create(
         task_path="releases.tasks.assess_release",
         args_kwargs={"args": [str(run.pk)], "kwargs": {}},

@@ -24,10 +24,10 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from detective_site.bench.procs import stop
+from bench.procs import stop
 from detective_site.config import BASE_DIR
-from releases.management.commands.up import Command as Up
-from releases.management.commands.up import accepts_connections
+from detective_site.management.commands.up import Command as Up
+from detective_site.management.commands.up import accepts_connections
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 60  # a busy 2-core machine, with other test processes running

@@ -18,16 +18,18 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from detective_site import local_model
+from local_model import serve
+from local_model.paths import LocalModelPaths, is_installed
+from local_model.spec import INSTALL_HINT, MODEL
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 
-PATHS = local_model.LocalModelPaths.for_data_dir(settings.CONFIG.data_dir)
+PATHS = LocalModelPaths.for_data_dir(settings.CONFIG.data_dir)
 
 pytestmark = pytest.mark.skipif(
-    not local_model.is_installed(PATHS),
+    not is_installed(PATHS),
     reason=(
         f"the local model is not installed in {PATHS.root}; install it with "
-        f"`{local_model.INSTALL_HINT}` (about 1.1 GB and a 10-minute build) to run these tests"
+        f"`{INSTALL_HINT}` (about 1.1 GB and a 10-minute build) to run these tests"
     ),
 )
 
@@ -53,19 +55,17 @@ ASK = [
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    port = local_model.free_port()
+    port = serve.free_port()
     PATHS.logs_dir.mkdir(parents=True, exist_ok=True)
     with PATHS.server_log.open("ab") as log:
         server = subprocess.Popen(
-            local_model.server_argv(PATHS, port),
+            serve.server_argv(PATHS, port),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     try:
-        local_model.wait_until_healthy(
-            port, alive=lambda: server.poll() is None, log=PATHS.server_log
-        )
+        serve.wait_until_healthy(port, alive=lambda: server.poll() is None, log=PATHS.server_log)
         yield port
     finally:
         server.terminate()
@@ -124,7 +124,7 @@ def test_tool_calls_come_back_as_tool_calls_on_the_openai_api(port: int) -> None
     reply = post(
         port,
         "/v1/chat/completions",
-        {"model": local_model.MODEL.alias, "messages": ASK, "tools": TOOLS, "temperature": 0},
+        {"model": MODEL.alias, "messages": ASK, "tools": TOOLS, "temperature": 0},
     )
 
     choice = reply["choices"][0]  # type: ignore[index]
@@ -140,7 +140,7 @@ def test_tool_calls_come_back_as_tool_use_on_the_anthropic_api(port: int) -> Non
         port,
         "/v1/messages",
         {
-            "model": local_model.MODEL.alias,
+            "model": MODEL.alias,
             "max_tokens": 200,
             "temperature": 0,
             "system": ASK[0]["content"],
@@ -179,8 +179,8 @@ def test_a_full_assessment_runs_on_the_local_model(
         "assess",
         release.version,
         "--provider=local",
-        f"--model={local_model.MODEL.alias}",
-        f"--base-url={local_model.base_url(port)}",
+        f"--model={MODEL.alias}",
+        f"--base-url={serve.base_url(port)}",
         stdout=out,
     )
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from detective_site.bench.ws import WebSocket
+from bench.ws import WebSocket
 from releases.models import Conversation, Release, RunStatus
 from tests.live_site import LiveSite
 from tests.llm_server import MODEL, ScriptedLLM

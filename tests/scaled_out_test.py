@@ -28,7 +28,7 @@ from django.db import connection
 from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
-from detective_site.bench.ws import WebSocket
+from bench.ws import WebSocket
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 from tests.live_site import LiveSite
 from tests.llm_server import ScriptedLLM

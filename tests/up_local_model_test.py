@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from detective_site import local_model
 from detective_site.config import BASE_DIR, EXPECTED
-from detective_site.local_model_test import install_fake_server
+from local_model import serve
+from local_model.paths import LocalModelPaths
+from local_model.spec import MODEL
+from local_model.testing import install_fake_server
 from tests.up_command_test import children_of, free_port, running
 
 START_TIMEOUT = 90
@@ -37,7 +39,7 @@ def cmdline_of(pid: int) -> str:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="inspects processes through /proc")
 def test_up_starts_the_local_model_first_and_stops_it_with_the_rest(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    paths = local_model.LocalModelPaths.for_data_dir(data)
+    paths = LocalModelPaths.for_data_dir(data)
     install_fake_server(paths)
     port = free_port()
     env = {**os.environ, **dict.fromkeys(EXPECTED, "")}
@@ -75,20 +77,20 @@ def test_up_starts_the_local_model_first_and_stops_it_with_the_rest(tmp_path: Pa
         argv = cmdline_of(server)
         assert "--host 127.0.0.1" in argv and "--jinja" in argv
         model_port = int(argv.split("--port ", 1)[1].split()[0])
-        assert local_model.health(model_port) == "ok"
+        assert serve.health(model_port) == "ok"
 
         workers = [pid for pid in children if "worker" in cmdline_of(pid)]
         assert workers, [cmdline_of(pid) for pid in children]
         worker_env = environ_of(workers[0])
         assert worker_env["DETECTIVE_PROVIDER"] == "local"
         assert worker_env["DETECTIVE_BASE_URL"] == f"http://127.0.0.1:{model_port}/v1"
-        assert worker_env["DETECTIVE_MODEL"] == local_model.MODEL.alias
+        assert worker_env["DETECTIVE_MODEL"] == MODEL.alias
 
         process.send_signal(signal.SIGINT)
         process.wait(timeout=15)
         assert process.returncode == 0
         assert not [pid for pid in children if running(pid)]
-        assert local_model.health(model_port) == "down"
+        assert serve.health(model_port) == "down"
     finally:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)

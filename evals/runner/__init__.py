@@ -2,6 +2,8 @@
 
 - `trials.py` runs a suite: every scenario K times, each trial a real agent run, stored and
   evaluated (`run_suite`, `EvalOptions`).
+- `store.py` is where a trial's agent writes: write-behind, on one of the run's database
+  threads.
 - `transcript.py` reads what a trial left behind (the agent's messages and events) into the
   `Transcript` the evaluators score.
 

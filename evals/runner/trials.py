@@ -30,7 +30,7 @@ site's API over HTTP with a per-run token. The token belongs to the trial's Conv
 whose metadata carries the scenario (see `evals/api_source.py`), so the API serves the
 scenario's data and faults, and keeps a filed report on the trial, never touching a real
 release. Without `api_url` the site answers the API in-process, through its WSGI handler on a
-pool of threads (`detective_site/in_process.py`): `run_evals` needs no web server.
+pool of threads (`releases/runner/in_process.py`): `run_evals` needs no web server.
 
 A trial is *errored* (not counted as failed) when the provider fails, when it is cancelled at
 its time limit, or when this harness fails; a crash of the agent's own code is its fault and
@@ -41,40 +41,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
 import httpx
-from django.db import connections, transaction
 from opentelemetry import trace
 
 from agent.cancel import CancelToken
 from agent.config import AgentSettings, build_agent, build_model_provider
-from agent.events import AgentEvent, TextDelta
-from agent.messages import Conversation as AgentConversation
+from agent.events import AgentEvent
 from agent.messages import Message as AgentMessage
 from agent.messages import Usage
 from agent.providers.protocol import ModelRequest, Provider
 from agent.retry import RetryingProvider, RetryPolicy
-from agent.store import ConversationSummary, StoredEvent
 from agent.telemetry import workflow_span
 from agent.tls import async_client
 from evals import services
-from evals.evaluators import LLMJudge, TrialResult, aevaluate
+from evals.evaluators.judge import LLMJudge
+from evals.evaluators.trial import TrialResult, aevaluate
 from evals.models import EvalRun
+from evals.runner.store import DbThread, DbThreads, EvalInfrastructureError, WriteBehindStore
 from evals.runner.transcript import FiledReport, RunError, Transcript
 from evals.scenario import Scenario, Suite
 from releases import runner as release_runner
 from releases.models import RunStatus
-from releases.runner.store import BatchCursor, OrmConversationStore
+from releases.runner.in_process import in_process_api, in_process_url
+from releases.runner.process import configure_process_telemetry, flush_telemetry
+from releases.runner.store import OrmConversationStore
 from releases.timeline import TERMINAL_KINDS
 
 logger = logging.getLogger(__name__)
@@ -92,10 +89,6 @@ DEFAULT_TRIAL_TIMEOUT_S = 600.0
 CANCEL_GRACE_S = 10.0
 # Database threads of a run, shared by its trials in turn.
 DB_THREADS = 4
-
-
-class EvalInfrastructureError(RuntimeError):
-    """The harness failed (database, in-process API...), not the agent or the provider."""
 
 
 @dataclass(frozen=True)
@@ -196,152 +189,6 @@ def provider_judge(provider: Provider) -> Callable[[str], Any]:
     return judge
 
 
-# ---- the store: write-behind on the trial's database thread ----------------------------------
-
-
-class _DbThread:
-    """A thread where ORM work runs in order, on the thread's own connection."""
-
-    def __init__(self, name: str) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-
-    def submit(self, call: Callable[[], T]) -> Future[T]:
-        return self._executor.submit(call)
-
-    async def run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.wrap_future(self._executor.submit(call, *args, **kwargs))
-
-    async def close(self) -> None:
-        try:
-            await self.run(connections.close_all)
-        finally:
-            self._executor.shutdown(wait=False)
-
-
-class _DbThreads:
-    """The run's database threads. Each trial is given one, in turn, and all its ORM work
-    runs there, in order. A few threads rather than one per trial: they keep their
-    connections from trial to trial, and twenty threads woken at once only fought for the
-    GIL (SQLite takes one writer at a time anyway)."""
-
-    def __init__(self, count: int) -> None:
-        self._threads = [_DbThread(f"evals-db-{index}") for index in range(max(1, count))]
-        self._turn = itertools.cycle(self._threads)
-
-    def take(self) -> _DbThread:
-        return next(self._turn)
-
-    async def close(self) -> None:
-        for thread in self._threads:
-            await thread.close()
-
-
-class WriteBehindStore:
-    """The ORM store for an agent in a shared event loop: writes are queued for the trial's
-    database thread and return at once; what queued up meanwhile is saved in one transaction, the
-    messages and events of it in one `append_batch`. The event numbers are counted here: the
-    trial's Conversation is written by this store alone.
-
-    Consecutive text deltas of one step are saved as one event (the same text, in fewer
-    rows): nobody watches a trial's words arrive, and a model streams many small pieces."""
-
-    def __init__(self, store: OrmConversationStore, db: _DbThread, conversation_id: str) -> None:
-        self._store = store
-        self._conversation_id = conversation_id
-        self._db = db
-        self._lock = threading.Lock()
-        # Messages and events to append, or other writes to make, in order.
-        self._pending: deque[AgentMessage | AgentEvent | Callable[[], object]] = deque()
-        self._scheduled = False
-        self._seq = 0
-        self._text: TextDelta | None = None
-        self._error: BaseException | None = None
-        # This store is the trial's only writer: its batches need not re-read the numbers.
-        self._cursor = BatchCursor()
-
-    def _put(self, write: AgentMessage | AgentEvent | Callable[[], object]) -> None:
-        with self._lock:
-            self._pending.append(write)
-            if self._scheduled:
-                return
-            self._scheduled = True
-        self._db.submit(self._drain)
-
-    def _drain(self) -> None:
-        with self._lock:
-            batch = list(self._pending)
-            self._pending.clear()
-            self._scheduled = False
-        if self._error is not None:
-            return  # the record is broken already; the trial will say so
-        try:
-            with transaction.atomic():
-                appends: list[AgentMessage | AgentEvent] = []
-                for write in batch:
-                    if not callable(write):  # a message or an event
-                        appends.append(write)
-                        continue
-                    self._store.append_batch(self._conversation_id, appends, self._cursor)
-                    appends = []
-                    write()
-                self._store.append_batch(self._conversation_id, appends, self._cursor)
-        except BaseException as exc:
-            logger.exception("could not save a trial's messages or events")
-            self._error = exc
-
-    def _put_text(self) -> None:
-        if self._text is not None:
-            self._put(self._text)
-            self._text = None
-
-    async def flush(self) -> None:
-        """Wait until every queued write is saved; raise if one failed."""
-        self._put_text()
-        await self._db.run(lambda: None)
-        if self._error is not None:
-            raise EvalInfrastructureError(
-                f"saving the trial failed: {type(self._error).__name__}: {self._error}"
-            ) from self._error
-
-    # -- ConversationStore --
-
-    def create(self, conversation: AgentConversation) -> None:
-        snapshot = conversation.model_copy(deep=True)
-        self._put(lambda: self._store.create(snapshot))
-
-    def append_message(self, conversation_id: str, message: AgentMessage) -> None:
-        self._put_text()
-        self._put(message)
-
-    def append_event(self, conversation_id: str, event: AgentEvent) -> int:
-        if isinstance(event, TextDelta):
-            if self._text is not None and self._text.step == event.step:
-                self._text = self._text.model_copy(update={"text": self._text.text + event.text})
-                return self._seq
-            self._put_text()
-            self._text = event
-        else:
-            self._put_text()
-            self._put(event)
-        self._seq += 1
-        return self._seq
-
-    def update_metadata(self, conversation_id: str, **metadata: Any) -> None:
-        self._put_text()
-        snapshot = dict(metadata)
-        self._put(lambda: self._store.update_metadata(conversation_id, **snapshot))
-
-    # Reads are not used while a run goes on; they wait for the writes before them.
-    def load(self, conversation_id: str) -> AgentConversation:
-        return self._db.submit(lambda: self._store.load(conversation_id)).result()
-
-    def load_events(self, conversation_id: str, after: int = 0) -> list[StoredEvent]:
-        return self._db.submit(lambda: self._store.load_events(conversation_id, after)).result()
-
-    def list(self) -> list[ConversationSummary]:
-        return self._db.submit(self._store.list).result()
-
-
 # ---- trial records ----------------------------------------------------------------------------
 
 
@@ -384,7 +231,7 @@ class SuiteRunner:
     results: list[TrialResult] = field(default_factory=list)
     _active: set[Any] = field(default_factory=set)
     _progressed: bool = False
-    _db: _DbThreads | None = None
+    _db: DbThreads | None = None
 
     @property
     def total(self) -> int:
@@ -392,7 +239,7 @@ class SuiteRunner:
 
     async def execute(self) -> list[TrialResult]:
         semaphore = asyncio.Semaphore(max(1, self.options.concurrency))
-        self._db = _DbThreads(min(self.options.concurrency, DB_THREADS))
+        self._db = DbThreads(min(self.options.concurrency, DB_THREADS))
         tick = asyncio.create_task(self._tick())
         try:
             # Trial-major order: the first results already cover every scenario.
@@ -413,7 +260,7 @@ class SuiteRunner:
     async def _tick(self) -> None:
         """Progress for the pages (one message for trials that end together, at most
         PROGRESS_EVERY_S apart) and the heartbeat of the run and its running trials."""
-        db = _DbThread("evals-tick")
+        db = DbThread("evals-tick")
         last_beat = time.monotonic()
         try:
             while True:
@@ -480,7 +327,7 @@ class SuiteRunner:
                 self.on_trial(report)
 
     async def _run_agent(
-        self, db: _DbThread, scenario: Scenario, conversation_id: Any, token: str
+        self, db: DbThread, scenario: Scenario, conversation_id: Any, token: str
     ) -> Transcript:
         store = WriteBehindStore(OrmConversationStore(), db, str(conversation_id))
         agent = build_agent(
@@ -573,14 +420,14 @@ async def run_trials(
         if http_client is None:
             # One client for every trial's tools: in-process into this site, or to `api_url`.
             if api_url is None:
-                client, api_url = release_runner.in_process_api(threads=options.concurrency)
+                client, api_url = in_process_api(threads=options.concurrency)
             else:
                 client = async_client()
             http_client = await stack.enter_async_context(client)
         # And one for every adapter: a client each would cost each trial a TLS context.
         limits = httpx.Limits(max_connections=max(100, 2 * options.concurrency))
         model_client = await stack.enter_async_context(async_client(limits=limits))
-        settings_ = agent_settings(options, api_url=api_url or release_runner.in_process_url())
+        settings_ = agent_settings(options, api_url=api_url or in_process_url())
         if provider_factory is None:
             provider_factory = partial(build_model_provider, settings_, client=model_client)
         if judge is None and options.judge:
@@ -616,16 +463,14 @@ def run_suite(
     evaluated; a run whose every trial errored (the provider down, say) fails, as does one
     interrupted (Ctrl+C), which keeps and summarises the trials it finished.
     """
-    release_runner.configure_process_telemetry()
+    configure_process_telemetry()
     identity = resolve_identity(options, provider_factory)
     run = services.start_run(
         suite,
         trials=options.trials,
         provider=identity[0],
         model=identity[1],
-        config=options.config(
-            agent_settings(options, api_url=options.api_url or release_runner.in_process_url())
-        ),
+        config=options.config(agent_settings(options, api_url=options.api_url or in_process_url())),
         notes=notes,
     )
     if on_start is not None:
@@ -647,7 +492,7 @@ def run_suite(
         services.finish_run(run, suite=suite, status=RunStatus.FAILED, error=f"The run {reason}.")
         raise
     finally:
-        release_runner.flush_telemetry()
+        flush_telemetry()
     if results and all(r.errored for r in results):
         services.finish_run(
             run,
@@ -669,7 +514,7 @@ def resolve_identity(
     if provider_factory is not None:
         provider = provider_factory()
     else:
-        agent = agent_settings(options, api_url=options.api_url or release_runner.in_process_url())
+        agent = agent_settings(options, api_url=options.api_url or in_process_url())
         provider = build_model_provider(agent)
     try:
         return provider.name, provider.model or ""

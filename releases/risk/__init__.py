@@ -11,5 +11,5 @@
   stored for a person to review.
 
 Nothing here imports Django: the API (`releases/api.py`, through `releases/services.py`) and
-the evals (`evals/evaluators.py`) call the same functions.
+the evals (`evals/evaluators/figures.py`) call the same functions.
 """

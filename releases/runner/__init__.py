@@ -28,8 +28,9 @@ and the tools send their own traceparent to the API, whose request spans
 (opentelemetry-instrumentation-django) join it too.
 
 This package is the whole of `releases/`'s contact with `agent/`: besides this module, `store.py`
-(the ORM ConversationStore the agent writes through) and `traces.py` (a run's trace, read back
-for the run page).
+(the ORM ConversationStore the agent writes through), `traces.py` (a run's trace, read back
+for the run page), `process.py` (what each process sets up: telemetry, its frozen heap) and
+`in_process.py` (the site's API answered in this process, for `assess` and `run_evals`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import queue
 import signal
 import threading
@@ -61,11 +61,11 @@ from agent.events import AgentEvent, RunFailed
 from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.store import ConversationSummary, StoredEvent
-from agent.telemetry import TelemetryConfig, configure_telemetry, workflow_span
-from agent.telemetry.setup import active_telemetry
+from agent.telemetry import workflow_span
 from releases import services
 from releases.models import AgentEvent as EventRow
 from releases.models import Conversation, RunStatus
+from releases.runner.process import configure_process_telemetry, flush_telemetry
 from releases.runner.store import OrmConversationStore
 from releases.timeline import TERMINAL_KINDS, outcome
 
@@ -75,7 +75,6 @@ T = TypeVar("T")
 
 HEARTBEAT_SECONDS = 1.0
 DEFAULT_API_URL = "http://127.0.0.1:8000"
-TELEMETRY_ENV = "DETECTIVE_TELEMETRY"
 _tracer = trace.get_tracer("detective.releases")
 
 
@@ -136,24 +135,6 @@ def prompt_for(version: str) -> str:
     return f"Assess the risk of release {version}"
 
 
-def telemetry_enabled() -> bool:
-    return os.environ.get(TELEMETRY_ENV, "").strip().lower() not in {"0", "off", "false", "no"}
-
-
-def configure_process_telemetry() -> None:
-    """Tracing and metrics for this process (web server, worker, `assess`), once; spans go
-    to `<data dir>/traces`, where the run page's trace view reads them. Off when
-    DETECTIVE_TELEMETRY=off (the test suite, which installs its own)."""
-    if telemetry_enabled() and active_telemetry() is None:
-        configure_telemetry(TelemetryConfig(data_dir=Path(settings.DATA_DIR)))
-
-
-def flush_telemetry() -> None:
-    telemetry = active_telemetry()
-    if telemetry is not None:
-        telemetry.force_flush()
-
-
 def agent_settings(
     *,
     api_url: str,
@@ -173,31 +154,6 @@ def agent_settings(
         if getattr(config, key) is not None:
             values[key] = getattr(config, key)
     return AgentSettings(**values)
-
-
-def in_process_api(threads: int = 1) -> tuple[httpx.AsyncClient, str]:
-    """An HTTP client whose requests this site answers in this process (its WSGI handler, on
-    `threads` threads, 2 to 16), and the API URL to give the tools (`assess` and `run_evals`
-    need no web server)."""
-    from detective_site.in_process import InProcessTransport, site_wsgi_application
-
-    transport = InProcessTransport(site_wsgi_application(), threads=min(16, max(2, threads)))
-    return httpx.AsyncClient(transport=transport), in_process_url()
-
-
-def in_process_url() -> str:
-    """The site's own URL for requests that never leave the process: a host it accepts, and
-    https when it redirects http to https."""
-    from django.http.request import validate_host
-
-    allowed = list(settings.ALLOWED_HOSTS)
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]  # what Django allows then
-    host = next((h for h in ("127.0.0.1", "localhost") if validate_host(h, allowed)), None)
-    if host is None:
-        host = next((h for h in allowed if h and "*" not in h), "localhost").lstrip(".")
-    scheme = "https" if settings.SECURE_SSL_REDIRECT else "http"
-    return f"{scheme}://{host}"
 
 
 def configuration_problem(

@@ -31,7 +31,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from detective_site.heap import freeze_startup_heap
 from evals import selectors, services
 from evals.compare import Comparison
 from evals.models import EvalRun
@@ -45,8 +44,12 @@ from evals.runner.trials import (
 )
 from evals.scenario import ScenarioError, load_suite
 from evals.stats import RunSummary
+from local_model.paths import LocalModelPaths
+from local_model.serve import running_server
+from local_model.spec import MODEL
 from releases import runner as release_runner
 from releases.models import RunStatus
+from releases.runner.process import freeze_startup_heap, instrument_web
 
 USAGE_ERROR = 2
 VERDICT_STYLES = {"pass": "bold green", "marginal": "bold yellow", "fail": "bold red"}
@@ -154,9 +157,9 @@ class Command(BaseCommand):
             def on_trial(outcome: TrialOutcome) -> None:
                 self._advance(progress, task, outcome)
 
-            # Loaded now: its set-up re-applies the logging configuration, undoing the quiet.
-            import detective_site.asgi  # noqa: F401
-
+            # Now, not in the first trial: what it loads (the process's telemetry, Django's
+            # request spans) belongs in the frozen heap, and is set up before the quiet.
+            instrument_web()
             freeze_startup_heap()
             try:
                 with quiet_logs(options["verbosity"] < 2):
@@ -300,17 +303,15 @@ def local_model_settings(
     chosen = (provider or settings.CONFIG.provider or "").strip().lower()
     if chosen != "local" or base_url or settings.CONFIG.base_url:
         return None
-    from detective_site import local_model
-
-    paths = local_model.LocalModelPaths.for_data_dir(Path(settings.DATA_DIR))
-    server = local_model.running_server(paths)
+    paths = LocalModelPaths.for_data_dir(Path(settings.DATA_DIR))
+    server = running_server(paths)
     if server is None:
         raise CommandError(
             "DETECTIVE_PROVIDER=local needs a running local model: start it with "
             "`uv run manage.py local_model serve` (or set DETECTIVE_BASE_URL).",
             returncode=USAGE_ERROR,
         )
-    return "local", model or local_model.MODEL.alias, server.url
+    return "local", model or MODEL.alias, server.url
 
 
 # ---- the terminal summary -----------------------------------------------------------------------

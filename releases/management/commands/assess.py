@@ -2,7 +2,7 @@
 
 The same pipeline as Reassess (a run in the database, the agent through `releases.runner`, the
 tools calling the release API), except that the API is served in-process: the tools' HTTP
-client is routed straight into the site's WSGI handler (`detective_site/in_process.py`).
+client is routed straight into the site's WSGI handler (`releases/runner/in_process.py`).
 The timeline is printed as it happens, then the report. Exit status 0 only when a report was filed.
 """
 
@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from releases import runner, services
 from releases.models import AgentEvent, Release, RiskReport, RunStatus
+from releases.runner.in_process import in_process_api
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold green"}
 
@@ -49,7 +50,7 @@ class Command(BaseCommand):
             raise CommandError(problem)
         # Run here, not by a worker: one that is running (`up`) would otherwise race for it.
         run = services.start_assessment(
-            release, None, provider=options["provider"], model=options["model"], enqueue=False
+            release, None, provider=options["provider"], model=options["model"]
         )
         if run.status == RunStatus.RUNNING:
             raise CommandError(
@@ -61,7 +62,7 @@ class Command(BaseCommand):
         if options["api_url"]:
             client, api_url = None, options["api_url"]
         else:
-            client, api_url = runner.in_process_api()
+            client, api_url = in_process_api()
         status = runner.run_assessment(
             str(run.pk),
             services.current_traceparent(),

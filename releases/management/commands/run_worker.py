@@ -17,8 +17,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections, connection
 
-from detective_site.heap import freeze_startup_heap
 from releases import runner, services, workers
+from releases.runner.process import (
+    configure_process_telemetry,
+    flush_telemetry,
+    freeze_startup_heap,
+)
 
 logger = logging.getLogger("releases.worker")
 
@@ -47,7 +51,7 @@ class Command(BaseCommand):
         parser.add_argument("db_worker_args", nargs="*", help="Arguments for db_worker.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        runner.configure_process_telemetry()
+        configure_process_telemetry()
         # A run the previous worker left behind (killed, crashed) is resolved before this one
         # takes new work.
         for run in services.fail_orphaned_runs():
@@ -67,4 +71,4 @@ class Command(BaseCommand):
             call_command("db_worker", *db_worker_args)
         finally:
             stop.set()
-            runner.flush_telemetry()
+            flush_telemetry()

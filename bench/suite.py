@@ -1,0 +1,85 @@
+"""The benchmark suite: which benchmarks exist, and running a selection of them.
+
+Each benchmark is a module with `NAME` and `async def run(ctx) -> list[Result]`. A
+benchmark whose subject is not there (a page not built yet, no Redis) raises `Skip`; any
+other error is recorded as a failure, and the other benchmarks still run. Each has an
+overall deadline, so a hang ends the run instead of CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from bench.harness import Context, Report, Skip, bounded
+
+# name -> module; imported on use, so that one benchmark's imports cannot stop the others.
+BENCHMARKS: dict[str, str] = {
+    "overhead": "bench.overhead",
+    "context": "bench.window",
+    "live": "bench.live",
+    "throughput": "bench.throughput",
+    "pages": "bench.pages",
+    "memory": "bench.memory",
+}
+DEADLINE_S = {"quick": 120.0, "full": 900.0}
+
+
+def select(only: str | None) -> list[str]:
+    """The benchmarks `--only a,b` names, in suite order; all when None."""
+    if not only:
+        return list(BENCHMARKS)
+    wanted = [name.strip() for name in only.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in BENCHMARKS]
+    if unknown:
+        raise ValueError(
+            f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}"
+        )
+    return [name for name in BENCHMARKS if name in wanted]
+
+
+async def run_benchmarks(
+    names: Sequence[str], *, quick: bool, command: str, console: Console
+) -> Report:
+    report = Report(command=command, quick=quick)
+    deadline = DEADLINE_S["quick" if quick else "full"]
+    with tempfile.TemporaryDirectory(prefix="detective-bench-") as scratch:
+        ctx = Context(quick=quick, console=console, scratch=Path(scratch))
+        with ctx.stack:
+            await _each(names, ctx, report, deadline)
+    return report
+
+
+async def _each(names: Sequence[str], ctx: Context, report: Report, deadline: float) -> None:
+    console = ctx.console
+    for name in names:
+        started = time.perf_counter()
+        console.print(f"[bold]{name}[/bold]")
+        try:
+            module = importlib.import_module(BENCHMARKS[name])
+            rows = await bounded(module.run(ctx), deadline, f"benchmark {name}")
+            report.add(rows)
+        except Skip as skip:
+            report.failures[name] = f"skipped: {skip}"
+            console.print(f"[yellow]{name} skipped:[/yellow] {skip}")
+        except Exception as error:
+            report.failures[name] = f"{type(error).__name__}: {error}"
+            console.print(f"[red]{name} failed[/red]")
+            console.print(traceback.format_exc(), markup=False, highlight=False)
+        report.durations_s[name] = round(time.perf_counter() - started, 2)
+
+
+def crashed(report: Report) -> list[str]:
+    """The benchmarks that failed for a reason other than a skip."""
+    return [name for name, why in report.failures.items() if not why.startswith("skipped:")]
+
+
+def run(names: Sequence[str], *, quick: bool, command: str, console: Console) -> Report:
+    return asyncio.run(run_benchmarks(names, quick=quick, command=command, console=console))

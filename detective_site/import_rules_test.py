@@ -1,0 +1,157 @@
+"""The house's import directions, over the whole tree, and the check itself on small trees made
+to break them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from detective_site import import_rules
+from detective_site.import_rules import ROOMS, circles, graph, violations
+
+PROJECT = Path(__file__).resolve().parents[1]
+LONG = 600
+
+
+def tree(root: Path, files: dict[str, str]) -> Path:
+    """A project of these modules (packages get their `__init__.py`)."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for package in path.relative_to(root).parents:
+            if package != Path("."):
+                (root / package / "__init__.py").touch()
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+# ---- the project -------------------------------------------------------------------------------
+
+
+def test_every_module_imports_only_in_the_allowed_directions() -> None:
+    problems = violations(PROJECT)
+    assert problems == [], "\n".join(str(problem) for problem in problems)
+
+
+def test_no_module_is_part_of_an_import_circle() -> None:
+    assert circles(graph(PROJECT)) == []
+
+
+def test_a_module_over_600_lines_says_why_at_its_top() -> None:
+    # Not an import rule, but the same map's other promise: rooms cut to size.
+    unexplained = [
+        f"{path.relative_to(PROJECT)}: {len(lines)} lines"
+        for path in import_rules.modules(PROJECT).values()
+        if len(lines := path.read_text(encoding="utf-8").splitlines()) > LONG
+        and not any(line.startswith("Over 600 lines") for line in lines[:5])
+    ]
+    assert unexplained == []
+
+
+def test_the_readme_maps_every_room() -> None:
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    where = readme.split("### Where things are", 1)[1].split("\n## ", 1)[0]
+    for room in ROOMS:
+        folder = f"`{room}.py`" if (PROJECT / f"{room}.py").is_file() else f"`{room}/`"
+        assert f"| {folder} |" in where, f"{room} is not in the README's map"
+
+
+# ---- the check, on trees made to break the rules -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "text", "imported"),
+    [
+        ("releases/x.py", "import evals\n", "evals"),
+        ("releases/x.py", "from evals.scenario import Scenario\n", "evals.scenario"),
+        ("releases/x.py", "def late():\n    from evals import models\n", "evals.models"),
+        ("releases/x.py", "from detective_site import urls\n", "detective_site.urls"),
+        ("evals/x.py", "from detective_site import asgi\n", "detective_site.asgi"),
+        ("evals/x.py", "import bench.suite\n", "bench.suite"),
+        ("agent/x.py", "from releases.models import Release\n", "releases.models"),
+        ("agent/x.py", "from django.db import models\n", "django.db"),
+        ("agent/x.py", "import channels.layers\n", "channels.layers"),
+        ("local_model/x.py", "from agent import loop\n", "agent.loop"),
+        ("detective_site/x.py", "from bench import suite\n", "bench.suite"),
+    ],
+)
+def test_an_import_against_the_directions_is_found(
+    tmp_path: Path, module: str, text: str, imported: str
+) -> None:
+    root = tree(
+        tmp_path,
+        {
+            module: text,
+            "evals/scenario.py": "",
+            "evals/models.py": "",
+            "detective_site/urls.py": "",
+            "detective_site/asgi.py": "",
+            "bench/suite.py": "",
+            "releases/models.py": "",
+            "agent/loop.py": "",
+        },
+    )
+    [problem] = violations(root)
+    assert (problem.path, problem.imported) == (module, imported)
+    assert str(problem).startswith(f"{module}:")
+
+
+def test_what_the_directions_allow_is_not_reported(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "releases/x.py": "from detective_site.settings import DEBUG\nimport agent.loop\n",
+            "releases/y.py": "from django.db import models\nfrom releases import x\n",
+            "evals/x.py": "from releases import y\nfrom local_model import serve\n",
+            "detective_site/x.py": "from evals import x\nfrom releases import y\n",
+            "bench/x.py": "from detective_site import x\n",
+            "agent/loop.py": "import httpx\n",
+            "local_model/serve.py": "import subprocess\n",
+            "detective_site/settings.py": "DEBUG = False\n",
+            # Tests may reach into whatever they check.
+            "releases/x_test.py": "import evals\nimport bench\n",
+            "agent/conftest.py": "import django\n",
+            "tests/whole_test.py": "from bench import x\n",
+        },
+    )
+    assert violations(root) == []
+
+
+def test_a_folder_the_map_does_not_know_is_reported(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"reports/x.py": "import agent\n"})
+    [problem] = violations(root)
+    assert "reports/ is not a room of the map" in str(problem)
+
+
+def test_relative_imports_are_resolved(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {"releases/sub/x.py": "from ...evals import scenario\n", "evals/scenario.py": ""},
+    )
+    [problem] = violations(root)
+    assert problem.imported == "evals.scenario"
+
+
+def test_a_circle_is_found_even_through_a_deferred_import(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "releases/services.py": "def enqueue():\n    from releases import tasks\n",
+            "releases/tasks.py": "from releases import runner\n",
+            "releases/runner.py": "from releases import services\n",
+            "releases/views.py": "from releases import services, tasks\n",
+        },
+    )
+    assert circles(graph(root)) == [["releases.runner", "releases.services", "releases.tasks"]]
+
+
+def test_modules_are_named_as_python_imports_them(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"evals/evaluators/trial.py": "", "manage.py": ""})
+    assert set(import_rules.modules(root)) == {
+        "evals",
+        "evals.evaluators",
+        "evals.evaluators.trial",
+        "manage",
+    }

@@ -1,0 +1,103 @@
+"""Where releases meets an eval trial, without importing evals.
+
+evals builds on releases (a trial is a releases `Conversation` whose metadata carries its
+scenario), so releases may not import it. The three places that need the evals app ask these
+hooks instead, which `EvalsConfig.ready` installs (evals/apps.py):
+
+- the release API answers a trial's tools from its scenario, never from a real release
+  (`evals/api_source.py`);
+- a run's page says how the trial it was was judged (`evals.selectors.trial_verdict`);
+- a reviewer's label is checked by the eval suite's own loader before it is written as a
+  scenario (`evals.scenario.parse_scenario`).
+
+Without the evals app there are no trials, and a label cannot be checked, so it is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+
+if TYPE_CHECKING:
+    from django.http import HttpResponseBase, JsonResponse
+
+    from releases.models import Conversation
+
+
+class TrialApi(Protocol):
+    def is_eval_trial(self, conversation: Conversation | None) -> TypeGuard[Conversation]: ...
+
+    def summary_response(
+        self, conversation: Conversation, version: str, *, asynchronous: bool = True
+    ) -> HttpResponseBase: ...
+
+    def file_report(
+        self,
+        conversation: Conversation,
+        *,
+        release_id: str,
+        severity: str,
+        findings: list[str],
+        summary: str,
+    ) -> JsonResponse: ...
+
+
+@dataclass(frozen=True)
+class TrialVerdict:
+    """How an eval trial was judged, for its run page: the status, why it failed, and the
+    checks that did not pass (e.g. "filed low, expected high")."""
+
+    status: str  # passed, failed, errored
+    severity_filed: str | None
+    reasons: list[str]
+    failed_checks: list[tuple[str, str, str]]  # (dimension, check, detail)
+    result_id: int
+    eval_run_id: int
+
+
+class TrialVerdicts(Protocol):
+    def __call__(self, run: Conversation) -> TrialVerdict | None: ...
+
+
+class ScenarioCheck(Protocol):
+    """The eval suite's loader: the scenario it reads from `data`, or ValueError saying why
+    it would refuse the file."""
+
+    def __call__(self, data: dict[str, Any], *, source: str) -> Any: ...
+
+
+class ScenarioRejected(ValueError):
+    """The eval suite would refuse this scenario; the message says why."""
+
+
+@dataclass
+class Hooks:
+    trial_api: TrialApi | None = None
+    trial_verdict: TrialVerdicts | None = None
+    scenario_check: ScenarioCheck | None = None
+
+
+installed = Hooks()
+
+
+def trial_api(run: Conversation | None) -> TrialApi | None:
+    """Who answers the API for this run: the evals app when it is an eval trial, else None."""
+    api = installed.trial_api
+    return api if api is not None and api.is_eval_trial(run) else None
+
+
+def trial_verdict(run: Conversation) -> TrialVerdict | None:
+    """How the eval trial this run was was judged, or None for an assessment."""
+    verdicts = installed.trial_verdict
+    return verdicts(run) if verdicts is not None else None
+
+
+def check_scenario(data: dict[str, Any], *, source: str) -> Any:
+    """The scenario as `run_evals` would load it, or ScenarioRejected."""
+    check = installed.scenario_check
+    if check is None:
+        raise ScenarioRejected("No eval suite is installed to check the scenario against.")
+    try:
+        return check(data, source=source)
+    except ValueError as exc:
+        raise ScenarioRejected(str(exc)) from exc
