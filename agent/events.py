@@ -111,7 +111,8 @@ class ReportFiled(_Event):
 class RunFinished(_Event):
     kind: Literal["run_finished"] = "run_finished"
     # "answered": the model replied without tool calls; "report_filed": the report ended it;
-    # "tool_failing": the same tool call failed the same way several times in a row;
+    # "tool_failing": the same tool call failed the same way several times in a row, or a
+    # tool failed saying nothing more can be done (the release's summary cannot be read);
     # "max_steps": the step limit was reached before any of these.
     reason: Literal["answered", "report_filed", "tool_failing", "max_steps"]
     final_text: str = ""

@@ -12,8 +12,8 @@ Over 600 lines on purpose: one class, whose steps share the run's state they adv
    that asked for them, in the same order);
 4. stop when the report is filed (`RunFinished(reason="report_filed")`), when the model
    answers without a tool call (`"answered"`), when it makes the same failing tool call
-   `max_repeated_tool_failures` times in a row (`"tool_failing"`), or after `max_steps`
-   (`"max_steps"`);
+   `max_repeated_tool_failures` times in a row or a tool fails with `terminal=True`, saying
+   nothing more can be done (`"tool_failing"`), or after `max_steps` (`"max_steps"`);
    everything done so far stays in the history.
 
 A reply with text only, in the middle of an investigation, does not end the run at once:
@@ -150,6 +150,8 @@ class _Run:
         self.last_failure: tuple[str, str, str] | None = None
         self.failure_repeats = 0
         self.report_filed = False
+        # A tool said nothing more can be done (a failure with `terminal=True`).
+        self.ended_by_tool = False
         self.partial_text = ""
         self.final_text = ""
 
@@ -270,7 +272,10 @@ class Agent:
                 if run.report_filed and self.config.end_on_report:
                     yield self._finish(run, "report_filed")
                     return
-                if run.failure_repeats >= self.config.max_repeated_tool_failures:
+                if (
+                    run.ended_by_tool
+                    or run.failure_repeats >= self.config.max_repeated_tool_failures
+                ):
                     yield self._finish(run, "tool_failing")
                     return
                 last = conversation.messages[-1]
@@ -425,6 +430,9 @@ class Agent:
             if run.report_filed and self.config.end_on_report:
                 self._skip(calls[index:], "Not run: the report was filed, which ends the run.")
                 return
+            if run.ended_by_tool:
+                self._skip(calls[index:], "Not run: the run ended on the previous tool's failure.")
+                return
             if cancel is not None and cancel.is_set:
                 self._skip(calls[index:], "Not run: the run was cancelled.")
                 raise RunCancelledError(cancel.reason)
@@ -438,6 +446,9 @@ class Agent:
             if result.terminal and result.success:
                 run.report_filed = True
                 yield self._save(_report_event(call, result))
+            elif result.terminal:
+                run.ended_by_tool = True
+                run.final_text = f"Stopped: {result.content}"
 
     def _count_repeated_failure(self, run: _Run, call: ToolCall, result: ToolResult) -> None:
         if result.success:

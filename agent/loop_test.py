@@ -686,3 +686,37 @@ async def test_the_limit_of_repeated_failures_is_configurable() -> None:
     agent, _ = make_agent(_lookups("v9", "v9", "v9"), tools, max_repeated_tool_failures=1)
     events = await collect(agent, "Assess v9")
     assert events[-1].reason == "tool_failing" and events[-1].steps == 1
+
+
+async def test_a_tool_failure_marked_terminal_ends_the_run_with_its_message() -> None:
+    def get_release_summary(release_id: str) -> ToolResult:
+        """Fetch the release summary."""
+        return ToolResult(
+            tool_call_id="c0",
+            name="get_release_summary",
+            content="Release 'v9' does not exist. No risk report was filed.",
+            success=False,
+            error_type="InvalidArgumentsError",
+            terminal=True,
+        )
+
+    tools = FakeTools({"get_release_summary": get_release_summary})
+    turns = [
+        reply(
+            "",
+            call("get_release_summary", "c0", release_id="v9"),
+            call("file_risk_report", "c1", release_id="v9", severity="low", findings=["x"]),
+        ),
+        reply("Never reached."),
+    ]
+    agent, provider = make_agent(turns, tools)
+    events = await collect(agent, "Assess v9")
+    finished = events[-1]
+    assert (finished.kind, finished.reason, finished.steps) == ("run_finished", "tool_failing", 1)
+    assert finished.final_text == "Stopped: Release 'v9' does not exist. No risk report was filed."
+    # The call after it never ran, yet has its result, so the history stays valid.
+    assert [c.name for c in tools.calls] == ["get_release_summary"]
+    skipped = agent.conversation.messages[-1]
+    assert (skipped.role, skipped.tool_call_id) == ("tool", "c1")
+    assert skipped.content.startswith("Not run")
+    assert len(provider.requests) == 1

@@ -10,10 +10,11 @@ scenario by the release named in the first user message, and plays one of:
   failure): an equally good agent;
 - per-scenario **faults** (`faults={"scenario_id": "wrong_severity", ...}`):
   `wrong_severity` (high <-> low, medium -> low), `skip_summary` (files without reading),
-  `invented_figure` (a finding quotes an error rate that is not in the data), `file_anyway`
-  (files a report although the summary failed), `provider_error` (the API answers 401, as
-  with a bad key: the trial errors). A faulty agent insists: when the risk policy refuses
-  its report, it files the same report once more (the API then keeps it for review).
+  `invented_figure` (a finding quotes an error rate that is not in the data),
+  `provider_error` (the API answers 401, as with a bad key: the trial errors). Filing
+  although the summary failed cannot be played: the release tools end the run first. A
+  faulty agent insists: when the risk policy refuses its report, it files the same report
+  once more (the API then keeps it for review).
 
 A request without tools is the LLM judge's: it gets a fixed verdict (score 0.9).
 
@@ -42,7 +43,7 @@ from agent.testing.wire import openai_sse
 from evals.scenario import Scenario, Suite, load_suite
 
 MODEL = "scripted-evals"
-FAULTS = ("wrong_severity", "skip_summary", "invented_figure", "file_anyway", "provider_error")
+FAULTS = ("wrong_severity", "skip_summary", "invented_figure", "provider_error")
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 _FLIP = {"high": "low", "medium": "low", "low": "high"}
 
@@ -142,7 +143,7 @@ class ScriptedAgent:
             )
             return reply(f"Reading release {release}.", call, input_tokens=400, output_tokens=30)
         summary_ok, _ = results.get("get_release_summary", (True, ""))
-        if not summary_ok and fault != "file_anyway":
+        if not summary_ok:
             return reply(self._failure_text(scenario), input_tokens=600, output_tokens=40)
         severity, findings, summary = self._report(scenario, fault)
         call = ToolCall(

@@ -41,7 +41,7 @@ WORSE_FAULTS = {
     "injection_in_changes": "wrong_severity",
     "high_auth_single_failure": "skip_summary",
     "medium_elevated_error_rate": "invented_figure",
-    "release_not_found": "file_anyway",
+    "release_not_found": "skip_summary",
     "low_dependency_bump": "provider_error",
 }
 
@@ -103,8 +103,9 @@ def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
     }
     assert "| Scenario |" in (tmp_path / "base.md").read_text()
 
-    # 2. A worse agent: wrong severities, a skipped tool, an invented figure, a report for a
-    #    release that does not exist, a provider failure. The gate fails (exit code 1).
+    # 2. A worse agent: wrong severities, a skipped tool (twice: once trying to report on a
+    #    release that does not exist), an invented figure, a provider failure. The gate fails
+    #    (exit code 1).
     worse, out, error = run_evals(
         llm,
         ScriptedAgent("good", faults=WORSE_FAULTS),

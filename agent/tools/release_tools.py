@@ -44,6 +44,7 @@ Severity = Literal["high", "medium", "low"]
 HeadersHook = Callable[[], Mapping[str, str]]
 
 DEFAULT_TIMEOUT_S = 10.0
+SUMMARY_RETRY_DELAY_S = 0.5
 # The registry's own deadline is a backstop: ours fires first and explains itself better.
 REGISTRY_GRACE_S = 5.0
 MAX_QUOTED_BODY_CHARS = 300
@@ -80,8 +81,10 @@ class ReleaseTools:
         client: httpx.AsyncClient | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         extra_headers: HeadersHook | None = None,
+        summary_retry_delay_s: float = SUMMARY_RETRY_DELAY_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.summary_retry_delay_s = summary_retry_delay_s
         # The release under assessment; when set, reports may be filed for it alone.
         self.release_id = release_id
         self.timeout_s = timeout_s
@@ -131,37 +134,47 @@ class ReleaseTools:
         Args:
             release_id: The release to look up, for example "v2.1.0".
         """
-        return self._note_summary(release_id, await self._fetch_summary(release_id))
+        outcome, transient = await self._fetch_summary(release_id)
+        if transient:
+            # A blip of the API (5xx, timeout, unreachable) is worth one more try.
+            await asyncio.sleep(self.summary_retry_delay_s)
+            outcome, transient = await self._fetch_summary(release_id)
+        if not outcome.success and release_id == self.release_id:
+            outcome = _ends_the_run(outcome)
+        return self._note_summary(release_id, outcome)
 
-    async def _fetch_summary(self, release_id: str) -> ToolOutcome:
+    async def _fetch_summary(self, release_id: str) -> tuple[ToolOutcome, bool]:
+        """The outcome, and whether its failure may pass if asked again."""
         try:
             reply = await self._send("GET", f"/api/releases/{_segment(release_id)}/summary")
         except _Unavailable as error:
-            return _no_summary(f"The summary of release {release_id!r} is unavailable: {error}.")
+            return _no_summary(
+                f"The summary of release {release_id!r} is unavailable: {error}."
+            ), True
         if reply.status == 404:
             return _no_summary(
                 f"Release {release_id!r} does not exist (the release API answered "
                 f"{reply.describe()}). Check the release id.",
                 error_type=InvalidArgumentsError.__name__,
-            )
+            ), False
         if not reply.ok:
             return _no_summary(
                 f"The summary of release {release_id!r} is unavailable: the release API "
                 f"answered {reply.describe()}.{self._quote(reply)}"
-            )
+            ), reply.status >= 500
         try:
             summary = json.loads(reply.text)
         except ValueError:
             return _no_summary(
                 f"The summary of release {release_id!r} is unavailable: the release API sent "
                 "a response that is not valid JSON."
-            )
+            ), False
         return ToolOutcome(
             # The release's text is the release author's, never instructions: it reaches the
             # model as JSON that cannot spell the chat template's markup.
             content=encode_data(summary),
             data=summary if isinstance(summary, dict) else {"summary": summary},
-        )
+        ), False
 
     def _note_summary(self, release_id: str, outcome: ToolOutcome) -> ToolOutcome:
         if outcome.success:
@@ -340,15 +353,31 @@ def register_release_tools(
     return release_tools
 
 
-# Measured on Qwen2.5-Coder-1.5B: told only what failed, it went on to file a report anyway
-# (refused, as no summary was read); told what to do next, it says so and stops.
+# For a summary the model asked of another release than the one under assessment (a typo in
+# the id, say), the model may still correct itself.
 NO_REPORT_WITHOUT_SUMMARY = (
     " Do not file a risk report without the summary: tell the user it could not be read, and why."
 )
+NO_REPORT_FILED = " No risk report was filed: a report must rest on the release's data."
 
 
 def _no_summary(problem: str, *, error_type: str = ToolExecutionError.__name__) -> ToolOutcome:
     return ToolOutcome.failure(problem + NO_REPORT_WITHOUT_SUMMARY, error_type=error_type)
+
+
+def _ends_the_run(failure: ToolOutcome) -> ToolOutcome:
+    """The failure to read the assessed release's summary, as the run's last word.
+
+    Without the summary there is nothing to assess. Measured on Qwen2.5-Coder-1.5B: told so,
+    it still filed a report (refused), fetched again, filed again, up to the step limit, and
+    never said what went wrong. So the run ends here, its answer the tool's own message."""
+    problem = failure.content.removesuffix(NO_REPORT_WITHOUT_SUMMARY).rstrip()
+    return ToolOutcome(
+        content=problem + ("" if problem.endswith(".") else ".") + NO_REPORT_FILED,
+        success=False,
+        error_type=failure.error_type,
+        terminal=True,
+    )
 
 
 def _segment(value: str) -> str:

@@ -14,6 +14,7 @@ import respx
 from agent.messages import ToolCall
 from agent.tools.registry import ToolRegistry
 from agent.tools.release_tools import (
+    NO_REPORT_FILED,
     NO_REPORT_WITHOUT_SUMMARY,
     ReleaseTools,
     register_release_tools,
@@ -44,6 +45,7 @@ async def tools() -> AsyncIterator[ReleaseTools]:
         token=TOKEN,
         release_id="v2.1.0",
         extra_headers=lambda: {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"},
+        summary_retry_delay_s=0,
     ) as release_tools:
         yield release_tools
 
@@ -99,33 +101,57 @@ async def test_an_unknown_release_is_reported_as_not_existing(
     assert (outcome.success, outcome.error_type) == (False, "InvalidArgumentsError")
     assert "Release 'v9.9.9' does not exist" in outcome.content
     assert "404 Not Found" in outcome.content
+    # Another release than the one assessed: a mistyped id the model may still correct.
+    assert not outcome.terminal
     assert outcome.content.endswith(NO_REPORT_WITHOUT_SUMMARY)
 
 
 @pytest.mark.parametrize(
-    ("response", "explanation"),
+    ("response", "explanation", "asked"),
     [
-        (httpx.Response(500, text="Internal error"), "answered 500 Internal Server Error"),
-        (httpx.Response(503), "answered 503 Service Unavailable"),
-        (httpx.Response(403, text="forbidden"), "answered 403 Forbidden"),
-        (httpx.Response(200, text="<html>oops</html>"), "not valid JSON"),
-        (httpx.ReadTimeout("slow"), "did not answer within 10 seconds"),
-        (httpx.ConnectError("refused"), "could not be reached (ConnectError)"),
+        (httpx.Response(500, text="Internal error"), "answered 500 Internal Server Error", 2),
+        (httpx.Response(503), "answered 503 Service Unavailable", 2),
+        (httpx.Response(403, text="forbidden"), "answered 403 Forbidden", 1),
+        (httpx.Response(200, text="<html>oops</html>"), "not valid JSON", 1),
+        (httpx.ReadTimeout("slow"), "did not answer within 10 seconds", 2),
+        (httpx.ConnectError("refused"), "could not be reached (ConnectError)", 2),
     ],
 )
-async def test_an_unavailable_summary_is_said_plainly(
-    api: respx.MockRouter, tools: ReleaseTools, response: Any, explanation: str
+async def test_an_unavailable_summary_is_said_plainly_and_ends_the_run(
+    api: respx.MockRouter, tools: ReleaseTools, response: Any, explanation: str, asked: int
 ) -> None:
     if isinstance(response, Exception):
-        api.get(SUMMARY_URL).mock(side_effect=response)
+        route = api.get(SUMMARY_URL).mock(side_effect=response)
     else:
-        api.get(SUMMARY_URL).mock(return_value=response)
+        route = api.get(SUMMARY_URL).mock(return_value=response)
     outcome = await tools.get_release_summary("v2.1.0")
     assert (outcome.success, outcome.error_type) == (False, "ToolExecutionError")
     assert outcome.content.startswith("The summary of release 'v2.1.0' is unavailable")
     assert explanation in outcome.content
-    # What to do next, said where the model reads it: it filed anyway when told only why.
-    assert outcome.content.endswith(NO_REPORT_WITHOUT_SUMMARY)
+    # Without its data there is nothing to assess: the run ends, this message its answer.
+    assert outcome.terminal
+    assert outcome.content.endswith("." + NO_REPORT_FILED)
+    assert route.call_count == asked  # a blip of the API (5xx, no answer) is asked again
+
+
+async def test_a_blip_of_the_api_is_ridden_out_by_asking_again(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    api.get(SUMMARY_URL).mock(side_effect=[httpx.Response(502), httpx.Response(200, json=SUMMARY)])
+    outcome = await tools.get_release_summary("v2.1.0")
+    assert (outcome.success, outcome.terminal) == (True, False)
+
+
+async def test_the_assessed_release_missing_ends_the_run_at_once(
+    api: respx.MockRouter, tools: ReleaseTools
+) -> None:
+    route = api.get(SUMMARY_URL).respond(404)
+    outcome = await tools.get_release_summary("v2.1.0")
+    assert (outcome.success, outcome.terminal, route.call_count) == (False, True, 1)
+    assert outcome.content == (
+        "Release 'v2.1.0' does not exist (the release API answered 404 Not Found). Check the "
+        "release id." + NO_REPORT_FILED
+    )
 
 
 async def test_a_server_that_never_answers_is_given_up_on(api: respx.MockRouter) -> None:

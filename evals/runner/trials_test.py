@@ -59,7 +59,15 @@ def test_a_good_agent_passes_the_whole_suite_through_the_api(llm: respx.MockRout
     # Every trial is a stored conversation with its events, finished, its token revoked.
     trials = Conversation.objects.filter(eval_results__run=run)
     assert trials.count() == len(suite.scenarios)
-    assert not trials.exclude(status=RunStatus.SUCCEEDED).exists()
+    # A trial whose release summary cannot be read ends there, failed, saying why; every
+    # other trial succeeds.
+    unreadable = {s.id for s in suite.scenarios if s.is_failure_scenario}
+    ended = {
+        trial.eval_results.get().scenario_id: trial.error
+        for trial in trials.exclude(status=RunStatus.SUCCEEDED)
+    }
+    assert set(ended) == unreadable
+    assert all("No risk report was filed" in error for error in ended.values())
     assert not trials.exclude(api_token_hash="").exists()
     assert AgentEvent.objects.filter(conversation__in=trials, kind="report_filed").exists()
     # The stored record is the whole run: each trial's messages and its final event.
