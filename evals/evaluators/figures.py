@@ -48,12 +48,18 @@ def figures_given(scenario: Scenario, transcript: Transcript) -> list[float]:
 
 def ungrounded(scenario: Scenario, transcript: Transcript, text: str) -> list[str]:
     """What in `text` the data the agent saw does not support: the same check the release API
-    makes of a filing (`releases/risk/grounding.py`)."""
+    makes of a filing (`releases/risk/grounding.py`), line by line as the API takes each
+    finding on its own (joined, "the test results" ending one finding made the "1" opening
+    the next read as a test count)."""
     data = data_seen(scenario, transcript)
     verdict = policy.evaluate(data) if data else None
-    return ground_text(
-        "text", text, data, verdict, extra_known=figures_given(scenario, transcript)
-    ).problems
+    known = figures_given(scenario, transcript)
+    return [
+        problem
+        for line in text.splitlines()
+        if line.strip()
+        for problem in ground_text("text", line, data, verdict, extra_known=known).problems
+    ]
 
 
 def made_up_checks(
