@@ -28,9 +28,10 @@ _MISSING_WORDS = re.compile(
     r"not included|no changes? (list|listed))",
     re.IGNORECASE,
 )
+# Words that say the data gives orders. Not "addressed to the assessor": the local model wrote
+# "the release data is addressed to the assessor", which tells a reader nothing.
 _INSTRUCTION_WORDS = re.compile(
-    r"\b(instruction|injection|inject|manipulat|suspicious|orders?|tries to|attempt|"
-    r"addressed to|prompt)",
+    r"\b(instruction|injection|inject|manipulat|suspicious|orders?|tries to|attempt|prompt)",
     re.IGNORECASE,
 )
 
