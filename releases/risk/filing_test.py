@@ -58,7 +58,7 @@ def test_an_ungrounded_finding_is_refused_with_the_evidence_to_copy() -> None:
     message = decision.refusal_message()
     assert "3 payment tests failing" in message
     # The fix is spelled out in the policy's own sentences, which a small model copies.
-    assert '"error_rate 0.09 (9 %) is above 0.05"' in message
+    assert '"Error rate 9 %, above the 5 % limit for high"' in message
 
 
 def test_missing_data_the_report_does_not_mention_is_refused() -> None:

@@ -17,17 +17,30 @@ The rules, for each finding and the summary:
 5. A claim that tests fail (`payment tests failing`, `1 failed UI test`) needs failed tests;
    a figure said to be above (below) another must be so (`0.012 is above the 0.05 threshold`
    is refused).
+6. A figure is evidence only for what it means: a percentage matches rates and shares, never
+   a count (`2 %` is not `2 failed tests`); a latency matches latencies, never a ratio or an
+   error rate; a figure next to a measure's name (error rate, latency, tests, changes) matches
+   only that measure's numbers.
+7. Claims in words (tests passing or fixed, metrics stable, a figure called a high or low
+   risk, data that could not be read, an approval "as instructed") are checked in
+   `claims.py`.
+
+Each part gets a label a person reads: "figures found in the data" (everything checked
+holds), "not in the data", "contradicts the data" (the data or the policy says otherwise) or
+"not checked" (nothing in it that this module can check).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from releases.risk.figures import Figure, extract_figures, numbers_in
+from releases.risk.claims import check_claims
+from releases.risk.figures import Figure, extract_figures
 from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
 
 SMALL_COUNT_MAX = 10
@@ -50,10 +63,29 @@ _COMPARISON_RE = re.compile(
 )
 
 
+# What a known number is, for rule 6: a count, a fraction (a rate or a share, 0.071), a
+# latency in milliseconds, a ratio ("1.4 times"), or a number whose meaning is unknown.
+Kind = Literal["count", "fraction", "ms", "ratio", "any"]
+
+FOUND, ABSENT, CONTRADICTS, UNCHECKED = "found", "absent", "contradicts", "unchecked"
+LABELS = {
+    FOUND: "figures found in the data",
+    ABSENT: "not in the data",
+    CONTRADICTS: "contradicts the data",
+    UNCHECKED: "not checked",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Known:
     value: float
     source: str
+    kind: Kind = "any"
+    # The measure it belongs to ("error rate", "latency", "tests", "changes"), if one.
+    measure: str | None = None
+    # A policy's limit: evidence only for a figure the text calls a limit ("above the 5 %
+    # threshold"), never for the measure itself ("error rate at 2 %").
+    limit: bool = False
 
 
 @dataclass(slots=True)
@@ -63,12 +95,29 @@ class TextGrounding:
     where: str
     text: str
     evidence: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
     signals: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return [*self.contradictions, *self.absent]
 
     @property
     def grounded(self) -> bool:
         return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        if self.contradictions:
+            return CONTRADICTS
+        if self.absent:
+            return ABSENT
+        return FOUND if self.evidence else UNCHECKED
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.verdict]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +127,8 @@ class TextGrounding:
             "problems": self.problems,
             "signals": self.signals,
             "grounded": self.grounded,
+            "verdict": self.verdict,
+            "label": self.label,
         }
 
 
@@ -104,14 +155,66 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+_PLAIN_NAMES = {
+    "tests.passed": ("passed tests", "count", "tests"),
+    "tests.failed": ("failed tests", "count", "tests"),
+    "tests.skipped": ("skipped tests", "count", "tests"),
+    "deployment_metrics.error_rate": ("the error rate", "fraction", "error rate"),
+    "deployment_metrics.response_time_p95": ("the p95 latency", "ms", "latency"),
+    "deployment_metrics.response_time_p95_baseline": (
+        "the p95 latency's baseline",
+        "ms",
+        "latency",
+    ),
+}
+_LIMITED_DETAILS = frozenset({"error_rate", "p95_latency", "p95_change"})
+_LIMIT_WORDS = (
+    "threshold", "limit", "above", "below", "over", "under", "from", "exceed", "within",
+    "beyond", "past", "max", "target", "sla", "budget", "medium", "high", "low",
+)  # fmt: skip
+_SIGNAL_KINDS: dict[str, tuple[Kind, str | None]] = {
+    "error_rate": ("fraction", "error rate"),
+    "p95_latency": ("ms", "latency"),
+    "p95_change": ("fraction", "latency"),
+    "failed_tests": ("count", "tests"),
+    "critical_area_failures": ("count", "tests"),
+    "risky_changes_with_failures": ("count", "tests"),
+    "skipped_tests": ("count", "tests"),
+    "risky_changes": ("count", "changes"),
+}
+
+
+def _in_text(text: str, source: str, measure: str | None = None) -> Iterable[Known]:
+    """The figures of a text of the data, each read with its unit (rule 6)."""
+    for figure in extract_figures(text):
+        if figure.unit == "%":
+            yield Known(figure.value / 100, source, "fraction", measure)
+        elif figure.unit == "ms":
+            yield Known(figure.value, source, "ms", measure)
+        elif figure.unit == "s":
+            yield Known(figure.value * 1000, source, "ms", measure)
+        else:
+            yield Known(figure.value, source, "any", measure)
+
+
+def _plain_source(path: str) -> str:
+    if path.startswith("changes["):
+        return "the list of changes"
+    if path.startswith("tests.failing_tests"):
+        return "the failing tests' names"
+    if path.startswith("deployment_metrics."):
+        return f"the metric {path.split('.', 1)[1]}"
+    return path
+
+
 def _leaves(value: Any, path: str) -> Iterable[Known]:
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, int | float):
-        yield Known(float(value), path)
+        source, kind, measure = _PLAIN_NAMES.get(path, (_plain_source(path), "any", None))
+        yield Known(float(value), source, kind, measure)  # type: ignore[arg-type]
     elif isinstance(value, str):
-        for number in numbers_in(value):
-            yield Known(number, path)
+        yield from _in_text(value, _plain_source(path))
     elif isinstance(value, Mapping):
         for key, inner in value.items():
             yield from _leaves(inner, f"{path}.{key}" if path else str(key))
@@ -144,6 +247,8 @@ def _facts(
     direct += [Known(v, "the task") for v in extra_known]
     if verdict is not None:
         for signal in verdict.signals:
+            kind, measure = _SIGNAL_KINDS.get(signal.name, ("any", None))
+            source = f"the policy's {signal.label.lower()}"
             # A rise is a derived figure: it counts only where the text says so (rule 3).
             derived = signal.name == "p95_change"
             if (
@@ -151,13 +256,16 @@ def _facts(
                 and not isinstance(signal.figure, bool)
                 and not derived
             ):
-                direct.append(Known(float(signal.figure), f"policy signal {signal.name}"))
-            for number in numbers_in(signal.threshold):
-                direct.append(Known(number, f"policy threshold of {signal.name}"))
+                direct.append(Known(float(signal.figure), source, kind, measure))
+            direct += [
+                dataclasses.replace(k, limit=True)
+                for k in _in_text(signal.threshold, f"{source} limit", measure)
+            ]
             # The details are shown to the model as facts ("40 of 160 tests skipped (25 %)");
-            # a rise stays a derived figure (rule 3).
-            for number in [] if derived else numbers_in(signal.detail):
-                direct.append(Known(number, f"policy signal {signal.name}"))
+            # the metrics' details add only their limits (above) to their own figure, and a
+            # rise stays a derived figure (rule 3).
+            if signal.name not in _LIMITED_DETAILS:
+                direct += _in_text(signal.detail, source, measure)
 
     tests_raw = data.get("tests")
     tests: dict[str, float] | None = None
@@ -190,7 +298,14 @@ def _facts(
         for key in ("passed", "failed", "skipped"):
             for denominator in ("total", "executed"):
                 if key in tests and tests[denominator]:
-                    shares.append(Known(tests[key] / tests[denominator], f"{key} / {denominator}"))
+                    shares.append(
+                        Known(
+                            tests[key] / tests[denominator],
+                            f"the share of {key} tests ({denominator})",
+                            "fraction",
+                            "tests",
+                        )
+                    )
 
     rises: list[Known] = []
     distances: list[Known] = []
@@ -202,11 +317,11 @@ def _facts(
             baselines += [_baseline_of(s.detail) for s in verdict.signals if s.name == "p95_change"]
         for base in baselines:
             if p95 is not None and base:
-                direct.append(Known(base, "p95 of the baseline or previous release"))
+                direct.append(Known(base, "the p95 latency it is compared with", "ms", "latency"))
                 rises += [
-                    Known(p95 - base, "p95 against its baseline (ms)"),
-                    Known((p95 - base) / base, "p95 rise against its baseline"),
-                    Known(p95 / base, "p95 against its baseline (times)"),
+                    Known(p95 - base, "the p95 latency's rise (ms)", "ms", "latency"),
+                    Known((p95 - base) / base, "the p95 latency's rise", "fraction", "latency"),
+                    Known(p95 / base, "the p95 latency against its baseline", "ratio", "latency"),
                 ]
         rate = _number(metrics.get("error_rate"))
         if rate is not None:
@@ -214,25 +329,39 @@ def _facts(
                 if not threshold:
                     continue
                 distances += [
-                    Known(abs(rate - threshold), "error rate against a threshold"),
-                    Known(rate / threshold, "error rate over a threshold (times)"),
-                    Known(abs(rate - threshold) / threshold, "error rate over a threshold"),
+                    Known(
+                        abs(rate - threshold),
+                        "the error rate's distance to a limit",
+                        "fraction",
+                        "error rate",
+                    ),
+                    Known(rate / threshold, "the error rate over a limit", "ratio", "error rate"),
+                    Known(
+                        abs(rate - threshold) / threshold,
+                        "the error rate over a limit",
+                        "fraction",
+                        "error rate",
+                    ),
                 ]
     change_counts: list[Known] = []
     changes = data.get("changes")
     if isinstance(changes, list):
-        change_counts.append(Known(float(len(changes)), "number of changes"))
+        change_counts.append(
+            Known(float(len(changes)), "the number of changes", "count", "changes")
+        )
         risky = [c for c in changes if isinstance(c, str) and areas_in(c, cfg.critical_areas)]
-        change_counts.append(Known(float(len(risky)), "changes in a critical area"))
+        change_counts.append(
+            Known(float(len(risky)), "changes in a critical area", "count", "changes")
+        )
     return _Facts(direct, tests, failures, shares, rises, distances, change_counts, failed)
 
 
-_BASELINE_RE = re.compile(r"against ([\d.]+) ms")
+_BASELINE_RE = re.compile(r"against ([\d,]+(?:\.\d+)?) ms")
 
 
 def _baseline_of(detail: str) -> float | None:
     match = _BASELINE_RE.search(detail)
-    return float(match.group(1)) if match else None
+    return float(match.group(1).replace(",", "")) if match else None
 
 
 def _near(text: str, figure: Figure, before: int = 2, after: int = 3) -> list[str]:
@@ -262,18 +391,65 @@ def _test_counts(kind: str, facts: _Facts) -> list[Known]:
     counts; "40 of 160 tests skipped" names a total beside a skip count, so other test words
     accept any of the release's test counts."""
     if kind in _FAIL_WORDS:
-        return [Known(v, "failed tests") for v in sorted(facts.failures)]
-    return [Known(v, f"tests: {k}") for k, v in (facts.tests or {}).items()]
+        return [Known(v, "failed tests", "count", "tests") for v in sorted(facts.failures)]
+    return [Known(v, f"tests: {k}", "count", "tests") for k, v in (facts.tests or {}).items()]
 
 
 def _has(words: Iterable[str], prefixes: Sequence[str]) -> bool:
     return any(w.startswith(prefixes) for w in words)
 
 
-def _match(figure: Figure, known: Iterable[Known]) -> Known | None:
+_MEASURE_WORDS: dict[str, tuple[str, ...]] = {
+    "error rate": ("error",),
+    "latency": ("latenc", "p95", "response"),
+    "tests": ("test", "fail", "pass", "skip", "flak"),
+    "changes": ("change",),
+}
+
+
+def _measure_of(text: str, figure: Figure) -> str | None:
+    """The measure named nearest to the figure (four words before it, two after), if any."""
+    before = list(reversed(_WORD_RE.findall(text[: figure.start].lower())[-4:]))
+    after = _WORD_RE.findall(text[figure.start + len(figure.text) :].lower())[:2]
+    best: tuple[int, str] | None = None
+    for distance, word in [*enumerate(before), *((d + 0.5, w) for d, w in enumerate(after))]:
+        for measure, prefixes in _MEASURE_WORDS.items():
+            if word.startswith(prefixes) and (best is None or distance < best[0]):
+                best = (distance, measure)  # type: ignore[assignment]
+    return best[1] if best else None
+
+
+def _fits(figure: Figure, known: Known, measure: str | None) -> bool:
+    """Rule 6: the figure read with its unit, against a number of the same meaning."""
+    if measure and known.measure and known.measure != measure:
+        return False
+    tol = 0.5 * 10 ** (-figure.decimals) + 1e-9
+    slack = 1e-9 * max(1.0, abs(known.value))
+    if figure.unit == "%":
+        if known.kind == "fraction":
+            return abs(figure.value / 100 - known.value) <= tol / 100 + slack
+        return known.kind == "any" and abs(figure.value - known.value) <= tol + slack
+    if figure.unit in ("ms", "s"):
+        scale = 1000 if figure.unit == "s" else 1
+        if known.kind not in ("ms", "any"):
+            return False
+        return abs(figure.value * scale - known.value) <= tol * scale + slack
+    return abs(figure.value - known.value) <= tol + slack
+
+
+def _match(
+    figure: Figure, known: Iterable[Known], measure: str | None = None, *, text: str = ""
+) -> Known | None:
+    said_limit: bool | None = None
     for k in known:
-        if figure.matches([k.value]):
-            return k
+        if not _fits(figure, k, measure):
+            continue
+        if k.limit:
+            if said_limit is None:
+                said_limit = _has(_near(text, figure, before=4, after=2), _LIMIT_WORDS)
+            if not said_limit:
+                continue
+        return k
     return None
 
 
@@ -283,7 +459,9 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
     kind = _test_word(text, figure) if is_count else None
     if kind is not None and _has(_near(text, figure, before=3, after=0), _THRESHOLD_WORDS):
         # "below the threshold of 1 failed test": the policy's number, not a test count.
-        found = _match(figure, [k for k in facts.direct if k.source.startswith("policy")])
+        found = _match(
+            figure, [k for k in facts.direct if k.source.startswith("the policy")], text=text
+        )
         if found is not None:
             return f"{figure.text} = {found.source}", None
     if kind is not None:
@@ -296,11 +474,16 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
         found = _match(figure, counts)
         if found is None:
             allowed = ", ".join(sorted({f"{k.value:g}" for k in counts})) or "none"
-            return None, f"{figure.text} is not one of the release's test counts ({allowed})"
+            # The release has test results, and this is not one of its counts: a contradiction.
+            return (
+                None,
+                f"{_CONTRA}{figure.text} is not one of the release's test counts ({allowed})",
+            )
         return f"{figure.text} = {found.source}", None
     if is_count and figure.value <= SMALL_COUNT_MAX:
         return None, None
-    found = _match(figure, facts.direct)
+    measure = _measure_of(text, figure)
+    found = _match(figure, facts.direct, measure, text=text)
     if found is not None:
         return f"{figure.text} = {found.source}", None
     wide = _near(text, figure, before=4, after=4)
@@ -313,7 +496,7 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
         derived += facts.shares
     if _has(wide, ("change",)):
         derived += facts.change_counts
-    found = _match(figure, derived)
+    found = _match(figure, derived, measure)
     if found is not None:
         return f"{figure.text} = {found.source}", None
     return None, f"{figure.text} is not in the release data"
@@ -398,6 +581,28 @@ def _signals_cited(text: str, verdict: PolicyVerdict | None, evidence: Sequence[
     return cited
 
 
+_CONTRA = "\0"  # marks a figure's problem as a contradiction, not an absence
+_ABOVE_COUNT_RE = re.compile(
+    r"\b(above|over|exceeds?|exceeding|beyond|past)\s+the\s+(threshold|limit)\s+of\s+"
+    r"(?P<n>\d+)\s+(failed|failing)\s+tests?",
+    re.IGNORECASE,
+)
+
+
+def _count_threshold_problem(text: str, facts: _Facts) -> tuple[str, bool] | None:
+    """ "above the threshold of 1 failed test" says the release has that many failures:
+    (problem, is a contradiction) when it has not."""
+    match = _ABOVE_COUNT_RE.search(text)
+    if match is None:
+        return None
+    if facts.tests is None:
+        return f"it says {match.group(0)!r}, but the release has no test results", False
+    failed = facts.failed or 0.0
+    if failed < float(match.group("n")):
+        return f"it says {match.group(0)!r}, but the release has {failed:g} failed tests", True
+    return None
+
+
 def ground_text(
     where: str,
     text: str,
@@ -407,7 +612,10 @@ def ground_text(
     *,
     extra_known: Sequence[float] = (),
     facts: _Facts | None = None,
+    summary_read: bool | None = None,
 ) -> TextGrounding:
+    """The grounding of one text. `summary_read`: whether the run obtained the release
+    summary (None: not known, so a claim that it could not be read is not checked)."""
     cfg = cfg or PolicySettings()
     facts = facts or _facts(data, verdict, cfg, extra_known)
     result = TextGrounding(where=where, text=text)
@@ -416,14 +624,30 @@ def ground_text(
         evidence, problem = _ground_figure(text, figure, facts)
         if evidence:
             result.evidence.append(evidence)
-        if problem:
-            result.problems.append(problem)
-    if _claims_failures(text) and not facts.failed:
+        if problem and problem.startswith(_CONTRA):
+            result.contradictions.append(problem[len(_CONTRA) :])
+        elif problem:
+            result.absent.append(problem)
+    if _claims_failures(text):
         if facts.tests is None:
-            result.problems.append("it claims failed tests, but the release has no test results")
+            result.absent.append("it claims failed tests, but the release has no test results")
+        elif not facts.failed:
+            result.contradictions.append(
+                "it claims failed tests, but the release has 0 failed tests"
+            )
+    threshold = _count_threshold_problem(text, facts)
+    if threshold is not None:
+        (result.contradictions if threshold[1] else result.absent).append(threshold[0])
+    result.contradictions += _comparison_problems(text, figures)
+    for claim in check_claims(
+        text, data, verdict, summary_read=summary_read, has_figures=bool(figures)
+    ):
+        if claim.outcome == "holds":
+            result.evidence.append(claim.says)
+        elif claim.outcome == "contradicts":
+            result.contradictions.append(claim.says)
         else:
-            result.problems.append("it claims failed tests, but the release has 0 failed tests")
-    result.problems += _comparison_problems(text, figures)
+            result.absent.append(claim.says)
     result.signals = _signals_cited(text, verdict, result.evidence)
     return result
 
@@ -436,14 +660,21 @@ def ground_report(
     cfg: PolicySettings | None = None,
     *,
     extra_known: Sequence[float] = (),
+    summary_read: bool | None = None,
 ) -> ReportGrounding:
     """The grounding of every finding and of the summary, against the release data."""
     cfg = cfg or PolicySettings()
     facts = _facts(data, verdict, cfg, extra_known)
     parts = [
-        ground_text(f"finding {i}", text, data, verdict, cfg, facts=facts)
+        ground_text(
+            f"finding {i}", text, data, verdict, cfg, facts=facts, summary_read=summary_read
+        )
         for i, text in enumerate(findings, start=1)
     ]
     if summary.strip():
-        parts.append(ground_text("summary", summary, data, verdict, cfg, facts=facts))
+        parts.append(
+            ground_text(
+                "summary", summary, data, verdict, cfg, facts=facts, summary_read=summary_read
+            )
+        )
     return ReportGrounding(parts)
