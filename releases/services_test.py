@@ -298,3 +298,23 @@ def test_a_plain_accept_is_not_exported(
     with pytest.raises(services.ReviewError, match="teaches the suite"):
         services.export_scenario(decision, tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("read", "refused"), [(True, True), (False, False)])
+def test_a_report_saying_the_summary_could_not_be_read_is_checked_against_the_run(
+    make_release: Callable[..., Release], read: bool, refused: bool
+) -> None:
+    release = make_release()
+    run = Conversation.objects.create(release=release)
+    metadata: dict[str, Any] = {"tool_name": "get_release_summary"}
+    if not read:
+        metadata["is_error"] = True
+    services.append_message(run, role="tool", tool_call_id="c1", content="{}", metadata=metadata)
+    checked = services.file_checked_report(
+        release=release,
+        severity="low",
+        findings=["The release summary could not be read"],
+        conversation=run,
+    )
+    problems = " ".join(checked.decision.problems)
+    assert ("the run read the release summary" in problems) is refused

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from evals.evaluators.decision_quality import DecisionQualityEvaluator, severity_credit
+from evals.runner.transcript import Transcript
 from evals.scenario import Suite
 from tests.transcripts import TESTDATA, case
 
@@ -21,3 +22,27 @@ def test_severity_credit(suite: Suite) -> None:
 def test_decision_quality_does_not_apply_without_a_severity(suite: Suite) -> None:
     _, transcript = case(TESTDATA / "good_release_not_found.json")
     assert DecisionQualityEvaluator().evaluate(suite.get("release_not_found"), transcript) is None
+
+
+def _with_report(transcript: Transcript, *findings: str) -> Transcript:
+    report = transcript.filed_report()
+    assert report is not None
+    return transcript.model_copy(
+        update={"report": report.model_copy(update={"findings": list(findings), "summary": ""})}
+    )
+
+
+def test_a_report_the_api_would_flag_fails_its_trial(suite: Suite) -> None:
+    scenario = suite.get("high_payment_failures")  # error rate 7 %, failing payment tests
+    _, good = case(TESTDATA / "good_high_payment.json")
+    honest = DecisionQualityEvaluator().evaluate(scenario, good)
+    assert honest is not None and honest.passed, honest.checks
+    # Figures right, the claim in words false: the API's grounding contradicts it.
+    flagged = _with_report(
+        good, "Metrics stable", "8 failed tests, among them payment capture", "Error rate 7 %"
+    )
+    score = DecisionQualityEvaluator().evaluate(scenario, flagged)
+    assert score is not None and not score.passed
+    failed = {c.name: c.detail for c in score.failed_checks}
+    assert "nothing the API would flag" in failed
+    assert "Metrics stable" in failed["nothing the API would flag"]
