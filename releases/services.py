@@ -663,9 +663,10 @@ def export_scenario(decision: ReviewDecision, directory: Path | None = None) -> 
     """Write the decision as an eval scenario into the review scenarios directory (settings
     DETECTIVE_REVIEW_SCENARIOS_DIR), where `run_evals` picks it up. Exporting again rewrites
     the same file."""
-    if not decision.is_override and not decision.wrong_finding:
+    if decision.severity == decision.model_severity and not decision.wrong_finding:
         raise ReviewError(
-            "Only an override or a finding labelled wrong teaches the suite something."
+            "Only a decision against the model's severity (an override, or accepting the "
+            "policy's) or a finding labelled wrong teaches the suite something."
         )
     target = Path(directory or review_scenarios_dir())
     target.mkdir(parents=True, exist_ok=True)
