@@ -3,6 +3,8 @@ from __future__ import annotations
 from evals.evaluators.decision_quality import DecisionQualityEvaluator, severity_credit
 from evals.runner.transcript import Transcript
 from evals.scenario import Suite
+from releases.risk import filing, policy
+from releases.risk.digest import digest
 from tests.transcripts import TESTDATA, case
 
 
@@ -46,3 +48,29 @@ def test_a_report_the_api_would_flag_fails_its_trial(suite: Suite) -> None:
     failed = {c.name: c.detail for c in score.failed_checks}
     assert "nothing the API would flag" in failed
     assert "Metrics stable" in failed["nothing the API would flag"]
+
+
+def test_the_policys_own_sentences_pass_the_apis_check_on_every_scenario(suite: Suite) -> None:
+    """A small model copies the policy's evidence: those sentences must never be flagged."""
+    checked = 0
+    for scenario in suite.scenarios:
+        payload = scenario.release_payload()
+        if not payload:
+            continue
+        verdict = policy.evaluate(payload)
+        decision = filing.decide(
+            severity=verdict.severity,
+            findings=verdict.evidence(),
+            summary="",
+            data=payload,
+            verdict=verdict,
+            refused_before=False,
+            shown=digest(payload, verdict, version=1),
+            summary_read=True,
+        )
+        flagged = [p for p in decision.problems if "addressed to the assessor" not in p]
+        assert flagged == [], scenario.id
+        labels = {part.label for part in decision.grounding.parts}
+        assert labels == {"figures found in the data"}, (scenario.id, labels)
+        checked += 1
+    assert checked >= 20

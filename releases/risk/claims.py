@@ -297,6 +297,65 @@ def _approval_claims(text: str) -> list[ClaimCheck]:
     ]
 
 
+_MISSING_RE = re.compile(
+    r"\b(missing|absent|not (provided|available|reported|given)|no data)\b", re.IGNORECASE
+)
+# What a sentence may say is missing, and the policy's signal for it.
+_MISSING_SUBJECTS: dict[str, tuple[str, ...]] = {
+    "missing_changes": ("change",),
+    "missing_tests": ("test result", "tests", "test data"),
+    "missing_tests_failed": ("count of failed", "failed count"),
+    "missing_deployment_metrics": ("deployment metric", "metrics"),
+    "missing_deployment_metrics_error_rate": ("error rate",),
+    "missing_deployment_metrics_response_time_p95": ("p95", "latency"),
+}
+# Not "instructions" alone: "Update the setup instructions" is a change like any other.
+_ORDERS_RE = re.compile(
+    r"\b(injection|injected|manipulat\w*|addressed to the assessor|reads? like instructions|"
+    r"instructions? (to|for) the (assessor|model|agent|ai|reviewer)|tries to instruct)\b",
+    re.IGNORECASE,
+)
+
+
+def _missing_claims(text: str, verdict: PolicyVerdict | None) -> list[ClaimCheck]:
+    """ "missing from the release data: the test results": the policy read it missing."""
+    match = _MISSING_RE.search(text)
+    if match is None or verdict is None or _negated(text, match.start()):
+        return []
+    lowered = text.lower()
+    missing = {s.name: s for s in verdict.missing()}
+    said = [name for name, words in _MISSING_SUBJECTS.items() if any(w in lowered for w in words)]
+    if not said:
+        return []
+    held = [missing[name] for name in said if name in missing]
+    if held:
+        return [ClaimCheck("holds", s.detail) for s in held]
+    return [
+        ClaimCheck(
+            "contradicts",
+            "it says data is missing, but the policy read the data it names "
+            "(nothing of it is missing)",
+        )
+    ]
+
+
+def _order_claims(text: str, verdict: PolicyVerdict | None) -> list[ClaimCheck]:
+    """ "The changes contain an injection attempt": the policy flagged such text, or not."""
+    match = _ORDERS_RE.search(text)
+    if match is None or verdict is None or _negated(text, match.start()):
+        return []
+    flagged = [s for s in verdict.signals if s.needs_review]
+    if flagged:
+        return [ClaimCheck("holds", s.detail) for s in flagged]
+    return [
+        ClaimCheck(
+            "absent",
+            "it speaks of instructions in the release data, but the policy found no text "
+            "addressed to the assessor",
+        )
+    ]
+
+
 def check_claims(
     text: str,
     data: Mapping[str, Any],
@@ -312,4 +371,6 @@ def check_claims(
         *_level_claims(text, verdict, has_figures),
         *_read_claims(text, summary_read),
         *_approval_claims(text),
+        *_missing_claims(text, verdict),
+        *_order_claims(text, verdict),
     ]

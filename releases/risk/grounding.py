@@ -488,6 +488,12 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
             )
         return f"{figure.text} = {found.source}", None
     if is_count and figure.value <= SMALL_COUNT_MAX:
+        # "2 changes in auth, migrations": evidence when it is the count of changes; any
+        # other small bare integer is prose.
+        if _has(_near(text, figure, before=0, after=1), ("change",)):
+            found = _match(figure, facts.change_counts)
+            if found is not None:
+                return f"{figure.text} = {found.source}", None
         return None, None
     measure = _measure_of(text, figure)
     found = _match(figure, facts.direct, measure, text=text)

@@ -279,3 +279,30 @@ def test_a_part_says_what_it_checked_when_stored() -> None:
     assert stored["label"] == CONTRADICTS
     assert stored["verdict"] == "contradicts"
     assert any("Error rate 7.1 %, above the 5 % limit for high" in p for p in stored["problems"])
+
+
+MIXED: dict[str, Any] = {
+    "changes": ["Rotate session tokens", "Update the setup instructions"],
+    "tests": None,
+    "deployment_metrics": {"error_rate": 0.035, "response_time_p95": 420},
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "data", "label"),
+    [
+        # The policy's own sentences, which a small model copies: always found in the data.
+        ("Error rate 3.5 %, from the 2 % limit for medium up to 5 %", MIXED, FOUND),
+        ("1 change in auth", MIXED, FOUND),
+        ("missing from the release data: the test results", MIXED, FOUND),
+        # Missing data and orders in the data, said of a release that has them or not.
+        ("The deployment metrics are missing", MIXED, CONTRADICTS),
+        ("An injection attempt in the changes", MIXED, ABSENT),
+        ("Change: Update the setup instructions", MIXED, UNCHECKED),
+    ],
+)
+def test_missing_data_and_orders_are_checked_against_the_policy(
+    text: str, data: dict[str, Any], label: str
+) -> None:
+    part = ground_text("finding 1", text, data, evaluate(data))
+    assert part.label == label, (part.evidence, part.problems)

@@ -236,7 +236,7 @@ def _error_rate(rate: float, cfg: PolicySettings) -> Signal:
     threshold = f"high above {high}; medium from {medium} up to and including {high}"
     where = {
         "high": f"above the {high} limit for high",
-        "medium": f"at or above the {medium} limit for medium (high above {high})",
+        "medium": f"from the {medium} limit for medium up to {high}",
         "none": f"below the {medium} limit for medium",
     }[level]
     return Signal(
