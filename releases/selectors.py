@@ -40,7 +40,6 @@ from releases.models import (
     RunStatus,
     Severity,
 )
-from releases.review_scenario import SUMMARY_TOOL
 from releases.trend import Trend, monday, weekly_trend
 
 # Filter values meaning "has none": never assessed, never run.
@@ -405,15 +404,6 @@ def run_for_api_token(token: str) -> Conversation | None:
         .filter(api_token_hash=hash_token(token), status__in=RunStatus.active())
         .first()
     )
-
-
-def read_the_summary(run: Conversation) -> bool:
-    """Did this run obtain its release's summary (a get_release_summary call that did not
-    fail)? A report saying the data could not be read is checked against this."""
-    results = Message.objects.filter(
-        conversation=run, role=Message.Role.TOOL, metadata__tool_name=SUMMARY_TOOL
-    ).values_list("metadata", flat=True)
-    return any(not (metadata or {}).get("is_error") for metadata in results)
 
 
 def run_messages(run: Conversation) -> list[Message]:

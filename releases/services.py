@@ -27,7 +27,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import selectors, verdicts, workers
+from releases import verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -156,7 +156,7 @@ def file_checked_report(
         cfg=judged.settings,
         refused_before=refused_before,
         shown=judged.for_agent(),
-        summary_read=selectors.read_the_summary(conversation) if conversation else None,
+        summary_read=verdicts.read_the_summary(conversation) if conversation else None,
     )
     if decision.refused:
         assert conversation is not None
