@@ -16,7 +16,7 @@
 The distributions, the Wilson interval and both tests are scipy.stats's (`t`, `beta`,
 `binomtest(...).proportion_ci(method="wilson")`, `fisher_exact`, `ttest_ind_from_stats`):
 until issue #20 they were written by hand here; `stats_test.py` checks that scipy's
-reproduce the figures the hand-written ones gave (evals/testdata/stats_figures_*).
+reproduce the figures the hand-written ones gave (evals/testdata/stats/).
 
 Pooling across scenarios (`pool`) is exact for means and standard deviations. It treats all
 trials of a run as one sample, ignoring that scenarios differ in difficulty; that inflates

@@ -207,13 +207,13 @@ def test_run_summary_pools_the_scenarios() -> None:
 
 # --------------------------------------------------------------------------------------------
 # The move to scipy.stats (issue #20): the figures the hand-written functions gave, recorded
-# on a table of inputs before the move (evals/testdata/stats_figures_record.py), reproduced.
+# on a table of inputs before the move (evals/testdata/stats/record_figures.py), reproduced.
 # The hand-written code converged to ~1e-11 (bisection for t_ppf, a continued fraction for
 # betainc); measured, the largest relative difference is 5.4e-11 (t_ppf at df = 1).
 # --------------------------------------------------------------------------------------------
 
 BEFORE = json.loads(
-    (Path(__file__).parent / "testdata/stats_figures_before_scipy.json").read_text()
+    (Path(__file__).parent / "testdata/stats/figures_before_scipy.json").read_text()
 )
 REL, ABS = 1e-9, 1e-12
 

@@ -2,8 +2,8 @@
 
 Run once on the hand-written implementation (commit fa5ef9a, before the move to scipy.stats):
 
-    PYTHONPATH=. uv run python evals/testdata/stats_figures_record.py \
-        > evals/testdata/stats_figures_before_scipy.json
+    PYTHONPATH=. uv run python evals/testdata/stats/record_figures.py \
+        > evals/testdata/stats/figures_before_scipy.json
 
 `evals/stats_test.py` then asserts that the scipy-based functions reproduce every figure in
 that file. Running it again on the current code shows the figures as they are now.
