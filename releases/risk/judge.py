@@ -174,7 +174,12 @@ class MetricJudgement:
     sentence: str
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON data (an infinite ratio, from a baseline of 0, is None)."""
+        data = asdict(self)
+        for key in ("ratio", "worsening"):
+            if data[key] is not None and not math.isfinite(data[key]):
+                data[key] = None
+        return data
 
 
 @dataclass(frozen=True, slots=True)
