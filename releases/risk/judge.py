@@ -89,7 +89,7 @@ DEFAULT_METRICS: dict[str, MetricSettings] = {
         label="p95 latency", unit="ms", allowed_ratio=1.5, min_absolute_change=50.0
     ),
     "latency_p50_ms": MetricSettings(
-        label="median latency", unit="ms", allowed_ratio=1.5, min_absolute_change=25.0
+        label="p50 latency", unit="ms", allowed_ratio=1.5, min_absolute_change=25.0
     ),
 }
 
@@ -400,7 +400,7 @@ def _with_sentence(
     elif m.reason == "below_minimum_change":
         assert m.absolute_change is not None
         text += (
-            f", but by {_change(m.absolute_change, metric)}, under the "
+            f", but by {_change(m.absolute_change, metric)}, under the minimum of "
             f"{_change(metric.min_absolute_change, metric)} that counts as a change."
         )
     else:
