@@ -407,7 +407,7 @@ def _with_sentence(
         beyond = "above" if m.bad_direction == "increase" else "beyond"
         text += f", {beyond} the {allowed} times allowed."
         if m.critical:
-            text += f" {_cap(m.label)} is a critical metric: this fails the release."
+            text += f" {_cap(m.label)} is a critical metric: this fails the judgement on its own."
     return _replace_sentence(m, text)
 
 
@@ -475,10 +475,11 @@ def _share(fraction: float) -> str:
 
 
 def _ratio(value: float, allowed: float | None = None) -> str:
-    """A ratio to one decimal from 2 up ("2.2"), to two below ("1.19", "0.46"), with more
-    when it would otherwise read as the allowed ratio (1.503 is not written "1.50 times"
-    beside "the 1.5 times allowed")."""
-    for decimals in (1, 2, 3, 4) if value >= 2 else (2, 3, 4):
+    """A ratio as a whole number from 10 up ("15"), to one decimal from 2 up ("2.2"), to two
+    below ("1.19", "0.46"), with more when it would otherwise read as the allowed ratio
+    (1.503 is not written "1.50 times" beside "the 1.5 times allowed")."""
+    first = 0 if value >= 10 else 1 if value >= 2 else 2
+    for decimals in range(first, first + 4):
         if allowed is None or value == allowed or round(value, decimals) != allowed:
             break
     return f"{value:,.{decimals}f}"
