@@ -27,7 +27,7 @@ Every metric's judgement carries a sentence with its figures and units ("p95 lat
 from a median of 420 ms to 910 ms over 60 samples each (Mann-Whitney p < 0.001), 2.2 times
 the baseline, above the 1.5 times allowed."); error rates are written as percentages.
 
-Plain Python (no Django): the risk policy and the release API's metric history use it.
+Plain Python (no Django), for the risk policy and the release API's metric history (issue #20).
 """
 
 from __future__ import annotations
