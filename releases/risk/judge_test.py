@@ -301,3 +301,20 @@ def test_settings_round_trip_as_data() -> None:
     assert again == settings
     assert JudgeSettings().for_metric(P95).label == "p95 latency"
     assert JudgeSettings().for_metric("queue_depth").label == "queue_depth"
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33])
+def test_a_decrease_that_is_bad_is_judged_as_the_mirror_of_an_increase(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    baseline = rng.normal(100, 10, 40).tolist()
+    current = rng.normal(100 - 10 * (seed - 31), 10, 40).tolist()
+    down = JudgeSettings(default_metric=MetricSettings(bad_direction="decrease"))
+    up = JudgeSettings(default_metric=MetricSettings(bad_direction="increase"))
+
+    fall = judge_metric("throughput", baseline, current, down)
+    rise = judge_metric("throughput", [-v for v in baseline], [-v for v in current], up)
+
+    assert fall.p_value == pytest.approx(rise.p_value, rel=1e-12)
+    assert fall.absolute_change == pytest.approx(rise.absolute_change)
+    # The rank test and the change are mirrored; the ratio is not (negative values).
+    assert (fall.p_value < 0.05) == (rise.p_value < 0.05) == (seed != 31)
