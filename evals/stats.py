@@ -29,10 +29,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as scipy_stats
 
 from evals.evaluators.trial import TrialResult
 from evals.scenario import Scenario
@@ -46,22 +46,32 @@ Alternative = Literal["two-sided", "greater", "less"]
 # --------------------------------------------------------------------------------------------
 
 
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported on first use rather than with this module: Django imports this
+    module in every process (through evals.models), and scipy.stats takes about a second to
+    import on an idle machine (measured 10 s on the 2 shared cores under load), which the
+    web server and a worker running assessments would pay for nothing."""
+    from scipy import stats
+
+    return stats
+
+
 def betainc(a: float, b: float, x: float) -> float:
     """The regularised incomplete beta function I_x(a, b): the Beta(a, b) distribution
     function at x (0 below the interval [0, 1], 1 above it)."""
-    return float(scipy_stats.beta.cdf(x, a, b))
+    return float(_scipy_stats().beta.cdf(x, a, b))
 
 
 def t_sf(t: float, df: float) -> float:
     """P(T > t) for Student's t with `df` degrees of freedom."""
-    return float(scipy_stats.t.sf(t, df))
+    return float(_scipy_stats().t.sf(t, df))
 
 
 def t_ppf(p: float, df: float) -> float:
     """The p-quantile of Student's t."""
     if not 0.0 < p < 1.0:
         raise ValueError("p must be in (0, 1)")
-    return float(scipy_stats.t.ppf(p, df))
+    return float(_scipy_stats().t.ppf(p, df))
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,8 +96,9 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> Interval | None:
     if not 0 <= successes <= n:
         raise ValueError("successes must be between 0 and n")
     # The interval at z standard errors is the one at confidence 1 - 2 * P(Z > z).
-    confidence = 1.0 - 2.0 * float(scipy_stats.norm.sf(z))
-    ci = scipy_stats.binomtest(successes, n).proportion_ci(confidence, method="wilson")
+    stats = _scipy_stats()
+    confidence = 1.0 - 2.0 * float(stats.norm.sf(z))
+    ci = stats.binomtest(successes, n).proportion_ci(confidence, method="wilson")
     low = 0.0 if successes == 0 else max(0.0, float(ci.low))
     high = 1.0 if successes == n else min(1.0, float(ci.high))
     return Interval(low=low, high=high)
@@ -157,7 +168,7 @@ def fisher_exact(a: int, b: int, c: int, d: int, alternative: Alternative = "two
         raise ValueError("counts must be non-negative")
     if a + b == 0 or c + d == 0:
         return 1.0  # one group has no trials: nothing to compare
-    result = scipy_stats.fisher_exact([[a, b], [c, d]], alternative=alternative)
+    result = _scipy_stats().fisher_exact([[a, b], [c, d]], alternative=alternative)
     return min(1.0, float(result.pvalue))
 
 
@@ -182,7 +193,7 @@ def welch_p_value(baseline: MeanStat, current: MeanStat) -> float | None:
     if baseline.sd == 0.0 and current.sd == 0.0:
         # No noise on either side: any drop is certain, anything else is not a drop.
         return 0.0 if baseline.mean > current.mean else 1.0
-    result = scipy_stats.ttest_ind_from_stats(
+    result = _scipy_stats().ttest_ind_from_stats(
         baseline.mean,
         baseline.sd,
         baseline.n,

@@ -36,11 +36,13 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as scipy_stats
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Outcome = Literal["pass", "fail", "too_little_data"]
 Reason = Literal[
@@ -137,7 +139,7 @@ class Window:
     def of(cls, values: np.ndarray) -> Window:
         if values.size == 0:
             return cls(n=0)
-        q1, median, q3 = np.percentile(values, [25, 50, 75])
+        q1, median, q3 = _numpy().percentile(values, [25, 50, 75])
         return cls(
             n=int(values.size),
             median=float(median),
@@ -263,7 +265,8 @@ def judge_metric(
             **fields,
         )
     worse = "greater" if metric.bad_direction == "increase" else "less"
-    p_value = float(scipy_stats.mannwhitneyu(current_values, base_values, alternative=worse).pvalue)
+    test = _scipy_stats().mannwhitneyu(current_values, base_values, alternative=worse)
+    p_value = float(test.pvalue)
     if math.isnan(p_value):  # no variation at all: nothing shifted
         p_value = 1.0
     before, after = base.centre(metric.effect), now.centre(metric.effect)
@@ -297,14 +300,30 @@ def judge_metric(
     return _with_sentence(judgement, metric, settings)
 
 
+def _numpy() -> ModuleType:
+    import numpy
+
+    return numpy
+
+
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported on the first judgement rather than with this module: it takes
+    about a second to import on an idle machine (10 s measured on the 2 shared cores under
+    load), and most processes that import the risk policy never judge a metric."""
+    from scipy import stats
+
+    return stats
+
+
 def _samples(name: str, window: str, values: Sequence[float]) -> np.ndarray:
+    numpy = _numpy()
     try:
-        array = np.asarray(values, dtype=float)
+        array = numpy.asarray(values, dtype=float)
     except (TypeError, ValueError) as error:
         raise ValueError(f"metric {name!r}: the {window}'s samples are not numbers") from error
     if array.ndim != 1:
         raise ValueError(f"metric {name!r}: the {window}'s samples must be a flat list")
-    if not np.isfinite(array).all():
+    if not numpy.isfinite(array).all():
         raise ValueError(f"metric {name!r}: the {window}'s samples include NaN or infinity")
     return array
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -318,3 +321,17 @@ def test_a_decrease_that_is_bad_is_judged_as_the_mirror_of_an_increase(seed: int
     assert fall.absolute_change == pytest.approx(rise.absolute_change)
     # The rank test and the change are mirrored; the ratio is not (negative values).
     assert (fall.p_value < 0.05) == (rise.p_value < 0.05) == (seed != 31)
+
+
+def test_importing_the_judge_and_the_eval_statistics_leaves_scipy_for_later() -> None:
+    # Django imports evals.stats in every process, and the risk policy will import the judge
+    # in every worker: scipy.stats (about a second to import) loads on the first judgement.
+    code = (
+        "import sys, releases.risk.judge, evals.stats; "
+        "print(sorted({'scipy', 'numpy'} & set(sys.modules)))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
