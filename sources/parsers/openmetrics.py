@@ -1,12 +1,18 @@
 """Metric samples from OpenMetrics / Prometheus text exposition files, and the release's metric
 summary (error rate, p95 response time) derived from samples.
 
-Parsing is done by `prometheus_client` (the Prometheus project's own Python client): its
-`openmetrics.parser` checks the OpenMetrics rules (`# EOF`, histogram buckets in order, counts
-that match, no NaN in counters) and its `parser` reads the older Prometheus text format. Both
-raise a bare `ValueError`, often without the line, so this module feeds them the text line by
-line, counts the lines it handed over, and turns any refusal into `MetricsFormatError` with the
-file's name and that line. A file is read whole only after its size was checked against a limit.
+Parsing is done by `prometheus_client` (the Prometheus project's own Python client), with its
+`parser.text_fd_to_metric_families`, which reads label escapes, names and values of both the
+Prometheus text format and OpenMetrics. Its OpenMetrics parser (`openmetrics.parser`) is
+stricter but, as of 0.26.0, drops the buckets of every point after the first of a histogram
+whose points carry timestamps (then refuses the file for a missing +Inf bucket): exactly the
+files a backfill or an export holds. So OpenMetrics goes through the text parser too, with its
+own rules added here (`# EOF` last, timestamps in seconds where the text format has
+milliseconds); `openmetrics_test.py` keeps a check that tells when the strict parser is usable.
+The parser raises a bare `ValueError`, often without the line, so this module feeds it the
+text line by line, counts the lines it handed over, and turns any refusal into
+`MetricsFormatError` with the file's name and that line. A file is read only after its size
+was checked against a limit.
 
 Values NaN, +Inf and -Inf are *missing* (`value=None`), never zero.
 
@@ -27,14 +33,13 @@ import io
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from prometheus_client import parser as prometheus_text
-from prometheus_client.openmetrics import parser as openmetrics_text
 
 # A release's metrics export is small; a file this big is a mistake (or an attack).
 MAX_BYTES = 20 * 1024 * 1024
@@ -103,18 +108,18 @@ def parse_metrics(
     text = data if isinstance(data, str) else _decode(data, source)
     if format == "auto":
         format = "openmetrics" if _last_line(text) == "# EOF" else "prometheus"
-    families: Callable[[Iterable[str]], Iterable[Any]] = (
-        openmetrics_text.text_fd_to_metric_families
-        if format == "openmetrics"
-        else prometheus_text.text_fd_to_metric_families
-    )
+    elif format == "openmetrics" and _last_line(text) != "# EOF":
+        lines = len(text.splitlines())
+        raise MetricsFormatError(source, lines, "OpenMetrics ends with a line '# EOF'; not found")
+    # The text format stamps in milliseconds (the parser divides by 1000), OpenMetrics in seconds.
+    to_seconds = 1000.0 if format == "openmetrics" else 1.0
     counter = _LineCounter(io.StringIO(text, newline="\n"))
     records: list[MetricSampleRecord] = []
     try:
-        for family in families(counter):
-            records.extend(_record(sample) for sample in family.samples)
-    # The parsers are lax about how they fail: besides ValueError, an odd line can surface as
-    # an IndexError or KeyError from inside them. All of it means "this file is malformed".
+        for family in prometheus_text.text_fd_to_metric_families(counter):
+            records.extend(_record(sample, to_seconds) for sample in family.samples)
+    # The parser is lax about how it fails: besides ValueError, an odd line can surface as an
+    # IndexError or KeyError from inside it. All of it means "this file is malformed".
     except (ValueError, IndexError, KeyError, TypeError) as error:
         reason = str(error) or "not valid in this format"
         raise MetricsFormatError(
@@ -158,10 +163,11 @@ class _LineCounter:
         return line
 
 
-def _record(sample: Any) -> MetricSampleRecord:
+def _record(sample: Any, to_seconds: float) -> MetricSampleRecord:
     timestamp = None
     if sample.timestamp is not None:
-        timestamp = datetime.fromtimestamp(float(sample.timestamp), tz=UTC)
+        seconds = round(float(sample.timestamp) * to_seconds, 6)
+        timestamp = datetime.fromtimestamp(seconds, tz=UTC)
     return MetricSampleRecord(
         name=sample.name,
         labels=tuple(sorted(sample.labels.items())),
