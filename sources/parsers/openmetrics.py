@@ -296,13 +296,16 @@ def _series(samples: Iterable[MetricSampleRecord]) -> dict[Labels, list[MetricSa
 def increase(points: list[MetricSampleRecord]) -> float | None:
     """How much a counter grew over its points: last minus first, a drop read as a reset (the
     counter restarted from zero, as PromQL's `increase` reads it), without PromQL's
-    extrapolation to the window's edges. One point, or points without timestamps, is taken as
-    the count itself. None when no point has a value."""
+    extrapolation to the window's edges. Points without timestamps (one scrape) are taken as
+    the count itself. None when no point has a value, or when only one timestamped point lies
+    in the window (PromQL has no rate for it either)."""
     present = [point for point in points if point.value is not None]
     if not present:
         return None
-    if len(present) == 1 or any(point.timestamp is None for point in present):
+    if any(point.timestamp is None for point in present):
         return present[-1].value
+    if len(present) < 2:
+        return None
     present.sort(key=lambda point: point.timestamp or datetime.min.replace(tzinfo=UTC))
     grown = 0.0
     previous = present[0].value or 0.0

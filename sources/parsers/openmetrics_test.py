@@ -222,9 +222,13 @@ def test_an_error_rate_above_one_or_a_negative_p95_is_refused() -> None:
         summarize([sample("detective_response_time_p95_ms", -3)])
 
 
-def test_increase_of_unstamped_or_empty_points() -> None:
+def test_increase_of_unstamped_lone_or_empty_points() -> None:
     assert increase([sample("c", None, 0)]) is None
+    # One scrape without a timestamp: the count itself.
     assert increase([sample("c", 7.0)]) == 7.0
+    # One timestamped point in the window: no increase can be told (not its running total).
+    assert increase([sample("c", 7.0, 0)]) is None
+    assert increase([sample("c", 7.0, 0), sample("c", 9.0, 1)]) == 2.0
 
 
 @pytest.mark.parametrize(

@@ -127,6 +127,55 @@ class MetricsConfig:
         return self.services.get(service, self.default)
 
 
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: str | int | float) -> timedelta:
+    """Seconds (a number) or a simple PromQL duration (`90s`, `5m`, `1h`) as a timedelta."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    match = _DURATION.match(str(value).strip())
+    if not match:
+        raise QueryTemplateError(f"{value!r} is not a duration (seconds, or like 90s, 5m, 1h)")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def queries_from_mapping(settings: Mapping[str, Any]) -> MetricQueries:
+    """One service's queries from plain settings (e.g. a JSON object): the keys of
+    MetricQueries, durations as seconds or `5m`; anything not given keeps its default."""
+    known = {"error_rate", "response_time_p95", "response_time_p95_factor", "rate_interval", "step"}
+    unknown = set(settings) - known
+    if unknown:
+        raise QueryTemplateError(
+            f"unknown metric query settings {sorted(unknown)}; known: {sorted(known)}"
+        )
+    values: dict[str, Any] = dict(settings)
+    for key in ("rate_interval", "step"):
+        if key in values:
+            values[key] = parse_duration(values[key])
+    if "response_time_p95_factor" in values:
+        values["response_time_p95_factor"] = float(values["response_time_p95_factor"])
+    return MetricQueries(**values)
+
+
+def config_from_mapping(settings: Mapping[str, Any]) -> MetricsConfig:
+    """`{"default": {...}, "services": {"checkout": {...}}}` as a MetricsConfig; a service's
+    settings fill in over the default's."""
+    unknown = set(settings) - {"default", "services"}
+    if unknown:
+        raise QueryTemplateError(f"unknown metrics settings {sorted(unknown)}")
+    default_settings = dict(settings.get("default") or {})
+    services = settings.get("services") or {}
+    return MetricsConfig(
+        default=queries_from_mapping(default_settings),
+        services={
+            str(name): queries_from_mapping({**default_settings, **dict(own)})
+            for name, own in services.items()
+        },
+    )
+
+
 def promql_string(value: str) -> str:
     """`value` as the inside of a double-quoted PromQL string."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -367,17 +416,20 @@ def window_metrics(
     """One window's samples (range queries) and figures (instant queries at its end, over its
     length). A window still open is cut at `now`; one not begun yet has nothing (missing)."""
     now = now or datetime.now(tz=UTC)
-    end = min(window.end, now)
-    if end - window.start < timedelta(seconds=1):
+    # Whole seconds, as a PromQL duration needs (a deploy or a `now` carries microseconds).
+    length = timedelta(seconds=int((min(window.end, now) - window.start).total_seconds()))
+    if length < timedelta(seconds=1):
         return WindowMetrics(window, (), MetricSummary())
+    end = window.start + length
     samples: list[MetricSampleRecord] = []
     figures: dict[str, float | None] = {}
     for key, (template, factor) in queries.templates().items():
-        over_window = render(template, service=service, version=version, window=end - window.start)
+        over_window = render(template, service=service, version=version, window=length)
         answer = client.query(over_window, end, name=key)
         figures[key] = _single(client, key, answer, factor)
         per_step = render(template, service=service, version=version, window=queries.rate_interval)
-        step = max(queries.step, (end - window.start) / 10_000)
+        # Prometheus answers at most 11,000 points a series.
+        step = max(queries.step, length / 10_000)
         for sample in client.query_range(per_step, window.start, end, step, name=key):
             value = None if sample.value is None else sample.value * factor
             samples.append(MetricSampleRecord(key, sample.labels, sample.timestamp, value))

@@ -25,6 +25,8 @@ from sources.parsers.prometheus import (
     Window,
     WindowMetrics,
     baseline_window,
+    config_from_mapping,
+    parse_duration,
     promql_duration,
     release_metrics,
     release_window,
@@ -104,6 +106,45 @@ def test_per_service_queries_and_the_default() -> None:
     config = MetricsConfig(services={"search": special})
     assert config.for_service("search") is special
     assert config.for_service("checkout") == MetricQueries()
+
+
+def test_config_from_plain_settings_with_service_overrides() -> None:
+    config = config_from_mapping(
+        {
+            "default": {"rate_interval": "2m", "step": 30},
+            "services": {
+                "search": {"response_time_p95": "max(p95_ms)", "response_time_p95_factor": 1}
+            },
+        }
+    )
+    assert config.default == MetricQueries(
+        rate_interval=timedelta(minutes=2), step=timedelta(seconds=30)
+    )
+    search = config.for_service("search")
+    assert (search.response_time_p95, search.response_time_p95_factor) == ("max(p95_ms)", 1.0)
+    # The service's settings fill in over the default's.
+    assert search.rate_interval == timedelta(minutes=2)
+    assert search.error_rate == MetricQueries().error_rate
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"default": {"p95": "x"}},
+        {"services": {"s": {"step": "five minutes"}}},
+        {"service": {}},
+        {"default": {"error_rate": "rate(x[{windw}])"}},
+    ],
+)
+def test_bad_settings_are_refused_by_name(settings: dict[str, Any]) -> None:
+    with pytest.raises(QueryTemplateError):
+        config_from_mapping(settings)
+
+
+def test_durations_in_settings() -> None:
+    assert parse_duration("90s") == timedelta(seconds=90)
+    assert parse_duration("1h") == timedelta(hours=1)
+    assert parse_duration(300) == timedelta(minutes=5)
 
 
 def test_release_window_and_baselines() -> None:
@@ -300,6 +341,23 @@ def test_a_window_still_open_stops_at_now_and_one_not_begun_asks_nothing(
     )
     assert future.summary.as_dict() == {} and future.samples == ()
     assert route.call_count == calls
+
+
+def test_a_now_with_microseconds_gives_a_whole_second_window(
+    router: respx.MockRouter, client: PrometheusClient
+) -> None:
+    route = router.route(path__startswith="/api/v1/query").mock(side_effect=answer_by_key)
+    now = T0 + timedelta(minutes=10, seconds=3, microseconds=250_000)
+    window_metrics(
+        client,
+        MetricQueries(),
+        Window(T0, T0 + timedelta(minutes=30)),
+        service="s",
+        version="1",
+        now=now,
+    )
+    assert "[603s]" in route.calls[0].request.url.params["query"]
+    assert route.calls[0].request.url.params["time"] == f"{(T0.timestamp() + 603):.3f}"
 
 
 def test_several_series_for_one_figure_is_an_error(
