@@ -34,18 +34,43 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from prometheus_client import parser as prometheus_text
 
+from sources.parsers.records import Labels, MetricSampleRecord, MetricSummary, finite
+from sources.parsers.windows import (
+    DEFAULT_WINDOW,
+    ReleaseMetrics,
+    Window,
+    WindowMetrics,
+    baseline_window,
+    release_window,
+)
+
+__all__ = [
+    "MetricSampleRecord",
+    "MetricSummary",
+    "MetricValueError",
+    "MetricsFormatError",
+    "Scaled",
+    "SummaryNames",
+    "file_release_metrics",
+    "finite",
+    "histogram_quantile",
+    "increase",
+    "parse_metrics",
+    "parse_metrics_file",
+    "summarize",
+]
+
 # A release's metrics export is small; a file this big is a mistake (or an attack).
 MAX_BYTES = 20 * 1024 * 1024
 
 Format = Literal["auto", "openmetrics", "prometheus"]
-Labels = tuple[tuple[str, str], ...]
 
 
 class MetricsFormatError(ValueError):
@@ -63,23 +88,6 @@ class MetricsFormatError(ValueError):
 class MetricValueError(ValueError):
     """A mapped value cannot be what its summary key says (an error rate above 1, a negative
     duration): the mapping or the query is wrong, and guessing would hide it."""
-
-
-@dataclass(frozen=True)
-class MetricSampleRecord:
-    name: str
-    # Sorted (name, value) pairs, so equal label sets compare and hash equal.
-    labels: Labels
-    timestamp: datetime | None
-    # None: missing (NaN, +Inf, -Inf, or no data); never stands in for zero.
-    value: float | None
-
-
-def finite(value: float | None) -> float | None:
-    """The value, or None when it is missing (None, NaN, +Inf, -Inf)."""
-    if value is None or math.isnan(value) or math.isinf(value):
-        return None
-    return float(value)
 
 
 def parse_metrics_file(
@@ -214,21 +222,6 @@ class SummaryNames:
     quantile: float = 0.95
 
 
-@dataclass(frozen=True)
-class MetricSummary:
-    """The release's metric figures; None is missing."""
-
-    error_rate: float | None = None
-    response_time_p95: float | None = None
-    # Which names each came from, for the ingestion's record and for people reading it.
-    origin: dict[str, str] = field(default_factory=dict, compare=False)
-
-    def as_dict(self) -> dict[str, float]:
-        """The summary's `deployment_metrics` keys, the missing ones left out."""
-        figures = {"error_rate": self.error_rate, "response_time_p95": self.response_time_p95}
-        return {key: value for key, value in figures.items() if value is not None}
-
-
 def summarize(
     samples: Iterable[MetricSampleRecord],
     names: SummaryNames | None = None,
@@ -268,6 +261,33 @@ def summarize(
     if origin_name and p95 is not None:
         origin["response_time_p95"] = origin_name
     return MetricSummary(error_rate=error_rate, response_time_p95=p95, origin=origin)
+
+
+def file_release_metrics(
+    samples: Iterable[MetricSampleRecord],
+    names: SummaryNames | None = None,
+    *,
+    deploy_time: datetime,
+    previous_deploy_time: datetime | None = None,
+    length: timedelta = DEFAULT_WINDOW,
+) -> ReleaseMetrics:
+    """A file's samples split into the release's window and its baseline (the same windows as
+    from Prometheus), each with its figures. A sample without a timestamp is a scrape taken for
+    the release: it counts in the release's window only."""
+    samples = list(samples)
+    own = release_window(deploy_time, length)
+    base = baseline_window(own, previous_deploy_time)
+
+    def window_of(window: Window, undated: bool) -> WindowMetrics:
+        kept = tuple(
+            sample
+            for sample in samples
+            if (sample.timestamp is None and undated)
+            or (sample.timestamp is not None and window.start <= sample.timestamp <= window.end)
+        )
+        return WindowMetrics(window, kept, summarize(kept, names))
+
+    return ReleaseMetrics(release=window_of(own, undated=True), baseline=window_of(base, False))
 
 
 def _inside(moment: datetime | None, start: datetime | None, end: datetime | None) -> bool:

@@ -13,6 +13,7 @@ from sources.parsers.openmetrics import (
     MetricValueError,
     Scaled,
     SummaryNames,
+    file_release_metrics,
     histogram_quantile,
     increase,
     parse_metrics,
@@ -265,3 +266,37 @@ def test_histogram_quantile_is_missing_where_promql_answers_nan(
     q: float, buckets: dict[float, float]
 ) -> None:
     assert histogram_quantile(q, buckets) is None
+
+
+def test_a_file_splits_into_the_release_window_and_the_previous_release_window() -> None:
+    previous = at(-120)
+    samples = [
+        # The previous release's half hour: 1 error in 100.
+        sample("http_requests_total", 1000, -120, code="200"),
+        sample("http_requests_total", 1099, -90, code="200"),
+        sample("http_requests_total", 10, -120, code="500"),
+        sample("http_requests_total", 11, -90, code="500"),
+        # Between the two windows: in neither.
+        sample("http_requests_total", 5000, -60, code="500"),
+        # The release's half hour, and a scrape without a timestamp: 30 errors in 100.
+        sample("detective_error_rate", 0.3),
+        sample("detective_response_time_p95_ms", 640, 15),
+    ]
+    metrics = file_release_metrics(samples, deploy_time=T0, previous_deploy_time=previous)
+    assert metrics.release.window.start == T0
+    assert metrics.baseline.window.start == previous
+    assert metrics.deployment_metrics() == pytest.approx(
+        {"error_rate": 0.3, "response_time_p95": 640.0, "error_rate_baseline": 0.01}
+    )
+    assert len(metrics.release.samples) == 2
+    assert len(metrics.baseline.samples) == 4
+
+
+def test_a_file_without_a_previous_release_has_its_baseline_a_week_earlier() -> None:
+    samples = [
+        sample("detective_error_rate", 0.02, -7 * 24 * 60 + 10),
+        sample("detective_error_rate", 0.05, 10),
+    ]
+    metrics = file_release_metrics(samples, deploy_time=T0)
+    assert metrics.release.summary.error_rate == pytest.approx(0.05)
+    assert metrics.baseline.summary.error_rate == pytest.approx(0.02)

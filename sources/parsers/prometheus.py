@@ -31,7 +31,15 @@ from typing import Any
 
 import httpx
 
-from sources.parsers.openmetrics import MetricSampleRecord, MetricSummary, finite
+from sources.parsers.records import MetricSampleRecord, MetricSummary, finite
+from sources.parsers.windows import (
+    DEFAULT_WINDOW,
+    ReleaseMetrics,
+    Window,
+    WindowMetrics,
+    baseline_window,
+    release_window,
+)
 
 
 class PrometheusError(Exception):
@@ -67,8 +75,6 @@ class QueryTemplateError(ValueError):
     pass
 
 
-DEFAULT_WINDOW = timedelta(minutes=30)
-BASELINE_OFFSET = timedelta(weeks=1)
 DEFAULT_TIMEOUT = 10.0
 
 # The summary keys, their PromQL defaults, and the factor into the summary's unit.
@@ -356,52 +362,6 @@ def _unix(moment: datetime) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Windows and the release's metrics
-
-
-@dataclass(frozen=True)
-class Window:
-    start: datetime
-    end: datetime
-
-    @property
-    def length(self) -> timedelta:
-        return self.end - self.start
-
-
-def release_window(deploy_time: datetime, length: timedelta = DEFAULT_WINDOW) -> Window:
-    """The release's own window: from its deploy time, `length` long."""
-    return Window(deploy_time, deploy_time + length)
-
-
-def baseline_window(release: Window, previous_deploy_time: datetime | None = None) -> Window:
-    """The previous release's window (as long as this one's, but never past this deploy), or
-    with no previous release, this window a week earlier."""
-    if previous_deploy_time is not None and previous_deploy_time < release.start:
-        end = min(previous_deploy_time + release.length, release.start)
-        return Window(previous_deploy_time, end)
-    return Window(release.start - BASELINE_OFFSET, release.end - BASELINE_OFFSET)
-
-
-@dataclass(frozen=True)
-class WindowMetrics:
-    window: Window
-    # Range-query samples named by summary key (`error_rate`, `response_time_p95` in ms).
-    samples: tuple[MetricSampleRecord, ...]
-    summary: MetricSummary
-
-
-@dataclass(frozen=True)
-class ReleaseMetrics:
-    release: WindowMetrics
-    baseline: WindowMetrics
-
-    def deployment_metrics(self) -> dict[str, float]:
-        """The summary's `deployment_metrics`: the release's figures and, as `<key>_baseline`,
-        the baseline's; missing ones left out."""
-        figures = self.release.summary.as_dict()
-        for key, value in self.baseline.summary.as_dict().items():
-            figures[f"{key}_baseline"] = value
-        return figures
 
 
 def window_metrics(
