@@ -168,7 +168,44 @@ class _LineCounter:
     def __next__(self) -> str:
         line = next(self._lines)
         self.line += 1
+        _check_fields(line)
         return line
+
+
+def _check_fields(line: str) -> None:
+    """A sample line is a name, labels, a value and an optional timestamp. The client's parser
+    takes the *last* field as the timestamp, so `x 1 2 3`, or an exemplar after the value,
+    would pass with a wrong time: refused here instead."""
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return
+    rest = _after_labels(text)
+    fields = len(rest.split())
+    if fields > 2:
+        raise ValueError(
+            f"{fields} fields after the name and labels, where a value and an optional "
+            "timestamp go (exemplars are not accepted)"
+        )
+
+
+def _after_labels(text: str) -> str:
+    """What follows a sample's name and labels (a quote-aware walk to the closing brace)."""
+    brace = text.find("{")
+    space = min((i for i in (text.find(" "), text.find("\t")) if i >= 0), default=len(text))
+    if brace < 0 or brace > space:
+        return text[space:]
+    quoted = escaped = False
+    for index in range(brace + 1, len(text)):
+        char = text[index]
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = quoted
+        elif char == '"':
+            quoted = not quoted
+        elif char == "}" and not quoted:
+            return text[index + 1 :]
+    return ""
 
 
 def _record(sample: Any, to_seconds: float) -> MetricSampleRecord:

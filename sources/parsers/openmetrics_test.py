@@ -89,6 +89,9 @@ def test_nan_and_infinities_are_missing_never_zero() -> None:
         ('ok 1\nbroken{service="x" 2\nok 3\n', 2),
         ("ok 1\nok 2\nnot_a_number abc\n", 3),
         ('a{le="1",le="2"} 1\n', 1),
+        # The client's parser would take the last field for the timestamp: refused instead.
+        ("ok 1\nx 1 2 3\n", 2),
+        ('ok 1\nok 2\nx_bucket{le="1"} 5 # {trace_id="a"} 1.0 123\n', 3),
     ],
 )
 def test_a_malformed_file_is_refused_with_its_name_and_line(text: str, line: int) -> None:
@@ -97,6 +100,12 @@ def test_a_malformed_file_is_refused_with_its_name_and_line(text: str, line: int
     assert refused.value.source == "deploy.prom"
     assert refused.value.line == line
     assert str(refused.value).startswith(f"deploy.prom, line {line}: ")
+
+
+def test_braces_and_spaces_inside_label_values_are_label_text() -> None:
+    [only] = parse_metrics('x{a="} 3 4",b="q\\"}"} 1 2000\n', source="m.prom")
+    assert only.labels == (("a", "} 3 4"), ("b", 'q"}'))
+    assert (only.value, only.timestamp) == (1.0, datetime(1970, 1, 1, 0, 0, 2, tzinfo=UTC))
 
 
 def test_openmetrics_asked_for_must_end_with_eof() -> None:
