@@ -2,7 +2,7 @@
 range `/api/v1/query_range`), with PromQL templates configurable per service.
 
 The errors this module raises, all translated from httpx and from Prometheus's answers in one
-place (`PrometheusClient._get`):
+place (`PrometheusClient._get`, with `_translated` for the transport):
 
     PrometheusError                 anything that kept the query from giving an answer
     ├── PrometheusUnreachable       the server could not be reached (refused, DNS, TLS, ...)
@@ -14,9 +14,9 @@ place (`PrometheusClient._get`):
     QueryTemplateError (ValueError) a PromQL template with a placeholder this module does not fill
 
 Values arrive as strings; "NaN", "+Inf", "-Inf" and an empty result are *missing* (None), never
-zero. Windows: the release's starts at its deploy time (`DEFAULT_WINDOW` long unless told); the
-baseline is the previous release's window (cut where this release was deployed) or, with no
-previous release, the same window a week earlier. docs/using/metrics.md says it for users.
+zero. The windows (the release's from its deploy time, the baseline the previous release's or a
+week earlier) are in `windows.py`, shared with the file reader. docs/using/metrics.md says it
+all for users.
 """
 
 from __future__ import annotations
