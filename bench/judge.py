@@ -30,9 +30,9 @@ def windows(n: int, metrics: int, seed: int = 20) -> tuple[dict[str, list[float]
     """A baseline and a (regressed) release window of `n` samples per metric."""
     rng = np.random.default_rng(seed)
     shapes = {
-        "latency_p95_ms": (420.0, 60.0, 1.8),
+        "response_time_p95": (420.0, 60.0, 1.8),
         "error_rate": (0.001, 0.0003, 8.0),
-        "latency_p50_ms": (180.0, 20.0, 1.2),
+        "response_time_p50": (180.0, 20.0, 1.2),
     }
     chosen = list(shapes.items())[:metrics]
     baseline = {name: rng.normal(m, s, n).clip(0).tolist() for name, (m, s, _) in chosen}

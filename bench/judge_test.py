@@ -12,13 +12,17 @@ from releases.risk.judge import judge
 
 def test_the_benchmark_windows_are_a_regression_of_the_asked_size() -> None:
     baseline, current = windows(10_000, 3)
-    assert sorted(baseline) == sorted(current) == ["error_rate", "latency_p50_ms", "latency_p95_ms"]
+    assert (
+        sorted(baseline)
+        == sorted(current)
+        == ["error_rate", "response_time_p50", "response_time_p95"]
+    )
     assert all(len(v) == 10_000 for v in [*baseline.values(), *current.values()])
     result = judge(baseline, current)
     assert result.outcome == "fail"
     assert {m.name for m in result.metrics if m.outcome == "fail"} == {
         "error_rate",
-        "latency_p95_ms",
+        "response_time_p95",
     }  # the median latency rose 1.2 times: within the 1.5 allowed
 
 

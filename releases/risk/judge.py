@@ -87,10 +87,10 @@ DEFAULT_METRICS: dict[str, MetricSettings] = {
         min_absolute_change=0.005,  # half a percentage point
         critical=True,
     ),
-    "latency_p95_ms": MetricSettings(
+    "response_time_p95": MetricSettings(
         label="p95 latency", unit="ms", allowed_ratio=1.5, min_absolute_change=50.0
     ),
-    "latency_p50_ms": MetricSettings(
+    "response_time_p50": MetricSettings(
         label="p50 latency", unit="ms", allowed_ratio=1.5, min_absolute_change=25.0
     ),
 }

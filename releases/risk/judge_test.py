@@ -31,7 +31,7 @@ from releases.risk.judge import (
     judge_metric,
 )
 
-P95 = "latency_p95_ms"
+P95 = "response_time_p95"
 ERRORS = "error_rate"
 
 
@@ -191,12 +191,12 @@ def test_a_critical_metric_vetoes_what_the_pass_share_would_allow() -> None:
     baseline = {
         ERRORS: around(0.001, 0.0005, 60),
         P95: around(420, 40, 60),
-        "latency_p50_ms": around(200, 20, 60),
+        "response_time_p50": around(200, 20, 60),
     }
     current = {
         ERRORS: around(0.02, 0.003, 60),
         P95: around(430, 40, 60),
-        "latency_p50_ms": around(205, 20, 60),
+        "response_time_p50": around(205, 20, 60),
     }
 
     result = judge(baseline, current, settings)
@@ -240,9 +240,9 @@ def test_too_little_data_is_never_a_pass() -> None:
 
 def test_a_metric_in_one_window_only_has_too_little_data() -> None:
     result = judge({P95: around(420, 40, 60)}, {"new_metric": around(10, 1, 60)})
-    assert [(m.name, m.outcome) for m in result.metrics] == [
-        ("latency_p95_ms", "too_little_data"),
+    assert [(m.name, m.outcome) for m in result.metrics] == [  # in name order
         ("new_metric", "too_little_data"),
+        ("response_time_p95", "too_little_data"),
     ]
     assert result.outcome == "too_little_data"
 
@@ -276,7 +276,7 @@ def test_the_judgement_is_plain_json() -> None:
     ],
 )
 def test_bad_samples_get_a_clear_error(samples: list[Any], message: str) -> None:
-    with pytest.raises(ValueError, match=f"metric 'latency_p95_ms': the release's .*{message}"):
+    with pytest.raises(ValueError, match=f"metric 'response_time_p95': the release's .*{message}"):
         judge({P95: around(420, 40, 60)}, {P95: samples})
 
 
