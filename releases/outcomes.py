@@ -54,6 +54,8 @@ def conclude(
     run: Conversation, kind: str, payload: dict[str, Any], status: str, error: str
 ) -> Concluded:
     """Store the verdict a finished run reached, if the model left none (see the module)."""
+    # Read afresh: the refusals were counted on the row while the run went on.
+    run = Conversation.objects.select_related("release").get(pk=run.pk)
     release = run.release
     if release is None:  # an eval trial: its scenario is judged elsewhere
         return Concluded(status, error, "", "")
