@@ -78,7 +78,7 @@ def conclude(
         return Concluded(
             _kept_status(kind, status), error, AssessmentOutcome.POLICY_VERDICT, why, report
         )
-    detail = "the summary could not be read"
+    detail = _why_unread(run, kind)
     return Concluded(
         RunStatus.FAILED,
         error or f"No report: {detail}.",
@@ -104,6 +104,17 @@ def _why_nothing(kind: str, payload: dict[str, Any], error: str) -> str:
             return "its filing kept failing"
         return "it answered without filing a report"
     return f"the run failed: {error}" if error else "the run failed"
+
+
+def _why_unread(run: Conversation, kind: str) -> str:
+    asked = AgentEvent.objects.filter(
+        conversation=run, kind="tool_call", payload__tool_call__name=SUMMARY_TOOL
+    ).exists()
+    if asked:
+        return "the summary could not be read"
+    if kind == "run_failed":
+        return "the run failed before the release was read"
+    return "the model never read the release"
 
 
 def _read_release(run: Conversation) -> bool:

@@ -9,6 +9,7 @@ formats.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -172,6 +173,41 @@ def test_a_run_that_never_read_its_release_stores_nothing_and_fails(
     run, _ = assess(release, "openai", turns)
     assert run.status == RunStatus.FAILED
     assert run.outcome == "no_report"
-    assert run.headline == "No report: the summary could not be read"
+    assert run.headline == "No report: the model never read the release"
     assert not RiskReport.objects.filter(release=release).exists()
     assert release_verdict(release).state == "failed"
+
+
+@pytest.mark.parametrize("mode", ["assess", "always-low"])
+def test_every_demo_release_assessed_by_the_scripted_model_ends_with_a_stored_report(
+    mode: str,
+) -> None:
+    from django.core.management import call_command
+
+    from detective_site.asgi import application
+    from releases.management.commands.seed_demo import DEMO_RELEASES
+    from tests.llm_server import MODEL, ScriptedLLM
+
+    call_command("seed_demo", stdout=io.StringIO())
+    releases = list(Release.objects.filter(version__in=[d.version for d in DEMO_RELEASES]))
+    assert len(releases) == len(DEMO_RELEASES)
+    with ScriptedLLM(mode=mode) as llm:
+        for release in releases:
+            run = services.start_assessment(
+                release, None, provider="openai-compatible", model=MODEL
+            )
+            runner.run_assessment(
+                str(run.pk),
+                api_url="http://localhost",
+                http_client=httpx.AsyncClient(transport=httpx.ASGITransport(app=application)),
+                base_url=llm.base_url,
+            )
+            run.refresh_from_db()
+            assert RiskReport.objects.filter(conversation=run).exists(), (release, run.error)
+            assert run.outcome == "filed", (release, run.headline)
+            verdict = release_verdict(release)
+            assert verdict.severity is not None
+            assert verdict.state in ("assessed", "needs_person"), (release, verdict.state)
+            if mode == "always-low" and verdict.policy_severity != "low":
+                assert verdict.state == "needs_person"
+                assert verdict.severity == verdict.policy_severity
