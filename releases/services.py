@@ -43,7 +43,7 @@ from releases.models import (
 from releases.review_scenario import Label, scenario_id, to_toml
 from releases.risk import filing
 from releases.risk.filing import FilingDecision
-from releases.risk.policy import PolicySettings
+from releases.risk.policy import PolicySettings, threshold_order_problems
 from releases.verdicts import Judged
 
 
@@ -112,7 +112,10 @@ def file_risk_report(
 def new_policy_version(
     settings: PolicySettings, *, note: str = "", user: AbstractBaseUser | None = None
 ) -> RiskPolicy:
-    """Save `settings` as the next version of the risk policy (versions are never edited)."""
+    """Save `settings` as the next version of the risk policy (versions are never edited).
+    Thresholds out of order are refused (ValueError, saying which)."""
+    if problems := threshold_order_problems(settings):
+        raise ValueError(" ".join(problems))
     with transaction.atomic():
         latest = RiskPolicy.objects.select_for_update().order_by("-version").first()
         return RiskPolicy.objects.create(
