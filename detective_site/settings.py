@@ -47,6 +47,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the release API's errors (404, 405, 500 ...) answer JSON, not pages.
+    "detective_site.api_errors.ApiErrorsMiddleware",
     # First: what the database cannot store never reaches a view (see hostile_input.py).
     "detective_site.hostile_input.HostileInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
