@@ -200,9 +200,11 @@ def test_marking_the_baseline_checks_csrf(admin_user: User) -> None:
 def test_the_pages_need_a_login_and_the_permission(client: Client, viewer: Client) -> None:
     run = make_run(scenarios=scenarios()[:1], trials=1)
     assert viewer.get(reverse("evals:run", args=[run.pk])).status_code == 200
-    assert (
-        "Mark as baseline" not in viewer.get(reverse("evals:run", args=[run.pk])).content.decode()
-    )
+    page = viewer.get(reverse("evals:run", args=[run.pk])).content.decode()
+    # Not allowed: the button is there, disabled, saying which permission it needs.
+    assert 'disabled aria-describedby="baseline-why">Mark as baseline</button>' in page
+    assert "<code>evals.mark_baseline</code>" in page
+    assert reverse("evals:mark_baseline", args=[run.pk]) not in page
     outsider = Client()
     outsider.force_login(User.objects.create_user("someone", password="pw-12345678"))
     for url in (

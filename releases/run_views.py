@@ -79,4 +79,12 @@ def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
         "waterfall": load_waterfall(run.trace_id) if finished and run.trace_id else None,
         "can_cancel": run.is_active
         and (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)),
+        # A failed or cancelled assessment can be run again from its page.
+        "offer_retry": not run.is_active
+        and run.status in ("failed", "cancelled")
+        and run.release_id is not None
+        and not run.metadata.get("eval"),
+        "can_run": request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT),
+        # An eval trial's page belongs to the Evals tab.
+        "nav_section": "evals" if run.metadata.get("eval") else "releases",
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from releases import services, tasks
@@ -77,6 +77,29 @@ def test_cancel_from_the_run_page(manager_client: Client, release: Release) -> N
     assert 'data-status="cancelled"' in page
     assert "ws-connect" not in page  # a finished run needs no socket
     assert 'data-kind="run_cancelled"' in page
+    # No dead end: a cancelled run offers Retry, which starts a new run of the release.
+    assert f'action="/releases/{release.version}/reassess"' in page
+    assert 'id="run-retry">Retry</button>' in page
+    retried = manager_client.post(f"/releases/{release.version}/reassess")
+    new_run = Conversation.objects.exclude(pk=run.pk).get()
+    assert retried["Location"] == f"/runs/{new_run.pk}/"
+
+
+def test_a_failed_run_says_why_a_user_may_not_retry_it(
+    django_user_model: type[User], release: Release
+) -> None:
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="model down")
+    viewer = django_user_model.objects.create_user("watcher", "", "pw")
+    viewer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_conversation", "view_release"])
+    )
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'disabled aria-describedby="run-retry-why">Retry</button>' in page
+    assert "<code>releases.run_assessment</code>" in page
+    assert f'action="/releases/{release.version}/reassess"' not in page
 
 
 def test_a_finished_run_leads_with_its_verdict_and_the_change(
@@ -142,3 +165,7 @@ def test_a_failed_eval_trial_says_so_and_shows_the_checks_that_failed(
     assert "Why the trial failed" in page
     assert "decision_quality: severity acceptable (low)" in page
     assert '<td data-label="Check">severity acceptable</td>' in page
+    # A trial's page belongs to the Evals tab, and a trial is not retried from here.
+    assert '<a href="/evals/" aria-current="page">Evals</a>' in page
+    assert 'href="/releases/" aria-current="page"' not in page
+    assert "Retry" not in page
