@@ -266,8 +266,8 @@ def test_missing_release_data_is_shown_as_missing_not_zero(
     assert bare.count('<p class="missing-block"><span class="missing">missing</span>') == 3
     # What is missing, said once on top, with where to send it.
     assert (
-        'Missing:\n    <span class="missing-item">the list of changes</span>\n    '
-        '<span class="missing-item">the test results</span>\n    '
+        'Missing: <span class="missing-item">the list of changes</span>'
+        '<span class="missing-item">the test results</span>'
         '<span class="missing-item">the deployment metrics</span>'
     ) in bare
     assert "docs/using/your-releases.md" in bare

@@ -22,9 +22,9 @@ from django.db import connections
 from playwright.sync_api import Browser, Page
 
 from evals.models import EvalResult
-from releases import services
+from releases import services, tasks
 from releases.management.commands import seed_demo
-from releases.models import Conversation, Release
+from releases.models import Conversation, Release, RunStatus
 from tests.browser.chromium import PHONE, log_in, password_hash, screenshots
 from tests.eval_data import make_run, suite
 from tests.live_site import LiveSite
@@ -98,7 +98,11 @@ def _pages(django_user_model: type[User]) -> dict[str, str]:
     trial = EvalResult.objects.filter(run=run).exclude(conversation=None).first()
     assert trial is not None
     demo_run = Conversation.objects.get(metadata__demo=True, release__version="v2.1.0")
-    long_run = Conversation.objects.get(release=long)
+    long_run = Conversation.objects.get(release=long, metadata__demo=True)
+    failed = services.start_assessment(long, None, enqueue=tasks.enqueue_assessment)
+    Conversation.objects.filter(pk=failed.pk).update(
+        status=RunStatus.FAILED, error="The model server did not answer within 30 s."
+    )
     return {
         "home": "/",
         "releases": "/releases/",
@@ -106,6 +110,8 @@ def _pages(django_user_model: type[User]) -> dict[str, str]:
         "demo-release": "/releases/v2.1.0/",
         "run": f"/runs/{demo_run.pk}/",
         "long-run": f"/runs/{long_run.pk}/",
+        "failed-run": f"/runs/{failed.pk}/",
+        "missing-data": "/releases/v2.5.0-rc2/",
         "review": "/review/",
         "evals": "/evals/",
         "eval-run": f"/evals/runs/{run.pk}/",
