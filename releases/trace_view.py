@@ -112,6 +112,9 @@ class Waterfall:
     retries: int
     errors: int
     hidden: int  # spans left out beyond MAX_ROWS
+    # The run's root span (`invoke_workflow ...`) is in: the worker writes a trace when its
+    # root ends, after the run's last event, so until then the trace is still arriving.
+    complete: bool = False
 
     @property
     def available(self) -> bool:
@@ -158,7 +161,14 @@ def build_waterfall(trace_id: str, spans: Sequence[Mapping[str, Any]]) -> Waterf
         retries=max(retry_spans, counted_retries),
         errors=sum(1 for span in timed if _error(span) is not None),
         hidden=max(len(ordered) - MAX_ROWS, 0),
+        complete=any(_is_workflow_root(span) for span in timed),
     )
+
+
+def _is_workflow_root(span: Mapping[str, Any]) -> bool:
+    return _attrs(span).get("gen_ai.operation.name") == "invoke_workflow" or str(
+        span.get("name") or ""
+    ).startswith("invoke_workflow ")
 
 
 def format_duration(ms: float) -> str:

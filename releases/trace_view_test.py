@@ -443,3 +443,16 @@ def test_the_partial_shows_details_and_the_full_trace_id_with_a_copy_button() ->
     assert "<dt>gen_ai.usage.input_tokens</dt><dd>1000</dd>" in page
     assert "<img" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_a_trace_is_complete_once_the_runs_root_span_is_in() -> None:
+    root = span(
+        "w0",
+        "invoke_workflow assessment",
+        0,
+        900,
+        **a(**{"gen_ai.operation.name": "invoke_workflow"}),
+    )
+    web_only = [span("s1", "POST releases/<str:version>/reassess", 0, 20)]
+    assert not build_waterfall(TRACE_ID, web_only).complete
+    assert build_waterfall(TRACE_ID, [*web_only, root]).complete
