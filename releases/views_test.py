@@ -424,6 +424,12 @@ def test_home_shows_recent_runs_high_risk_and_failures(
     recent = page[page.index('id="recent-runs"') :]
     assert recent.count("<tr>") == 3  # header + two runs
     assert '<span class="stat-value">3</span><span class="stat-label">Releases' in page
+    # The trend names every week under its bar, and says what the bars count.
+    weeks = page[page.index('class="trend-weeks') : page.index('class="trend-x-name')]
+    assert weeks.count("<span") == 12
+    monday = timezone.now().date() - timedelta(days=timezone.now().weekday())
+    assert f'title="This week">{monday:%b} {monday.day}</span>' in weeks
+    assert "Week starting (Monday, UTC); bars: reports filed that week" in page
 
 
 def test_login_lands_on_home(client: Client) -> None:
