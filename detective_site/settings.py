@@ -126,6 +126,8 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# One date format everywhere, the admin included, with the zone (detective_site/formats/).
+FORMAT_MODULE_PATH = ["detective_site.formats"]
 USE_I18N = True
 USE_TZ = True
 

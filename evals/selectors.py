@@ -148,6 +148,11 @@ def _verdict(run: EvalRun, baseline: EvalRun | None) -> str | None:
     return _VERDICTS[key]
 
 
+def verdict_of(run: EvalRun) -> str | None:
+    """The run's verdict against the current baseline (pass, marginal, fail), or None."""
+    return _verdict(run, EvalRun.objects.filter(is_baseline=True).first())
+
+
 def overview(limit: int = RECENT_RUNS) -> Overview:
     """Recent runs with their progress and their verdict against the baseline (`.verdict`:
     pass, marginal, fail, or None), and the baseline: two queries."""
