@@ -61,6 +61,10 @@ ROOMS: dict[str, Room] = {
         "scenarios, trials, evaluators and eval runs; builds on releases",
         frozenset({"agent", "local_model", "releases", "detective_site.settings"}),
     ),
+    "sources": Room(
+        "ingestion of releases' sources: git, JUnit XML, metrics",
+        frozenset({"releases", "detective_client", "detective_site.settings"}),
+    ),
     "detective_site": Room(
         "the wiring: settings, URLs, ASGI and websocket routes, `up` and its supervisor",
         frozenset({"agent", "local_model", "releases", "evals"}),
