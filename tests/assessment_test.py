@@ -274,7 +274,10 @@ def _listen(run_id: str, received: list[dict[str, Any]]) -> None:
         await layer.group_add(services.run_group(run_id), channel)
         try:
             while True:
-                message = await asyncio.wait_for(layer.receive(channel), timeout=8)
+                # The worker may take long to start on a busy machine: wait for its first
+                # event as long as the test waits for it to stream, then 8 s between events.
+                timeout = 8 if received else 60
+                message = await asyncio.wait_for(layer.receive(channel), timeout=timeout)
                 received.append(message)
                 if message.get("terminal"):
                     return
