@@ -59,7 +59,8 @@ def create_release(
     release = Release(
         version=version,
         title=title,
-        changes=list(changes) if changes is not None else None,
+        # Any other type goes to validation as it is (list() of a dict would keep its keys).
+        changes=list(changes) if isinstance(changes, list | tuple) else changes,
         test_results=test_results,
         deployment_metrics=deployment_metrics,
     )

@@ -22,6 +22,7 @@ The rules, for each finding and the summary:
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,9 +100,14 @@ class ReportGrounding:
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, or None: a value that cannot be read grounds nothing."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _leaves(value: Any, path: str) -> Iterable[Known]:
