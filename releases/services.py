@@ -43,6 +43,7 @@ from releases.review_scenario import Label, scenario_id, to_toml
 from releases.risk import filing
 from releases.risk.filing import FilingDecision
 from releases.risk.policy import PolicySettings
+from releases.stored_data import finite
 from releases.verdicts import Judged
 
 
@@ -234,7 +235,7 @@ def append_event(
             conversation=conversation,
             seq=last + 1,
             kind=kind,
-            payload=payload or {},
+            payload=finite(payload or {}),
             created_at=created_at or timezone.now(),
         )
 

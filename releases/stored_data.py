@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 from typing import Any
 
@@ -110,3 +111,15 @@ class StoredListDecoder(StoredJSONDecoder):
 
 class StoredObjectDecoder(StoredJSONDecoder):
     shape = dict
+
+
+def finite(value: Any) -> Any:
+    """The JSON value with every NaN and infinity replaced by None (missing): what an event's
+    payload is saved as, since JSON (and the database's JSON check) has neither."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [finite(item) for item in value]
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    return value
