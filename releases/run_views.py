@@ -21,7 +21,8 @@ RUN_ASSESSMENT = "releases.run_assessment"
 
 
 def _require_run_permission(request: HtmxHttpRequest) -> None:
-    if not (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)):
+    # The permission alone: the staff flag opens the admin, and grants nothing by itself here.
+    if not request.user.has_perm(RUN_ASSESSMENT):
         raise PermissionDenied("You may not run assessments.")
 
 
@@ -77,6 +78,5 @@ def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
         "timeline": timeline.build(events),
         "transcript": selectors.run_messages(run) if finished else [],
         "waterfall": load_waterfall(run.trace_id) if finished and run.trace_id else None,
-        "can_cancel": run.is_active
-        and (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)),
+        "can_cancel": run.is_active and request.user.has_perm(RUN_ASSESSMENT),
     }

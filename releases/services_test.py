@@ -298,3 +298,20 @@ def test_a_plain_accept_is_not_exported(
     with pytest.raises(services.ReviewError, match="teaches the suite"):
         services.export_scenario(decision, tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.django_db
+def test_no_event_is_appended_after_the_run_has_ended(make_release: Callable[..., Release]) -> None:
+    from agent.events import RetryScheduled
+    from releases.runner.store import OrmConversationStore
+
+    run = Conversation.objects.create(release=make_release(), status=RunStatus.RUNNING)
+    services.append_event(run, kind="run_started", payload={})
+    # The sweep fails the run (its worker was paused past the heartbeat) ...
+    ended = services.append_event(run, kind="run_failed", payload={"message": "lost"})
+    # ... and the resumed worker's late events are refused, the sweep's verdict stands.
+    with pytest.raises(services.RunEnded):
+        services.append_event(run, kind="run_cancelled", payload={})
+    late = RetryScheduled(attempt=1, max_attempts=3, delay_s=1.0, reason="x", error_type="y")
+    assert OrmConversationStore().append_event(str(run.pk), late) == ended.seq
+    assert list(run.events.values_list("kind", flat=True)) == ["run_started", "run_failed"]
