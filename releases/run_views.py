@@ -66,17 +66,36 @@ def cancel(request: HtmxHttpRequest, pk: UUID) -> HttpResponse:
     return redirect("releases:run", pk=run.pk)
 
 
+# A finished run's page shows a bounded transcript: each step's text and each message up to a
+# limit, and the first messages; "Show more" (?full=1) shows everything.
+PAGE_TEXT_LIMIT = 20_000
+PAGE_MESSAGE_LIMIT = 4_000
+PAGE_MESSAGES = 100
+
+
 def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
     events = selectors.run_events(run)
     finished = not run.is_active
+    full = request.GET.get("full") == "1"
+    bounded = finished and not full
+    transcript = selectors.run_messages(run) if finished else []
+    hidden_messages = 0
+    if bounded:
+        hidden_messages = max(len(transcript) - PAGE_MESSAGES, 0)
+        transcript = transcript[:PAGE_MESSAGES]
+    for message in transcript:
+        content = message.content or ""
+        message.clipped_from = len(content) if bounded and len(content) > PAGE_MESSAGE_LIMIT else 0
+        message.shown = content[:PAGE_MESSAGE_LIMIT] if message.clipped_from else content
     return {
         "run": run,
         "outcome": selectors.run_outcome(run) if finished and run.release_id else None,
         "trial": selectors.eval_trial(run),
         "can_review": request.user.has_perm("releases.review_report"),
         "severities": Severity.choices,
-        "timeline": timeline.build(events),
-        "transcript": selectors.run_messages(run) if finished else [],
+        "timeline": timeline.build(events, PAGE_TEXT_LIMIT if bounded else None),
+        "transcript": transcript,
+        "hidden_messages": hidden_messages,
         "waterfall": load_waterfall(run.trace_id) if finished and run.trace_id else None,
         "can_cancel": run.is_active and request.user.has_perm(RUN_ASSESSMENT),
     }

@@ -26,7 +26,8 @@ The bytes come from `agent.testing.wire.openai_sse`, sent one server-sent event 
 to the first reply (a longer, slower stream: for cancelling or reloading mid-run).
 `mode="unauthorized"` answers 401 like a bad API key; `mode="rate-limited"` answers 429 every
 time (with Retry-After: 0); `mode="retry-after-nan"` answers its first request 429 with
-`Retry-After: nan`, then assesses. `mode="always-low"` files low whatever the data, and files the
+`Retry-After: nan`, then assesses; `mode="flood"` streams 10 MB of text in 200-byte
+chunks. `mode="always-low"` files low whatever the data, and files the
 same again when the policy refuses it; `mode="low-then-corrects"` files low first, then the
 policy's severity after the refusal (the two ways a model can answer the risk policy).
 """
@@ -54,7 +55,10 @@ MODES = (
     "always-low",
     "low-then-corrects",
     "retry-after-nan",
+    "flood",
 )
+FLOOD_BYTES = 10 * 1024 * 1024
+FLOOD_CHUNK = 200
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 
 
@@ -144,6 +148,9 @@ class _Handler(BaseHTTPRequestHandler):
                 {"error": {"message": "Rate limit reached for requests"}},
                 {"Retry-After": "0"},
             )
+        elif mode == "flood":
+            text = ("The model will not stop talking. " * (FLOOD_BYTES // 33 + 1))[:FLOOD_BYTES]
+            self._stream(openai_sse(reply(text, model=MODEL), model=MODEL, chunk=FLOOD_CHUNK))
         elif mode == "retry-after-nan" and self.server.first_request():
             self._json(429, {"error": {"message": "Slow down"}}, {"Retry-After": "nan"})
         else:
