@@ -208,8 +208,10 @@ class Command(BaseCommand):
             return
 
         children = [
-            ChildSpec("web server", self.web_argv(host, port, verbosity)),
-            # A worker that dies is started again; the web server keeps serving meanwhile.
+            # A web server that dies is started again (the worker and its run go on: its
+            # tools retry a request that found no server); a worker that dies is started
+            # again while the web server keeps serving. The same back-off and give-up rule.
+            ChildSpec("web server", self.web_argv(host, port, verbosity), restart=True),
             ChildSpec(
                 "task worker",
                 self.worker_argv(verbosity),
