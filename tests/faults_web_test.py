@@ -13,9 +13,10 @@ import signal
 import time
 
 import httpx
+import pytest
 from django.contrib.auth.models import User
 
-from releases.models import Release, RunStatus
+from releases.models import Conversation, Release, RunStatus
 from tests.faults_test import (  # noqa: F401  (up and the fixtures it needs)
     Prober,
     Up,
@@ -31,7 +32,7 @@ from tests.faults_test import (  # noqa: F401  (up and the fixtures it needs)
 )
 from tests.llm_server import ScriptedLLM
 
-pytestmark = __import__("pytest").mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _web_pid(site: Up) -> int | None:
@@ -76,17 +77,11 @@ def test_a_web_server_killed_mid_run_is_back_within_seconds_and_the_run_finishes
         f"\nkill -9 of the web server: back after {back_after:.1f} s; the run "
         f"{status(run)}; then {prober.ok} probes answered, {len(prober.failures)} failed"
     )
-    # The 1 s back-off, then a cold start of the web process (about 2 s on an idle machine;
-    # 11 to 15 s measured on the shared 2-core machine under other work).
+    # The 1 s back-off, then a cold start of the web process: 9.4 to 15.2 s measured on the
+    # shared 2-core machine at a load average of about 9.
     assert back_after < 30, up.text()[-3000:]
     assert up.process.poll() is None  # up goes on
     assert up.worker_pid() == worker  # the worker was untouched
-    assert status(run) == RunStatus.SUCCEEDED, Conversation_error(run)
+    assert status(run) == RunStatus.SUCCEEDED, Conversation.objects.get(pk=run.pk).error
     assert prober.failures == [] and prober.ok > 10
     assert "web server was killed (SIGKILL); restarting it in 1 s (restart 1)" in up.text()
-
-
-def Conversation_error(run: object) -> str:
-    from releases.models import Conversation
-
-    return Conversation.objects.get(pk=run.pk).error  # type: ignore[attr-defined]
