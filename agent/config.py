@@ -30,6 +30,9 @@ Environment variables (all optional; a `.env` file is not read):
 | DETECTIVE_TOOL_TIMEOUT | seconds the release tools wait for the API | 10 |
 | DETECTIVE_REASONING | direct, self_check, plan | direct |
 | DETECTIVE_MAX_STEPS | model calls allowed per message | the prompt profile's (8) |
+| DETECTIVE_MAX_RUN_EVENTS | events one run may save before it is stopped | 2000 |
+| DETECTIVE_MAX_RUN_TEXT_CHARS | characters of streamed text per run | 200000 |
+| DETECTIVE_MAX_RUN_OUTPUT_CHARS | characters of model output (text, tool calls) per run | 500000 |
 | DETECTIVE_CONTEXT_STRATEGY | truncation, summarisation | truncation |
 | DETECTIVE_PROMPT_PROFILE | auto, default, small | auto |
 | DETECTIVE_CAPTURE_CONTENT | record prompts and completions in traces | false |
@@ -109,6 +112,10 @@ class AgentSettings(BaseSettings):
     model_call_timeout: float = Field(default=300.0, gt=0)
     reasoning: str = "direct"
     max_steps: int | None = Field(default=None, ge=1)
+    # Caps of one run (agent/loop.py, AgentConfig): past one, the run stops and fails saying so.
+    max_run_events: int = Field(default=2_000, ge=10)
+    max_run_text_chars: int = Field(default=200_000, ge=1)
+    max_run_output_chars: int = Field(default=500_000, ge=1)
     context_strategy: str = "truncation"
     prompt_profile: str = "auto"
     capture_content: bool = False
@@ -278,6 +285,9 @@ def build_agent(
         max_steps=settings.max_steps or profile.max_steps,
         temperature=profile.temperature,
         max_text_only_nudges=profile.max_text_only_nudges,
+        max_events=settings.max_run_events,
+        max_text_chars=settings.max_run_text_chars,
+        max_output_chars=settings.max_run_output_chars,
     )
     window = _window_manager(settings.context_strategy, adapter, model_provider, config.max_tokens)
     # Only the summarising strategy calls the model while fitting.

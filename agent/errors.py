@@ -38,6 +38,11 @@ class ConfigurationError(AgentError):
     pass
 
 
+class RunLimitExceeded(AgentError):
+    """The run passed one of its caps (events, streamed text, model output): it is stopped,
+    and the message names the cap and the setting that raises it."""
+
+
 class ProviderError(AgentError):
     def __init__(
         self,

@@ -7,10 +7,11 @@ comes back as the same class (`parse_event`).
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
 from agent.messages import ToolCall, ToolResult, Usage, utcnow
 
@@ -19,6 +20,17 @@ class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     timestamp: datetime = Field(default_factory=utcnow)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _finite(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every figure in an event is finite: a NaN or infinity (a provider's header, a
+        division by zero) becomes None where the field may be missing, else 0.0. The saved
+        event is JSON, which has neither, and the database's JSON check refuses them."""
+        if isinstance(value, float) and not math.isfinite(value):
+            field = cls.model_fields.get(info.field_name or "")
+            return 0.0 if field is not None and field.is_required() else None
+        return value
 
 
 class RunStarted(_Event):

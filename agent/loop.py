@@ -44,7 +44,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.cancel import CancelToken, cancellable
 from agent.context.protocol import ContextFit, ContextManager
-from agent.errors import AgentError, ProviderError, RunCancelledError, StreamError
+from agent.errors import (
+    AgentError,
+    ProviderError,
+    RunCancelledError,
+    RunLimitExceeded,
+    StreamError,
+)
 from agent.events import (
     AgentEvent,
     ContextTrimmed,
@@ -73,6 +79,7 @@ from agent.providers.protocol import (
     StreamEvent,
     StreamRetry,
     StreamTextDelta,
+    StreamToolCallDelta,
 )
 from agent.providers.wire import RAW_ARGUMENTS_KEY
 from agent.reasoning import REPORT_TOOL, DirectStrategy, ReasoningStrategy
@@ -130,6 +137,16 @@ class AgentConfig(BaseModel):
     # `output_limit_message`; one more cut ends the run ("output_limit").
     max_output_limit_retries: int = Field(default=1, ge=0)
     output_limit_message: str = OUTPUT_LIMIT_MESSAGE
+    # Streamed text is saved as TextDelta events of up to `delta_flush_chars` characters, at
+    # most every `delta_flush_seconds`: not one event per chunk (a model streaming 10 MB in
+    # 200-byte chunks made 50,000 events).
+    delta_flush_chars: int = Field(default=2_000, ge=1)
+    delta_flush_seconds: float = Field(default=0.25, ge=0)
+    # Caps of one run, far above what an assessment uses (about 60 events and a few thousand
+    # characters): past one, the run is stopped and fails saying which cap.
+    max_events: int = Field(default=2_000, ge=10)
+    max_text_chars: int = Field(default=200_000, ge=1)
+    max_output_chars: int = Field(default=500_000, ge=1)
 
 
 DEFAULT_CONFIG = AgentConfig()
@@ -174,6 +191,11 @@ class _Run:
         # Answers cut off at the output limit, and whether the last step's was.
         self.cut_offs = 0
         self.cut_off = False
+        self.text_chars = 0
+        self.output_chars = 0
+        # Streamed text not yet saved as an event, and when the last TextDelta was saved.
+        self.pending_text = ""
+        self.flushed_at = 0.0
 
 
 class Agent:
@@ -196,6 +218,7 @@ class Agent:
         self.config = config
         self.conversation = conversation or self._fresh_conversation()
         self._last_fit: ContextFit | None = None
+        self._events_saved = 0  # in the current send_message, its end left out
         self._closers: list[Callable[[], Awaitable[object]]] = []
 
     # -- conversations ------------------------------------------------------------
@@ -270,6 +293,7 @@ class Agent:
         RunCancelled; expected failures do not raise out of it.
         """
         run = _Run()
+        self._events_saved = 0
         conversation = self.conversation
         try:
             self._persist_conversation()
@@ -399,13 +423,30 @@ class Agent:
             async for event in stream:
                 if isinstance(event, StreamTextDelta):
                     run.partial_text += event.text
-                    yield self._save(TextDelta(step=run.steps, text=event.text))
+                    run.text_chars += len(event.text)
+                    run.output_chars += len(event.text)
+                    self._check_caps(run)
+                    run.pending_text += event.text
+                    if (
+                        len(run.pending_text) >= self.config.delta_flush_chars
+                        or time.monotonic() - run.flushed_at >= self.config.delta_flush_seconds
+                    ):
+                        yield self._flush_text(run)
+                    continue
+                if run.pending_text:
+                    yield self._flush_text(run)
+                if isinstance(event, StreamToolCallDelta):
+                    run.output_chars += len(event.arguments_fragment)
+                    self._check_caps(run)
                 elif isinstance(event, StreamRetry):
                     if event.partial_discarded:
                         run.partial_text = ""
                     yield self._save(_retry_event(event))
                 elif isinstance(event, StreamEnd):
                     response = event.response
+                    if not self.config.stream:  # nothing streamed: count the answer whole
+                        run.output_chars += _output_size(response)
+                        self._check_caps(run)
                     calls += 1
                     run.partial_text = ""
                     if calls == 1 and response.usage.input_tokens > 0:
@@ -415,6 +456,8 @@ class Agent:
                     started = time.monotonic()
                     for usage_event in self._account(run, response, duration_ms):
                         yield self._save(usage_event)
+        if run.pending_text:
+            yield self._flush_text(run)
         if response is None:
             raise StreamError("The model returned no response")
 
@@ -563,6 +606,24 @@ class Agent:
 
     # -- helpers ------------------------------------------------------------------
 
+    def _flush_text(self, run: _Run) -> AgentEvent:
+        text, run.pending_text = run.pending_text, ""
+        run.flushed_at = time.monotonic()
+        return self._save(TextDelta(step=run.steps, text=text))
+
+    def _check_caps(self, run: _Run) -> None:
+        cfg = self.config
+        if run.text_chars > cfg.max_text_chars:
+            raise RunLimitExceeded(
+                f"Stopped: the model streamed more than {cfg.max_text_chars:,} characters of "
+                "text in this run (DETECTIVE_MAX_RUN_TEXT_CHARS)"
+            )
+        if run.output_chars > cfg.max_output_chars:
+            raise RunLimitExceeded(
+                f"Stopped: the model's output passed {cfg.max_output_chars:,} characters in "
+                "this run (DETECTIVE_MAX_RUN_OUTPUT_CHARS)"
+            )
+
     def _finish(self, run: _Run, reason: str) -> AgentEvent:
         return self._save(
             RunFinished(
@@ -603,6 +664,13 @@ class Agent:
             self.store.append_message(self.conversation.id, message)
 
     def _save(self, event: AgentEvent) -> AgentEvent:
+        if not isinstance(event, RunFinished | RunFailed | RunCancelled):
+            self._events_saved += 1
+            if self._events_saved > self.config.max_events:
+                raise RunLimitExceeded(
+                    f"Stopped: the run passed {self.config.max_events:,} events "
+                    "(DETECTIVE_MAX_RUN_EVENTS)"
+                )
         if self.store is not None:
             self.store.append_event(self.conversation.id, event)
         return event
@@ -637,6 +705,13 @@ def _check(cancel: CancelToken | None) -> None:
 def _usage_total(conversation: Conversation) -> Usage:
     saved = conversation.metadata.get("usage")
     return Usage.model_validate(saved) if saved else Usage()
+
+
+def _output_size(response: ModelResponse) -> int:
+    message = response.message
+    return len(message.content or "") + sum(
+        len(json.dumps(call.arguments, default=str)) for call in message.tool_calls
+    )
 
 
 def _retry_event(event: StreamRetry) -> RetryScheduled:

@@ -370,7 +370,13 @@ async def test_cancel_while_streaming_closes_the_stream_and_keeps_partial_text()
     gate = asyncio.Event()
     gate.set()
     provider = ScriptedProvider([reply("Looking at the release now, " * 4)], gate=gate, chunk=10)
-    agent = Agent(provider, release_tools(), context=PassThroughContext())
+    # Every chunk its own event (no coalescing), so the test can stop the stream mid-way.
+    agent = Agent(
+        provider,
+        release_tools(),
+        context=PassThroughContext(),
+        config=AgentConfig(delta_flush_seconds=0),
+    )
     token = CancelToken()
     events = []
     async for event in agent.send_message("Assess v1", token):
@@ -800,3 +806,50 @@ async def test_a_complete_call_at_the_output_limit_still_runs() -> None:
     events = await collect(agent, "Assess the risk of release v2.1.0")
 
     assert events[-1].reason == "report_filed"
+
+
+# ---- bounded runs: coalesced deltas and caps ---------------------------------------------------
+
+
+async def test_streamed_chunks_are_coalesced_into_few_text_events() -> None:
+    text = "word " * 2_000  # 10,000 characters in 8-character chunks: 1,250 chunks
+    agent, _ = make_agent([reply(text)], delta_flush_chars=1_000, delta_flush_seconds=60)
+    events = await collect(agent, "hi")
+    deltas = [event for event in events if event.kind == "text_delta"]
+    assert "".join(delta.text for delta in deltas) == text  # nothing lost
+    # The first chunk goes at once (the page shows the model has started), then by size:
+    # 1,000 characters each, not one event per chunk.
+    assert len(deltas[0].text) == 8 and len(deltas) == 11
+    assert events[-1].kind == "run_finished"
+
+
+async def test_without_coalescing_every_chunk_is_an_event() -> None:
+    agent, _ = make_agent([reply("a" * 80)], delta_flush_seconds=0)
+    events = await collect(agent, "hi")
+    assert len([event for event in events if event.kind == "text_delta"]) == 10
+
+
+@pytest.mark.parametrize(
+    ("config", "cap"),
+    [
+        ({"max_text_chars": 500}, "DETECTIVE_MAX_RUN_TEXT_CHARS"),
+        ({"max_output_chars": 500}, "DETECTIVE_MAX_RUN_OUTPUT_CHARS"),
+        ({"max_events": 10, "delta_flush_seconds": 0}, "DETECTIVE_MAX_RUN_EVENTS"),
+    ],
+)
+async def test_a_run_past_a_cap_is_stopped_saying_which(config: dict, cap: str) -> None:
+    store = InMemoryStore()
+    agent, _ = make_agent([reply("flood " * 1_000)], store=store, **config)
+    events = await collect(agent, "hi")
+    assert events[-1].kind == "run_failed"
+    assert events[-1].error_type == "RunLimitExceeded"
+    assert cap in events[-1].message and "Stopped" in events[-1].message
+    # The flood was not kept: at most the cap's worth of text was saved.
+    saved = sum(len(event.text) for event in events if event.kind == "text_delta")
+    assert saved <= 520
+
+
+async def test_a_non_streaming_answer_counts_against_the_output_cap() -> None:
+    agent, _ = make_agent([reply("x" * 2_000)], stream=False, max_output_chars=1_000)
+    events = await collect(agent, "hi")
+    assert events[-1].kind == "run_failed" and "OUTPUT_CHARS" in events[-1].message

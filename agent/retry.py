@@ -32,6 +32,7 @@ is off) listen for the retries of the calls they make with `listening_for_retrie
 from __future__ import annotations
 
 import asyncio
+import math
 import random as _random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -90,26 +91,37 @@ def should_retry(error: BaseException) -> bool:
     return False
 
 
+def _wait(text: str, scale: float = 1.0) -> float | None:
+    """A wait in seconds from a header's number, or None when it is not a finite non-negative
+    number (NaN, inf and -1 are ignored: the usual back-off applies)."""
+    try:
+        value = float(text) * scale
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
     """Seconds to wait as the server asked, or None when it did not say (or said
-    something unreadable)."""
+    something unreadable: not a number, NaN, infinite, negative)."""
     lowered = {key.lower(): value for key, value in headers.items()}
     milliseconds = lowered.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            return max(float(milliseconds) / 1000.0, 0.0)
-        except ValueError:
-            pass
+    if milliseconds is not None and (wait := _wait(milliseconds, 1 / 1000.0)) is not None:
+        return wait
     value = lowered.get("retry-after")
     if value is None:
         return None
+    if (wait := _wait(value)) is not None:
+        return wait
     try:
-        return max(float(value), 0.0)
+        float(value)
     except ValueError:
         pass
+    else:
+        return None  # a number, but not one to wait for
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -124,7 +136,7 @@ def backoff_delay(
     retry_after: float | None = None,
 ) -> float:
     """Seconds to wait after failed attempt number `attempt` (counting from 1)."""
-    if retry_after is not None:
+    if retry_after is not None and math.isfinite(retry_after):
         return min(max(retry_after, 0.0), policy.max_delay)
     delay = policy.initial_delay * policy.factor ** max(attempt - 1, 0)
     if policy.jitter:

@@ -82,7 +82,7 @@ def test_should_retry(error: BaseException, expected: bool) -> None:
         ({"Retry-After": format_datetime(NOW - timedelta(seconds=30), usegmt=True)}, 0),
         ({"Retry-After": "Sun, 01 Jun 2025 12:00:10"}, 10),  # no zone: taken as UTC
         ({"retry-after-ms": "soon", "retry-after": "3"}, 3.0),
-        ({"Retry-After": "-5"}, 0.0),
+        ({"Retry-After": "-5"}, None),  # not a wait: the usual back-off applies
         ({"Retry-After": "whenever"}, None),
         ({}, None),
     ],
@@ -415,3 +415,37 @@ async def test_stream_retries_are_yielded_not_told_to_listeners() -> None:
         events = await collect(provider)
     assert [type(event) for event in events] == [StreamRetry, StreamEnd]
     assert heard == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Retry-After": "nan"},
+        {"Retry-After": "NaN"},
+        {"Retry-After": "inf"},
+        {"Retry-After": "-inf"},
+        {"Retry-After": "-1"},
+        {"Retry-After": "1e999"},
+        {"retry-after-ms": "nan"},
+        {"retry-after-ms": "-5"},
+        {"retry-after-ms": "Infinity"},
+    ],
+)
+def test_a_retry_after_that_is_not_a_finite_non_negative_number_is_ignored(
+    headers: dict[str, str],
+) -> None:
+    assert parse_retry_after(headers) is None
+    # The usual back-off applies.
+    policy = RetryPolicy(initial_delay=1.0, factor=2.0, max_delay=30.0, jitter=False)
+    assert backoff_delay(2, policy, retry_after=parse_retry_after(headers)) == 2.0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_backoff_delay_ignores_a_non_finite_server_wait(bad: float) -> None:
+    policy = RetryPolicy(initial_delay=1.0, factor=2.0, max_delay=30.0, jitter=False)
+    assert backoff_delay(1, policy, retry_after=bad) == 1.0
+
+
+def test_a_finite_retry_after_ms_wins_over_a_bad_retry_after() -> None:
+    assert parse_retry_after({"retry-after-ms": "nan", "Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "1500", "Retry-After": "nan"}) == 1.5

@@ -479,6 +479,9 @@ def _read_or_create_secret(path: Path) -> str:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        # A key file someone widened (0644) is narrowed at start, like the database files.
+        with contextlib.suppress(OSError):
+            _narrow(path, 0o600)
         return path.read_text(encoding="utf-8").strip()
     key = secrets.token_urlsafe(MIN_SECRET_KEY_LENGTH)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

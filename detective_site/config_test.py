@@ -195,6 +195,14 @@ def test_without_a_secret_key_development_keeps_a_generated_one(env: pytest.Monk
     assert key_file.stat().st_mode & 0o777 == 0o600
 
 
+def test_a_widened_secret_key_file_is_narrowed_at_start(env: pytest.MonkeyPatch) -> None:
+    key = load().effective_secret_key()
+    key_file = load().data_dir / "secret_key"
+    key_file.chmod(0o644)
+    assert load().effective_secret_key() == key
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
 # ---- at start-up -----------------------------------------------------------------------------
 
 

@@ -8,8 +8,8 @@ supervisor itself dies (PR_SET_PDEATHSIG), so they cannot outlive it as orphans.
 start in order; one with a readiness check (the local model server) must be ready before the
 next one starts.
 
-A child marked `restart` (the task worker) that dies is started again after a back-off (1 s,
-2 s, 4 s ... up to 30 s) while the others go on serving; only after `max_quick_crashes`
+A child marked `restart` (the web server, the task worker) that dies is started again after a
+back-off (1 s, 2 s, 4 s ... up to 30 s) while the others go on; only after `max_quick_crashes`
 crashes in a row, each within `quick_crash_seconds` of its start, does the supervisor give up
 and stop everything. A child that ran longer before dying starts a new count.
 """
@@ -46,7 +46,8 @@ class ChildSpec:
     ready_timeout: float = 120.0
     # A file for the child's output instead of the supervisor's terminal.
     output: Path | None = None
-    # Start it again when it dies (the task worker); otherwise its exit stops everything.
+    # Start it again when it dies (the web server, the task worker); otherwise its exit
+    # stops everything.
     restart: bool = False
     # Called with the exit code when it exits on its own (up fails the dead worker's run).
     on_exit: Callable[[int], None] | None = None

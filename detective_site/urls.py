@@ -32,3 +32,6 @@ urlpatterns = [
 admin.site.site_header = "Detective administration"
 admin.site.site_title = "Detective admin"
 admin.site.index_title = "Releases, runs and evaluations"
+
+# A database that does not answer is a 503 with a short page, any other error the 500 page.
+handler500 = "detective_site.errors.handler500"

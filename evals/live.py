@@ -40,7 +40,7 @@ def can_watch(user: Any) -> bool:
         user is not None
         and user.is_authenticated
         and user.is_active
-        and (user.is_staff or user.has_perm(VIEW_PERMISSION))
+        and user.has_perm(VIEW_PERMISSION)  # the staff flag alone grants nothing
     )
 
 

@@ -24,7 +24,7 @@ class HtmxHttpRequest(HttpRequest):
 
 
 def viewer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Eval runs are for staff and whoever may view them (the Release managers)."""
+    """Eval runs are for whoever may view them (`evals.view_evalrun`: the Release managers)."""
 
     @wraps(view)
     def check(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

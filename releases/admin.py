@@ -38,6 +38,7 @@ from releases.selectors import (
     reports_with_severity_shown,
     with_severity_shown,
 )
+from releases.templatetags.release_format import milliseconds, percent
 
 
 class ReadOnlyAdminMixin:
@@ -222,13 +223,13 @@ class ReleaseAdmin(admin.ModelAdmin):
 
     @admin.display(description="error rate")
     def error_rate(self, release: Release) -> str | SafeString:
-        value = (release.deployment_metrics or {}).get("error_rate")
-        return MISSING if value is None else f"{value * 100:.2f} %"
+        value = percent((release.deployment_metrics or {}).get("error_rate"), 2)
+        return MISSING if value is None else value
 
     @admin.display(description="p95")
     def response_time_p95(self, release: Release) -> str | SafeString:
-        value = (release.deployment_metrics or {}).get("response_time_p95")
-        return MISSING if value is None else f"{value:,.0f} ms"
+        value = milliseconds((release.deployment_metrics or {}).get("response_time_p95"))
+        return MISSING if value is None else value
 
     @admin.display(description="runs")
     def all_runs(self, release: Release) -> SafeString:

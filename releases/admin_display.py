@@ -6,12 +6,17 @@ import json
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
+from releases.validation import BodyError, parse_json_body
+
+# An admin box holds one release field: 400 changes are about 40 KB.
+ADMIN_JSON_MAX_BYTES = 1024 * 1024
 MISSING = mark_safe('<span style="color:#8a93a5;font-style:italic">missing</span>')
 
 SEVERITY_COLOURS = {
@@ -86,19 +91,56 @@ def status_pill(status: str) -> SafeString:
 
 
 class PrettyJSONFormField(forms.JSONField):
-    """An editable JSON field shown indented; an empty box means missing (NULL)."""
+    """An editable JSON field shown indented; an empty box means missing (NULL).
+
+    The box is parsed as the API parses a body (`releases.validation.parse_json_body`): NaN,
+    Infinity, a key twice, nesting past the limit, NUL and lone surrogates are refused with a
+    message, never raised (Django's own field lets RecursionError and the 4,300-digit integer
+    ValueError through, a 500).
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 8, "cols": 80}))
         super().__init__(**kwargs)
         self.widget.attrs.setdefault("style", "font-family:monospace;font-size:12px")
 
+    def _parse(self, text: str) -> Any:
+        try:
+            return parse_json_body(
+                text.encode("utf-8", "surrogatepass"), max_bytes=ADMIN_JSON_MAX_BYTES
+            )
+        except BodyError as error:
+            message = str(error).replace("the body", "the value")
+            raise ValidationError(f"Not accepted: {message}.", code="invalid") from None
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled:
+            return value
+        if value in self.empty_values:
+            return None
+        if not isinstance(value, str):
+            return value
+        return self._parse(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if self.disabled:
+            return initial
+        if data is None:
+            return None
+        try:
+            return self._parse(data)
+        except ValidationError:
+            return forms.fields.InvalidJSONInput(data)
+
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, forms.fields.InvalidJSONInput):
             return value
         if value is None:
             return ""
-        return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+        try:
+            return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+        except (ValueError, RecursionError):
+            return "null"
 
 
 PRETTY_JSON_OVERRIDES: dict[type[models.Field], dict[str, Any]] = {

@@ -25,7 +25,8 @@ def test_a_slash_or_percent_goes_and_comes_back() -> None:
 
 @pytest.mark.django_db
 def test_the_release_list_and_page_work_with_an_old_bad_version(admin_client: Client) -> None:
-    Release.objects.create(version="v1/2", title="From before the format")  # no validation
+    # A row from before the rule (bulk_create skips save(), which validates).
+    Release.objects.bulk_create([Release(version="v1/2", title="From before the format")])
     Release.objects.create(version="v2.0.0")
     listing = admin_client.get("/releases/")
     assert listing.status_code == 200

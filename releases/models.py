@@ -11,18 +11,26 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from releases.schemas import (
+    KNOWN_METRICS,
     validate_changes,
     validate_deployment_metrics,
     validate_findings,
     validate_test_results,
 )
-from releases.validation import VERSION_FORMAT, VERSION_MAX_LENGTH, validate_version
+from releases.stored_data import StoredListDecoder, StoredObjectDecoder
+from releases.validation import (
+    VERSION_FORMAT,
+    VERSION_MAX_LENGTH,
+    validate_plain_text,
+    validate_version,
+)
 
 
 class Severity(models.TextChoices):
@@ -66,6 +74,9 @@ class ReportOrigin(models.TextChoices):
     POLICY = "policy", "The policy's verdict: the model filed nothing"
 
 
+DATA_FIELDS = ("changes", "test_results", "deployment_metrics")
+
+
 class Release(models.Model):
     version = models.CharField(
         max_length=VERSION_MAX_LENGTH,
@@ -73,10 +84,13 @@ class Release(models.Model):
         validators=[validate_version],
         help_text=f"e.g. v2.1.0 or 1.0.0-rc.1: {VERSION_FORMAT}.",
     )
-    title = models.CharField(max_length=200, blank=True)
+    title = models.CharField(max_length=200, blank=True, validators=[validate_plain_text])
+    # The data fields read through StoredJSONDecoder (releases/stored_data.py): whatever an
+    # old row holds, a value that cannot be read comes back as missing (None), not a 500.
     changes = models.JSONField(
         null=True,
         blank=True,
+        decoder=StoredListDecoder,
         validators=[validate_changes],
         help_text='A list of change descriptions, e.g. ["Added payment processing"]. '
         "Empty means missing.",
@@ -84,6 +98,7 @@ class Release(models.Model):
     test_results = models.JSONField(
         null=True,
         blank=True,
+        decoder=StoredObjectDecoder,
         validators=[validate_test_results],
         help_text='e.g. {"passed": 142, "failed": 2, "skipped": 5, "failing_tests": ["..."]}. '
         "Empty means missing.",
@@ -91,9 +106,10 @@ class Release(models.Model):
     deployment_metrics = models.JSONField(
         null=True,
         blank=True,
+        decoder=StoredObjectDecoder,
         validators=[validate_deployment_metrics],
         help_text='e.g. {"error_rate": 0.02, "response_time_p95": 450} (p95 in ms). '
-        "Empty means missing.",
+        f"Known metrics: {KNOWN_METRICS}. Empty means missing.",
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -103,6 +119,34 @@ class Release(models.Model):
 
     def __str__(self) -> str:
         return self.version
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Saved only when the fields pass their validation: the admin, seed_demo, ingestion
+        and any script go through the same rules as `full_clean` (ValidationError otherwise).
+        Uniqueness is left to the database's constraint."""
+        self.clean_fields()
+        super().save(*args, **kwargs)
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        """The data fields' own validators run first: Django's JSONField check encodes the
+        value, which raises (not refuses) on a 5,000-digit integer or 3,000 levels of nesting."""
+        exclude = set(exclude or ())
+        errors: dict[str, list[ValidationError]] = {}
+        for name in DATA_FIELDS:
+            if name in exclude:
+                continue
+            field = self._meta.get_field(name)
+            try:
+                field.run_validators(getattr(self, name))
+            except ValidationError as error:
+                errors[name] = error.error_list
+                exclude.add(name)
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as error:
+            errors.update(error.message_dict)
+        if errors:
+            raise ValidationError(errors)
 
     def as_summary(self) -> dict[str, Any]:
         """The release summary in the shape the agent's get_release_summary tool returns.

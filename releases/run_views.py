@@ -23,7 +23,8 @@ RUN_ASSESSMENT = "releases.run_assessment"
 
 
 def _require_run_permission(request: HtmxHttpRequest) -> None:
-    if not (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)):
+    # The permission alone: the staff flag opens the admin, and grants nothing by itself here.
+    if not request.user.has_perm(RUN_ASSESSMENT):
         raise PermissionDenied("You may not run assessments.")
 
 
@@ -70,19 +71,37 @@ def cancel(request: HtmxHttpRequest, pk: UUID) -> HttpResponse:
 # How long after a run's end its page waits for the rest of its trace, refreshing the trace.
 TRACE_GRACE = timedelta(seconds=60)
 
+# A finished run's page shows a bounded transcript: each step's text and each message up to a
+# limit, and the first messages; "Show more" (?full=1) shows everything.
+PAGE_TEXT_LIMIT = 20_000
+PAGE_MESSAGE_LIMIT = 4_000
+PAGE_MESSAGES = 100
+
 
 def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
     events = selectors.run_events(run)
     finished = not run.is_active
     waterfall = load_waterfall(run.trace_id) if finished and run.trace_id else None
+    full = request.GET.get("full") == "1"
+    bounded = finished and not full
+    transcript = selectors.run_messages(run) if finished else []
+    hidden_messages = 0
+    if bounded:
+        hidden_messages = max(len(transcript) - PAGE_MESSAGES, 0)
+        transcript = transcript[:PAGE_MESSAGES]
+    for message in transcript:
+        content = message.content or ""
+        message.clipped_from = len(content) if bounded and len(content) > PAGE_MESSAGE_LIMIT else 0
+        message.shown = content[:PAGE_MESSAGE_LIMIT] if message.clipped_from else content
     return {
         "run": run,
         "outcome": selectors.run_outcome(run) if finished and run.release_id else None,
         "trial": selectors.eval_trial(run),
         "can_review": request.user.has_perm("releases.review_report"),
         "severities": Severity.choices,
-        "timeline": timeline.build(events),
-        "transcript": selectors.run_messages(run) if finished else [],
+        "timeline": timeline.build(events, PAGE_TEXT_LIMIT if bounded else None),
+        "transcript": transcript,
+        "hidden_messages": hidden_messages,
         "waterfall": waterfall,
         # The run ended moments ago and its root span is not written yet: say so, and
         # refresh the trace until it is (or the grace period is over).
@@ -90,14 +109,13 @@ def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
         and not waterfall.complete
         and run.finished_at is not None
         and timezone.now() - run.finished_at < TRACE_GRACE,
-        "can_cancel": run.is_active
-        and (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)),
+        "can_cancel": run.is_active and request.user.has_perm(RUN_ASSESSMENT),
         # A failed or cancelled assessment can be run again from its page.
         "offer_retry": not run.is_active
         and run.status in ("failed", "cancelled")
         and run.release_id is not None
         and not run.metadata.get("eval"),
-        "can_run": request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT),
+        "can_run": request.user.has_perm(RUN_ASSESSMENT),
         # An eval trial's page belongs to the Evals tab.
         "nav_section": "evals" if run.metadata.get("eval") else "releases",
     }

@@ -383,11 +383,11 @@ VIEW_RUNS = ("releases.view_conversation", "releases.run_assessment")
 
 
 def can_view_run(user: Any, run: Conversation) -> bool:
-    """Staff, whoever may see or run assessments (the Release managers), and whoever started
-    this run."""
+    """Whoever may see or run assessments (the Release managers) and whoever started this run;
+    the staff flag alone grants nothing (it opens the admin)."""
     if not user.is_authenticated or not user.is_active:
         return False
-    if user.is_staff or any(user.has_perm(permission) for permission in VIEW_RUNS):
+    if any(user.has_perm(permission) for permission in VIEW_RUNS):
         return True
     return run.triggered_by_id is not None and run.triggered_by_id == user.pk
 

@@ -44,6 +44,7 @@ from releases.review_scenario import Label, scenario_id, to_toml
 from releases.risk import filing
 from releases.risk.filing import FilingDecision
 from releases.risk.policy import PolicySettings, threshold_order_problems
+from releases.stored_data import finite
 from releases.verdicts import Judged
 
 
@@ -60,7 +61,8 @@ def create_release(
     release = Release(
         version=version,
         title=title,
-        changes=list(changes) if changes is not None else None,
+        # Any other type goes to validation as it is (list() of a dict would keep its keys).
+        changes=list(changes) if isinstance(changes, list | tuple) else changes,
         test_results=test_results,
         deployment_metrics=deployment_metrics,
     )
@@ -238,6 +240,15 @@ def append_message(
         )
 
 
+class RunEnded(Exception):
+    """The run has already ended: its events are closed."""
+
+    def __init__(self, seq: int, kind: str) -> None:
+        super().__init__(f"the run has ended ({kind}, event {seq}); no event is added after it")
+        self.seq = seq
+        self.kind = kind
+
+
 def append_event(
     conversation: Conversation,
     *,
@@ -245,15 +256,22 @@ def append_event(
     payload: dict[str, Any] | None = None,
     created_at: datetime | None = None,
 ) -> AgentEvent:
-    """Save the run's next event (sequence numbers 1, 2, 3 ... without gaps)."""
+    """Save the run's next event (sequence numbers 1, 2, 3 ... without gaps). Once the run's
+    last event is its end (finished, failed, cancelled) nothing more is appended: RunEnded (a
+    worker paused past the heartbeat must not add to a run the sweep has failed)."""
+    from releases.timeline import TERMINAL_KINDS
+
     with transaction.atomic():
         _lock(conversation)
-        last = conversation.events.aggregate(last=Max("seq"))["last"] or 0
+        newest = conversation.events.order_by("-seq").only("seq", "kind").first()
+        if newest is not None and newest.kind in TERMINAL_KINDS:
+            raise RunEnded(newest.seq, newest.kind)
+        last = newest.seq if newest is not None else 0
         return AgentEvent.objects.create(
             conversation=conversation,
             seq=last + 1,
             kind=kind,
-            payload=payload or {},
+            payload=finite(payload or {}),
             created_at=created_at or timezone.now(),
         )
 

@@ -330,3 +330,20 @@ def test_siding_with_the_policy_is_an_accept_and_needs_no_reason(
     assert (decision.decision, decision.severity, decision.reason) == ("accept", "medium", "")
     again = services.decide_report(report, None, decision="accept", severity="medium")
     assert again.severity == "medium"
+
+
+@pytest.mark.django_db
+def test_no_event_is_appended_after_the_run_has_ended(make_release: Callable[..., Release]) -> None:
+    from agent.events import RetryScheduled
+    from releases.runner.store import OrmConversationStore
+
+    run = Conversation.objects.create(release=make_release(), status=RunStatus.RUNNING)
+    services.append_event(run, kind="run_started", payload={})
+    # The sweep fails the run (its worker was paused past the heartbeat) ...
+    ended = services.append_event(run, kind="run_failed", payload={"message": "lost"})
+    # ... and the resumed worker's late events are refused, the sweep's verdict stands.
+    with pytest.raises(services.RunEnded):
+        services.append_event(run, kind="run_cancelled", payload={})
+    late = RetryScheduled(attempt=1, max_attempts=3, delay_s=1.0, reason="x", error_type="y")
+    assert OrmConversationStore().append_event(str(run.pk), late) == ended.seq
+    assert list(run.events.values_list("kind", flat=True)) == ["run_started", "run_failed"]

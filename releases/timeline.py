@@ -99,6 +99,8 @@ class Step:
     text: str = ""
     text_seq: int = 0
     notes: list[dict[str, Any]] = field(default_factory=list)
+    # The whole text's length when the page shows only its beginning ("show more").
+    clipped_from: int = 0
 
     @property
     def context_percent(self) -> int | None:
@@ -124,13 +126,15 @@ class Timeline:
     items: list[Item]
     usage: dict[str, Any] | None
     last_seq: int
+    clipped: bool = False
 
     def __iter__(self) -> Any:
         return iter(self.items)
 
 
-def build(events: Iterable[AgentEvent]) -> Timeline:
-    """Fold a run's saved events into the timeline the page shows."""
+def build(events: Iterable[AgentEvent], text_limit: int | None = None) -> Timeline:
+    """Fold a run's saved events into the timeline the page shows. With `text_limit`, a
+    step's text longer than it shows its beginning only (the page offers the rest)."""
     items: list[Item] = []
     steps: dict[int, Step] = {}
     tools: dict[str, dict[str, Any]] = {}
@@ -183,7 +187,13 @@ def build(events: Iterable[AgentEvent]) -> Timeline:
             current.notes.append({"seq": seq, **_retry(payload)})
         else:
             items.append(_item(seq, kind, payload))
-    return Timeline(items=items, usage=usage, last_seq=last_seq)
+    clipped = False
+    if text_limit is not None:
+        for step in steps.values():
+            if len(step.text) > text_limit:
+                step.clipped_from, step.text = len(step.text), step.text[:text_limit]
+                clipped = True
+    return Timeline(items=items, usage=usage, last_seq=last_seq, clipped=clipped)
 
 
 # ---- live fragments (the websocket) ------------------------------------------------------------

@@ -25,7 +25,9 @@ The bytes come from `agent.testing.wire.openai_sse`, sent one server-sent event 
 `delay` seconds between them, so a page can watch the text arrive. `narration` words are added
 to the first reply (a longer, slower stream: for cancelling or reloading mid-run).
 `mode="unauthorized"` answers 401 like a bad API key; `mode="rate-limited"` answers 429 every
-time (with Retry-After: 0). `mode="always-low"` files low whatever the data, and files the
+time (with Retry-After: 0); `mode="retry-after-nan"` answers its first request 429 with
+`Retry-After: nan`, then assesses; `mode="flood"` streams 10 MB of text in 200-byte
+chunks. `mode="always-low"` files low whatever the data, and files the
 same again when the policy refuses it; `mode="low-then-corrects"` files low first, then the
 policy's severity after the refusal (the two ways a model can answer the risk policy).
 """
@@ -46,7 +48,17 @@ from agent.testing.fakes import reply
 from agent.testing.wire import openai_sse
 
 MODEL = "scripted-detective"
-MODES = ("assess", "unauthorized", "rate-limited", "always-low", "low-then-corrects")
+MODES = (
+    "assess",
+    "unauthorized",
+    "rate-limited",
+    "always-low",
+    "low-then-corrects",
+    "retry-after-nan",
+    "flood",
+)
+FLOOD_BYTES = 10 * 1024 * 1024
+FLOOD_CHUNK = 200
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 
 
@@ -136,6 +148,11 @@ class _Handler(BaseHTTPRequestHandler):
                 {"error": {"message": "Rate limit reached for requests"}},
                 {"Retry-After": "0"},
             )
+        elif mode == "flood":
+            text = ("The model will not stop talking. " * (FLOOD_BYTES // 33 + 1))[:FLOOD_BYTES]
+            self._stream(openai_sse(reply(text, model=MODEL), model=MODEL, chunk=FLOOD_CHUNK))
+        elif mode == "retry-after-nan" and self.server.first_request():
+            self._json(429, {"error": {"message": "Slow down"}}, {"Retry-After": "nan"})
         else:
             self._stream(self._turn(body.get("messages") or []))
 
@@ -219,7 +236,13 @@ class _Server(ThreadingHTTPServer):
         self.narration = narration
         self.requests: list[dict[str, Any]] = []
         self._count = 0
+        self._answered = False
         self._lock = threading.Lock()
+
+    def first_request(self) -> bool:
+        with self._lock:
+            first, self._answered = not self._answered, True
+            return first
 
     def counter(self) -> int:
         with self._lock:

@@ -45,6 +45,9 @@ HeadersHook = Callable[[], Mapping[str, str]]
 
 DEFAULT_TIMEOUT_S = 10.0
 SUMMARY_RETRY_DELAY_S = 0.5
+# Nothing listening at the API's address (its web server restarting under `up`): the request
+# was not sent, so it is sent again, every RECONNECT_DELAY_S at most, until the deadline.
+RECONNECT_DELAY_S = 1.0
 # The registry's own deadline is a backstop: ours fires first and explains itself better.
 REGISTRY_GRACE_S = 5.0
 MAX_QUOTED_BODY_CHARS = 300
@@ -83,10 +86,12 @@ class ReleaseTools:
         extra_headers: HeadersHook | None = None,
         summary_retry_delay_s: float = SUMMARY_RETRY_DELAY_S,
         with_summary: bool = True,
+        reconnect: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         # False: file_risk_report has no summary field (a prompt profile that wants none).
         self.with_summary = with_summary
+        self.reconnect = reconnect
         self.summary_retry_delay_s = summary_retry_delay_s
         # The release under assessment; when set, reports may be filed for it alone.
         self.release_id = release_id
@@ -105,7 +110,8 @@ class ReleaseTools:
         return f"ReleaseTools({self.base_url!r}, release_id={self.release_id!r})"
 
     def tools(self) -> list[Tool[..., Any]]:
-        deadline = self.timeout_s + REGISTRY_GRACE_S
+        # The summary may ask twice (a blip is asked again), each within timeout_s.
+        deadline = 2 * self.timeout_s + self.summary_retry_delay_s + REGISTRY_GRACE_S
         return [
             tool(name="get_release_summary", timeout_s=deadline)(self.get_release_summary),
             tool(name="file_risk_report", timeout_s=deadline)(
@@ -307,12 +313,39 @@ class ReleaseTools:
         self, method: str, path: str, *, payload: dict[str, Any] | None = None
     ) -> _Reply:
         url = f"{self.base_url}{path}"
+        refused: httpx.ConnectError | None = None
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.request(
-                    method, url, json=payload, headers=self._headers(), timeout=self.timeout_s
-                )
+                delay = 0.1
+                while True:
+                    try:
+                        response = await self._client.request(
+                            method,
+                            url,
+                            json=payload,
+                            headers=self._headers(),
+                            timeout=self.timeout_s,
+                        )
+                        break
+                    except httpx.ConnectError as error:
+                        if not self.reconnect:
+                            raise
+                        if refused is None:
+                            logger.warning(
+                                "release API unreachable: %s; trying again until %g s",
+                                type(error).__name__,
+                                self.timeout_s,
+                                extra={"method": method, "url": url},
+                            )
+                        refused = error
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, RECONNECT_DELAY_S)
         except (TimeoutError, httpx.TimeoutException) as error:
+            if refused is not None:
+                raise _Unavailable(
+                    f"the release API could not be reached ({type(refused).__name__}) "
+                    f"for {self.timeout_s:g} seconds"
+                ) from error
             logger.warning("release API timed out", extra={"method": method, "url": url})
             raise _Unavailable(
                 f"the release API did not answer within {self.timeout_s:g} seconds"

@@ -46,6 +46,7 @@ async def tools() -> AsyncIterator[ReleaseTools]:
         release_id="v2.1.0",
         extra_headers=lambda: {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"},
         summary_retry_delay_s=0,
+        reconnect=False,  # a refused connection fails at once here (reconnecting: below)
     ) as release_tools:
         yield release_tools
 
@@ -341,8 +342,9 @@ def test_both_tools_are_registered_with_model_facing_descriptions(
     assert report_schema["properties"]["severity"]["enum"] == ["high", "medium", "low"]
     assert report_schema["properties"]["findings"]["minItems"] == 1
     assert report_schema["required"] == ["release_id", "severity", "findings"]
-    # Our own HTTP deadline fires first; the registry's is the backstop.
-    assert registry._tools["file_risk_report"].timeout_s == 9.0
+    # Our own HTTP deadlines fire first (the summary may ask twice, 4 s each, 0.5 s apart);
+    # the registry's is the backstop.
+    assert registry._tools["file_risk_report"].timeout_s == 2 * 4.0 + 0.5 + 5.0
 
 
 @pytest.mark.parametrize(
@@ -467,3 +469,30 @@ async def test_without_summary_the_report_tool_has_no_summary_field(
     assert outcome.success
     assert json.loads(filed.calls.last.request.content)["summary"] == ""
     await brief.aclose()
+
+
+async def test_a_refused_connection_is_tried_again_until_the_api_is_back(
+    api: respx.MockRouter,
+) -> None:
+    # The web server restarting under `up`: refused twice, then it answers.
+    route = api.get(SUMMARY_URL).mock(
+        side_effect=[
+            httpx.ConnectError("refused"),
+            httpx.ConnectError("refused"),
+            httpx.Response(200, json={"version": "v2.1.0"}),
+        ]
+    )
+    async with ReleaseTools(BASE, token=TOKEN, release_id="v2.1.0") as release_tools:
+        outcome = await release_tools.get_release_summary("v2.1.0")
+    assert outcome.success
+    assert route.call_count == 3
+
+
+async def test_a_connection_refused_past_the_deadline_says_so(api: respx.MockRouter) -> None:
+    api.get(SUMMARY_URL).mock(side_effect=httpx.ConnectError("refused"))
+    async with ReleaseTools(
+        BASE, release_id="v2.1.0", timeout_s=0.3, summary_retry_delay_s=0
+    ) as release_tools:
+        outcome = await release_tools.get_release_summary("v2.1.0")
+    assert not outcome.success and outcome.terminal
+    assert "could not be reached (ConnectError) for 0.3 seconds" in outcome.content

@@ -6,7 +6,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from pydantic import SecretStr
 from pytest_django import Settings
 
@@ -96,3 +96,23 @@ def test_port_is_free() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         assert not port_is_free("127.0.0.1", port)
+
+
+@pytest.mark.parametrize(
+    ("password", "why"),
+    [
+        ("password", "too common"),
+        ("12345678", "entirely numeric"),
+        ("qwertyuiop", "too common"),
+    ],
+)
+def test_up_refuses_a_weak_admin_password_saying_why(
+    settings: Settings, password: str, why: str
+) -> None:
+    settings.CONFIG = settings.CONFIG.model_copy(update={"admin_password": SecretStr(password)})
+    with pytest.raises(CommandError) as refused:
+        call_command("up", "--prepare-only", stdout=StringIO())
+    message = str(refused.value)
+    assert "DETECTIVE_ADMIN_PASSWORD is refused" in message and why in message
+    assert f"'{password}'" not in message and f": {password}" not in message  # never echoed
+    assert not get_user_model().objects.filter(username="admin").exists()

@@ -501,9 +501,19 @@ def run_suite(
                 on_trial=on_trial,
             )
         )
+    except KeyboardInterrupt:
+        # Ctrl+C, or SIGTERM (run_evals turns it into the same): stopped, not broken.
+        services.finish_run(
+            run,
+            suite=suite,
+            status=RunStatus.CANCELLED,
+            error="The run was cancelled: stopped by a signal (SIGINT or SIGTERM).",
+        )
+        raise
     except BaseException as exc:
-        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
-        services.finish_run(run, suite=suite, status=RunStatus.FAILED, error=f"The run {reason}.")
+        services.finish_run(
+            run, suite=suite, status=RunStatus.FAILED, error=f"The run {type(exc).__name__}."
+        )
         raise
     finally:
         flush_telemetry()

@@ -8,6 +8,7 @@ or unknown), the measure it belongs to, and whether it is one of the policy's li
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,9 +35,14 @@ class Known:
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, or None: a value that cannot be read grounds nothing."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 _PLAIN_NAMES = {

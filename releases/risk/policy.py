@@ -26,6 +26,7 @@ version of the policy (`releases.models.RiskPolicy`).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -224,9 +225,14 @@ def _shown(text: str) -> str:
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, or None (missing): a value the policy cannot read counts as missing."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _pct(value: float) -> str:

@@ -18,6 +18,7 @@ against it.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from releases.models import Message as MessageRow
 # Message metadata keys that hold agent Message fields the row has no column for.
 _TOOL_NAME = "tool_name"
 _IS_ERROR = "is_error"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,12 +100,18 @@ class OrmConversationStore:
         services.append_message(self._row(conversation_id), **_message_fields(message))
 
     def append_event(self, conversation_id: str, event: AgentEvent) -> int:
-        saved = services.append_event(
-            self._row(conversation_id),
-            kind=event.kind,
-            payload=dump_event(event),
-            created_at=event.timestamp,
-        )
+        try:
+            saved = services.append_event(
+                self._row(conversation_id),
+                kind=event.kind,
+                payload=dump_event(event),
+                created_at=event.timestamp,
+            )
+        except services.RunEnded as ended:
+            # Someone else ended the run (the sweep failed it while this worker was paused):
+            # their verdict stands, and this worker's late events are dropped.
+            logger.warning("run %s: %s; dropped a %s event", conversation_id, ended, event.kind)
+            return ended.seq
         if self._on_saved is not None:
             self._on_saved(saved)
         return saved.seq

@@ -1,7 +1,12 @@
-"""Display helpers for release data, where a missing value (None) must not look like zero."""
+"""Display helpers for release data, where a missing value (None) must not look like zero.
+
+A number the filters cannot show (not finite, too large to format) shows as missing, like
+the stored data's reader (`releases.stored_data`) already makes it: no value breaks a page.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,6 +16,17 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 
 register = template.Library()
+
+
+def _finite(value: Any) -> float | None:
+    """The value as a finite float, or None when it is missing, not a number or unreadable."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 @register.filter
@@ -24,17 +40,17 @@ def lookup(mapping: Any, key: str) -> Any:
 @register.filter
 def percent(value: Any, digits: int = 1) -> str | None:
     """0.021 -> "2.1 %"; None stays None (missing)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+    if (number := _finite(value)) is None:
         return None
-    return f"{value * 100:.{digits}f} %"
+    return f"{number * 100:.{digits}f} %"
 
 
 @register.filter
 def milliseconds(value: Any) -> str | None:
     """450 -> "450 ms"; None stays None (missing)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+    if (number := _finite(value)) is None:
         return None
-    return f"{value:,.0f} ms"
+    return f"{number:,.0f} ms"
 
 
 @register.filter
@@ -62,11 +78,11 @@ def usd(value: Any) -> str | None:
 @register.filter
 def seconds(value: Any) -> str | None:
     """9.43 -> "9.4 s", 125 -> "2 min 5 s"; None stays None (not finished)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+    if (number := _finite(value)) is None:
         return None
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, rest = divmod(round(value), 60)
+    if number < 60:
+        return f"{number:.1f} s"
+    minutes, rest = divmod(round(number), 60)
     return f"{minutes} min {rest} s"
 
 
@@ -94,9 +110,9 @@ def other_metrics(metrics: Any) -> list[tuple[str, Any]]:
 @register.filter
 def metric(value: Any) -> str | None:
     """A metric of unknown unit: fractions as-is, up to 4 significant digits."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+    if (number := _finite(value)) is None:
         return None
-    return f"{value:,.4g}"
+    return f"{number:,.4g}"
 
 
 SEVERITY_LEVEL = {"high": 3, "medium": 2, "low": 1}

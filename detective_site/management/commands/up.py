@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connections
@@ -33,6 +35,20 @@ from releases import services
 from releases.models import Release
 
 ADMIN_USERNAME = "admin"
+
+
+def check_admin_password(password: str) -> None:
+    """Django's password validators (AUTH_PASSWORD_VALIDATORS) on DETECTIVE_ADMIN_PASSWORD: a
+    common, numeric or too short password is refused, saying why (CommandError)."""
+    user = get_user_model()(username=ADMIN_USERNAME)
+    try:
+        validate_password(password, user=user)
+    except ValidationError as error:
+        raise CommandError(
+            "DETECTIVE_ADMIN_PASSWORD is refused: "
+            + " ".join(error.messages)
+            + " Choose another, or leave it unset to have one generated."
+        ) from None
 
 
 def ensure_admin(password: str | None) -> str | None:
@@ -192,8 +208,10 @@ class Command(BaseCommand):
             return
 
         children = [
-            ChildSpec("web server", self.web_argv(host, port, verbosity)),
-            # A worker that dies is started again; the web server keeps serving meanwhile.
+            # A web server that dies is started again (the worker and its run go on: its
+            # tools retry a request that found no server); a worker that dies is started
+            # again while the web server keeps serving. The same back-off and give-up rule.
+            ChildSpec("web server", self.web_argv(host, port, verbosity), restart=True),
             ChildSpec(
                 "task worker",
                 self.worker_argv(verbosity),
@@ -249,6 +267,9 @@ class Command(BaseCommand):
             close_old_connections()
 
     def prepare(self, verbosity: int) -> None:
+        # Before anything is changed: a weak admin password stops `up` at once, saying why.
+        if settings.CONFIG.admin_password:
+            check_admin_password(settings.CONFIG.admin_password.get_secret_value())
         self.stdout.write("Applying database migrations ...")
         call_command("migrate", interactive=False, verbosity=max(verbosity - 1, 0))
         # Runs stranded by a crash of the last `up` are resolved before anything else.

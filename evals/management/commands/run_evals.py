@@ -12,6 +12,7 @@ marginal); 1 when the comparison's verdict is fail or the run failed; 2 for a us
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -161,6 +162,9 @@ class Command(BaseCommand):
             # request spans) belongs in the frozen heap, and is set up before the quiet.
             instrument_web()
             freeze_startup_heap()
+            # SIGTERM (a CI job's timeout) stops the run as Ctrl+C does: recorded as cancelled,
+            # the trials done so far kept, instead of a process killed with its run "running".
+            previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
             try:
                 with quiet_logs(options["verbosity"] < 2):
                     run = run_suite(
@@ -172,8 +176,11 @@ class Command(BaseCommand):
                     )
             except KeyboardInterrupt:
                 raise CommandError(
-                    "Interrupted; the trials done so far are kept.", returncode=1
+                    "Interrupted; the run is cancelled and the trials done so far are kept.",
+                    returncode=1,
                 ) from None
+            finally:
+                signal.signal(signal.SIGTERM, previous)
 
         summary = run.run_summary()
         if summary is None:

@@ -9,6 +9,10 @@ stored (the model's report, or the one kept for a person when it filed none).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -64,14 +68,15 @@ class Command(BaseCommand):
             client, api_url = None, options["api_url"]
         else:
             client, api_url = in_process_api()
-        status = runner.run_assessment(
-            str(run.pk),
-            services.current_traceparent(),
-            api_url=api_url,
-            http_client=client,
-            base_url=options["base_url"],
-            on_event=printer,
-        )
+        with _signals_cancel_the_run():
+            status = runner.run_assessment(
+                str(run.pk),
+                services.current_traceparent(),
+                api_url=api_url,
+                http_client=client,
+                base_url=options["base_url"],
+                on_event=printer,
+            )
         printer.end_text()
         report = RiskReport.objects.filter(conversation=run).order_by("-filed_at").first()
         run.refresh_from_db()
@@ -99,6 +104,25 @@ class Command(BaseCommand):
         tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
         cost = f", about ${run.estimated_cost:.4f}" if run.estimated_cost is not None else ""
         console.print(f"[dim]{tokens} tokens{cost}; run {run.pk}[/]")
+
+
+@contextlib.contextmanager
+def _signals_cancel_the_run() -> Iterator[None]:
+    """SIGTERM (a CI job's timeout) or SIGINT (Ctrl+C) cancels the run within a fraction of a
+    second, as under `up`: the runner sees the signal (`runner.stop_runs_on_signals`) and
+    ends the run as cancelled, and the command then exits non-zero saying so. Without this
+    SIGTERM killed the process and left its run "running" until a sweep found it."""
+    runner.stop_runs_on_signals()
+    # Ctrl+C must not raise KeyboardInterrupt through the run: the runner ends it instead.
+    previous = signal.signal(signal.SIGINT, _noted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _noted(signum: int, frame: FrameType | None) -> None:
+    """The runner's own handler has seen the signal; nothing more to do here."""
 
 
 class _Printer:

@@ -5,17 +5,26 @@ with the reason, every run whose heartbeat stopped (`services.fail_stale_runs`),
 `--sweep-every` seconds: a worker killed mid-run never leaves its run "running". Several
 workers may run at once (the sweep's updates are conditional, so they never clash). Arguments
 after `--` go to db_worker.
+
+A database that stops answering (a PostgreSQL restart, a failover) no longer ends the worker:
+db_worker is started again after a back-off while the outage lasts, for at most
+`--database-wait` seconds (one warning, not a traceback per try); past that the worker exits
+as before, and `up` restarts it.
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import threading
+import time
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from releases import runner, services, workers
 from releases.runner.process import (
@@ -38,6 +47,69 @@ def sweep_forever(every: float, stop: threading.Event) -> None:
     connection.close()
 
 
+DATABASE_WAIT_SECONDS = 60.0
+# An attempt that ran this long before the database failed starts a new outage.
+NEW_OUTAGE_AFTER_SECONDS = 30.0
+
+
+def run_through_database_outages(
+    work: Callable[[], None],
+    *,
+    wait: float = DATABASE_WAIT_SECONDS,
+    first_delay: float = 0.5,
+    max_delay: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Call `work` (db_worker) and call it again after a back-off whenever it ends with the
+    database not answering, until an outage has lasted `wait` seconds (then the error is
+    raised) or a stop signal arrives while waiting."""
+    outage_since: float | None = None
+    delay = first_delay
+    while True:
+        started = clock()
+        try:
+            work()
+            return
+        except (OperationalError, InterfaceError) as error:
+            now = clock()
+            if outage_since is None or now - started > NEW_OUTAGE_AFTER_SECONDS:
+                outage_since, delay = now, first_delay
+                logger.warning(
+                    "the database is not answering (%s: %s); the worker tries again for up to %g s",
+                    type(error).__name__,
+                    str(error).strip().splitlines()[0][:200] if str(error).strip() else "",
+                    wait,
+                )
+            if now - outage_since >= wait:
+                logger.error("the database did not come back within %g s; the worker exits", wait)
+                raise
+        connection.close()
+        if _sleep_unless_stopped(delay):
+            logger.warning("stopped while waiting for the database")
+            return
+        delay = min(delay * 2, max_delay)
+
+
+def _sleep_unless_stopped(seconds: float) -> bool:
+    """Sleep; True when SIGTERM or SIGINT came meanwhile (db_worker's own handlers are gone
+    with it, so the worker listens here while it waits)."""
+    stopped = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopped.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        time.sleep(seconds)
+        return False
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        stopped.wait(seconds)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return stopped.is_set()
+
+
 class Command(BaseCommand):
     help = "Run background tasks (db_worker) and fail runs whose worker stopped responding."
 
@@ -47,6 +119,13 @@ class Command(BaseCommand):
             type=float,
             default=5.0,
             help="Seconds between two looks for runs whose worker died (default: 5).",
+        )
+        parser.add_argument(
+            "--database-wait",
+            type=float,
+            default=DATABASE_WAIT_SECONDS,
+            help="Seconds to wait for a database that stopped answering before exiting "
+            f"(default: {DATABASE_WAIT_SECONDS:g}).",
         )
         parser.add_argument("db_worker_args", nargs="*", help="Arguments for db_worker.")
 
@@ -68,7 +147,10 @@ class Command(BaseCommand):
         )
         sweeper.start()
         try:
-            call_command("db_worker", *db_worker_args)
+            run_through_database_outages(
+                lambda: call_command("db_worker", *db_worker_args),
+                wait=options["database_wait"],
+            )
         finally:
             stop.set()
             flush_telemetry()
