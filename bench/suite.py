@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "throughput": "bench.throughput",
     "pages": "bench.pages",
     "memory": "bench.memory",
+    "git": "bench.git_range",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

@@ -52,6 +52,11 @@ ROOMS: dict[str, Room] = {
         frozenset(),
         django=False,
     ),
+    "detective_client": Room(
+        "the CI client: git range reader, records, Conventional Commits, `python -m` commands",
+        frozenset(),
+        django=False,
+    ),
     "releases": Room(
         "releases, runs, reports and reviews; the seam that runs the agent (runner/)",
         frozenset({"agent", "local_model", "detective_site.settings"}),
@@ -77,7 +82,17 @@ ROOMS: dict[str, Room] = {
     ),
     "bench": Room(
         "the benchmarks (`manage.py bench`): they measure everything, so they see everything",
-        frozenset({"agent", "local_model", "releases", "evals", "sources", "detective_site"}),
+        frozenset(
+            {
+                "agent",
+                "local_model",
+                "releases",
+                "evals",
+                "sources",
+                "detective_site",
+                "detective_client",
+            }
+        ),
     ),
     "manage": Room("Django's command line", frozenset({"detective_site"})),
 }

@@ -74,6 +74,9 @@ def test_the_readme_maps_every_room() -> None:
         ("agent/x.py", "from django.db import models\n", "django.db"),
         ("agent/x.py", "import channels.layers\n", "channels.layers"),
         ("local_model/x.py", "from agent import loop\n", "agent.loop"),
+        ("detective_client/x.py", "from agent import loop\n", "agent.loop"),
+        ("detective_client/x.py", "from releases.models import Release\n", "releases.models"),
+        ("detective_client/x.py", "from django.db import models\n", "django.db"),
         ("detective_site/x.py", "from bench import suite\n", "bench.suite"),
     ],
 )
@@ -109,6 +112,9 @@ def test_what_the_directions_allow_is_not_reported(tmp_path: Path) -> None:
             "bench/x.py": "from detective_site import x\n",
             "agent/loop.py": "import httpx\n",
             "local_model/serve.py": "import subprocess\n",
+            "detective_client/cli.py": "import httpx\nfrom detective_client import git\n",
+            "detective_client/git.py": "import subprocess\n",
+            "bench/y.py": "from detective_client import git\n",
             "detective_site/settings.py": "DEBUG = False\n",
             # Tests may reach into whatever they check.
             "releases/x_test.py": "import evals\nimport bench\n",
