@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,7 @@ from sources.models import (
 )
 from sources.parsers import junit
 from sources.parsers.openmetrics import MetricSampleRecord
+from sources.selectors import hash_token
 
 BATCH = 2000
 MAX_COMMITS = 20_000
@@ -460,3 +462,23 @@ def ingest_metrics(
         ingestion.save(update_fields=["counts"])
         summary.refresh(release, SourceKind.METRICS)
     return Ingested(ingestion, True)
+
+
+# ---- tokens ------------------------------------------------------------------------------------
+
+TOKEN_PREFIX = "dtk_"
+
+
+def create_token(
+    name: str, service: Service | None, user: Any = None
+) -> tuple[IngestionToken, str]:
+    """A new ingestion token and its secret, which is returned once and never stored."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = IngestionToken.objects.create(
+        name=name,
+        service=service,
+        token_hash=hash_token(secret),
+        prefix=secret[:10],
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    return token, secret
