@@ -40,7 +40,7 @@ from sources.models import (
     SourceKind,
     TestCase,
 )
-from sources.parsers import junit
+from sources.parsers import junit, prometheus
 from sources.parsers.openmetrics import MetricSampleRecord
 from sources.selectors import hash_token
 
@@ -482,3 +482,82 @@ def create_token(
         created_by=user if getattr(user, "is_authenticated", False) else None,
     )
     return token, secret
+
+
+# ---- Prometheus --------------------------------------------------------------------------------
+
+
+def previous_release(release: Release) -> Release | None:
+    """The service's release deployed last before this one."""
+    if release.deployed_at is None:
+        return None
+    return (
+        Release.objects.filter(service=release.service, deployed_at__lt=release.deployed_at)
+        .order_by("-deployed_at")
+        .first()
+    )
+
+
+def ingest_prometheus(
+    release: Release,
+    client: prometheus.PrometheusClient,
+    origin: Origin,
+    *,
+    config: prometheus.MetricsConfig | None = None,
+    now: datetime | None = None,
+) -> list[Ingested]:
+    """The release's window (from its deploy time) and its baseline's (the previous release's,
+    or the same window a week earlier) queried from Prometheus and stored, one ingestion per
+    window. Each window's figure (an instant query over the whole window) is stored under the
+    summary's key; the per-step samples beside it as `<key>:range`. No data, NaN or Inf: the
+    figure is missing."""
+    if release.deployed_at is None:
+        raise IngestError(
+            "The release has no deploy time, so it has no metrics window: set deployed_at "
+            "(POST /api/releases, or ingest --deployed-at).",
+            422,
+        )
+    previous = previous_release(release)
+    try:
+        metrics = prometheus.release_metrics(
+            client,
+            config or prometheus.MetricsConfig(),
+            service=release.service.slug,
+            version=release.version,
+            deploy_time=release.deployed_at,
+            previous_version=previous.version if previous else None,
+            previous_deploy_time=previous.deployed_at if previous else None,
+            now=now,
+        )
+    except (prometheus.PrometheusError, prometheus.QueryTemplateError) as exc:
+        raise IngestError(f"Prometheus: {exc}", 502) from None
+    results = []
+    for window, measured in (
+        (MetricWindow.RELEASE, metrics.release),
+        (MetricWindow.BASELINE, metrics.baseline),
+    ):
+        end = min(measured.window.end, now or timezone.now())
+        figures = [
+            MetricSampleRecord(key, (("over", "window"),), end, value)
+            for key, value in (
+                ("error_rate", measured.summary.error_rate),
+                ("response_time_p95", measured.summary.response_time_p95),
+            )
+        ]
+        steps = [
+            MetricSampleRecord(
+                f"{sample.name}:range", sample.labels, sample.timestamp, sample.value
+            )
+            for sample in measured.samples
+        ]
+        results.append(
+            ingest_metrics(
+                release,
+                [*figures, *steps],
+                origin,
+                window=window,
+                file_names=[client.where],
+                allow_empty=True,
+            )
+        )
+    return results
