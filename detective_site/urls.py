@@ -33,6 +33,7 @@ urlpatterns = [
     path("", include("releases.urls")),
     path("api/", include("releases.api_urls")),
     path("api/", include((_api_urls(), "ingest"))),
+    path("sources/", include("sources.urls")),
     path("evals/", include("evals.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
