@@ -98,3 +98,34 @@ def test_a_figure_the_policy_cannot_take_is_refused_by_the_form(manager: Client)
     )
     assert response.status_code == 200
     assert not Release.objects.filter(version="v6").exists()
+
+
+def test_a_token_made_in_the_admin_is_shown_once_and_stored_hashed() -> None:
+    from sources.models import IngestionToken
+
+    admin = User.objects.create_superuser("boss", password="x")
+    client = Client()
+    client.force_login(admin)
+    response = client.post(
+        "/admin/sources/ingestiontoken/add/", {"name": "checkout CI", "service": ""}
+    )
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    page = response.content.decode()
+    secret = page.split('<code id="ingestion-token"', 1)[1].split(">", 1)[1].split("<", 1)[0]
+    assert secret.startswith("dtk_")
+    token = IngestionToken.objects.get()
+    assert secret not in (token.token_hash, token.prefix)
+    assert token.created_by == admin
+    # Shown once: the token's own page does not show it again.
+    assert (
+        secret
+        not in client.get(f"/admin/sources/ingestiontoken/{token.pk}/change/").content.decode()
+    )
+    api = Client().post(
+        "/api/releases",
+        data='{"version": "v1"}',
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert api.status_code == 201
