@@ -9,7 +9,6 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import (
     Case,
-    CharField,
     Count,
     Exists,
     F,
@@ -24,7 +23,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -40,6 +39,8 @@ from releases.models import (
     RunStatus,
     Severity,
 )
+from releases.release_verdict import ReleaseVerdict, verdict_of
+from releases.severity import severity_that_counts_expression
 from releases.trend import Trend, monday, weekly_trend
 
 # Filter values meaning "has none": never assessed, never run.
@@ -70,23 +71,12 @@ def releases_with_latest_report(
     )
 
 
-def _higher_severity(first: str, second: str) -> Case:
-    return Case(
-        When(Q(**{first: Severity.HIGH}) | Q(**{second: Severity.HIGH}), then=Value(Severity.HIGH)),
-        When(
-            Q(**{first: Severity.MEDIUM}) | Q(**{second: Severity.MEDIUM}),
-            then=Value(Severity.MEDIUM),
-        ),
-        default=F(first),
-        output_field=CharField(),
-    )
-
-
 def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
-    """Annotate each release with the severity the lists show, `effective_severity`: a person's
-    decision on the latest report when there is one; until then the higher of the model's and
-    the policy's, so that a report waiting for review never shows lower than the data's
-    severity. Also `latest_severity` (the model's), `latest_needs_review`, `decision_kind`."""
+    """Annotate each release with the severity that counts, `effective_severity`, by the one
+    rule of `releases/severity.py` applied to its latest report: a person's decision; else,
+    while the report waits for review, the higher of the model's and the policy's; else the
+    filed one. Also `latest_severity` (the model's), `latest_policy_severity`,
+    `latest_needs_review`, `decision_kind`."""
     reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
     annotated = releases.annotate(
         latest_severity=Subquery(reports.values("severity")[:1]),
@@ -101,8 +91,27 @@ def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
         decided_severity=Subquery(decisions.values("severity")[:1]),
         decision_kind=Subquery(decisions.values("decision")[:1]),
     ).annotate(
-        effective_severity=Coalesce(
-            "decided_severity", _higher_severity("latest_severity", "latest_policy_severity")
+        effective_severity=severity_that_counts_expression(
+            filed="latest_severity",
+            policy="latest_policy_severity",
+            needs_review="latest_needs_review",
+            decided="decided_severity",
+        )
+    )
+
+
+def reports_with_severity_shown(reports: QuerySet[RiskReport]) -> QuerySet[RiskReport]:
+    """Annotate each report with the severity it counts as, `severity_shown` (the same rule),
+    and its latest decision's severity, `decided_severity`."""
+    decisions = ReviewDecision.objects.filter(report_id=OuterRef("pk")).order_by(
+        "-created_at", "-id"
+    )
+    return reports.annotate(decided_severity=Subquery(decisions.values("severity")[:1])).annotate(
+        severity_shown=severity_that_counts_expression(
+            filed="severity",
+            policy="policy_severity",
+            needs_review="needs_review",
+            decided="decided_severity",
         )
     )
 
@@ -356,7 +365,16 @@ def latest_high_risk(limit: int = HOME_LIST_LIMIT) -> list[Release]:
     latest_high = (
         # The policy's high counts too: a report below it waits for a person, and until then
         # the release is as risky as the data says.
-        RiskReport.objects.filter(Q(severity=Severity.HIGH) | Q(policy_severity=Severity.HIGH))
+        reports_with_severity_shown(
+            RiskReport.objects.filter(
+                Q(severity=Severity.HIGH)
+                | Q(policy_severity=Severity.HIGH)
+                | Exists(
+                    ReviewDecision.objects.filter(report=OuterRef("pk"), severity=Severity.HIGH)
+                )
+            )
+        )
+        .filter(severity_shown=Severity.HIGH)
         .exclude(Exists(newer))
         .order_by("-filed_at", "-id")
         .values("release_id")[:limit]
@@ -551,3 +569,11 @@ def eval_trial(run: Conversation) -> TrialVerdict | None:
     """How the eval trial this run was was judged (the evals app says), or None for an
     assessment."""
     return eval_hooks.trial_verdict(run)
+
+
+# ---- a release's verdict: the pages, the API, the `verdict` command, the webhooks -------------
+
+
+def release_verdict(release: Release) -> ReleaseVerdict:
+    """The release's verdict (see `releases/release_verdict.py`): three queries."""
+    return verdict_of(release)
