@@ -65,6 +65,13 @@ class Caller:
             self.run.release is not None and self.run.release.version == version
         )
 
+    def release(self, version: str) -> Release | None:
+        """The release this caller means by `version`: a run's own release (whatever its
+        service), else the default service's release of that version."""
+        if self.run is not None and self.run.release is not None:
+            return self.run.release if self.run.release.version == version else None
+        return selectors.find_release(version) if validation.is_valid_version(version) else None
+
 
 def _error(status: int, message: str, **extra: Any) -> JsonResponse:
     response = JsonResponse({"error": message, **extra}, status=status)
@@ -102,11 +109,7 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
         )
     if not caller.may_touch(version):
         return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
-    release = (
-        Release.objects.filter(version=version).first()
-        if validation.is_valid_version(version)
-        else None
-    )
+    release = caller.release(version)
     if release is None:
         return _error(404, f"No release {version!r}.")
     # The data as it is, and beside it the policy's signals (the model reads them instead of
@@ -141,7 +144,7 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
             403,
             f"This token may file a report for release {version} only, not {report.release_id}.",
         )
-    release = Release.objects.filter(version=report.release_id).first()
+    release = caller.release(report.release_id)
     if release is None:
         return _error(404, f"No release {report.release_id!r}.")
     checked = services.file_checked_report(
