@@ -37,7 +37,7 @@ Environment variables (all optional; a `.env` file is not read):
 
 The other standard OTEL_* variables (per-signal endpoints, OTEL_TRACES_EXPORTER,
 OTEL_METRICS_EXPORTER, headers, service name, resource attributes) are read by
-`agent.telemetry.setup.TelemetryConfig` and the SDK; the README's "Observability" lists them.
+`agent.telemetry.setup.TelemetryConfig` and the SDK; docs/operating/observability.md lists them.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _env(*names: str) -> Any:
 
 
 class AgentSettings(BaseSettings):
-    # An empty variable means unset, as for the site's own settings (README, Configuration).
+    # An empty variable means unset, as for the site's own settings (docs/using/configuration.md).
     model_config = SettingsConfigDict(
         env_prefix="DETECTIVE_", extra="ignore", populate_by_name=True, env_ignore_empty=True
     )

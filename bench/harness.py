@@ -364,7 +364,7 @@ def render(report: Report, console: Console) -> None:
 
 
 def markdown_table(results: Sequence[Result]) -> str:
-    """The table as Markdown, for the README."""
+    """The table as Markdown, for docs/developing/benchmarks.md."""
     lines = [
         "| " + " | ".join(COLUMNS) + " |",
         "| "

@@ -1,8 +1,9 @@
 """The house's import directions: which top-level folder (room) may import which.
 
-The README's "Where things are" is the same map in prose. `import_rules_test.py` checks the
-whole tree against it, so a module that imports across the allowed directions, or a top-level
-folder the map does not know, fails the suite rather than waiting for a reviewer.
+"Where things are" in docs/developing/architecture.md is the same map in prose.
+`import_rules_test.py` checks the whole tree against it, so a module that imports across the
+allowed directions, or a top-level folder the map does not know, fails the suite rather than
+waiting for a reviewer.
 
 Every import counts, also one inside a function: a deferred import is still a dependency, it
 only hides the order the modules load in. Test modules (`*_test.py`, `conftest.py`, `tests/`)

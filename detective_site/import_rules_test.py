@@ -50,12 +50,12 @@ def test_a_module_over_600_lines_says_why_at_its_top() -> None:
     assert unexplained == []
 
 
-def test_the_readme_maps_every_room() -> None:
-    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
-    where = readme.split("### Where things are", 1)[1].split("\n## ", 1)[0]
+def test_the_architecture_page_maps_every_room() -> None:
+    page = (PROJECT / "docs" / "developing" / "architecture.md").read_text(encoding="utf-8")
+    where = page.split("## Where things are", 1)[1].split("\n## ", 1)[0]
     for room in (name for name in ROOMS if "." not in name):
         folder = f"`{room}.py`" if (PROJECT / f"{room}.py").is_file() else f"`{room}/`"
-        assert f"| {folder} |" in where, f"{room} is not in the README's map"
+        assert f"| {folder} |" in where, f"{room} is not in docs/developing/architecture.md's map"
 
 
 # ---- the check, on trees made to break the rules -----------------------------------------------

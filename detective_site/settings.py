@@ -1,4 +1,5 @@
-"""Django settings, built from the validated environment (see config.py and the README)."""
+"""Django settings, built from the validated environment (see config.py and
+docs/using/configuration.md)."""
 
 from __future__ import annotations
 
@@ -144,7 +145,8 @@ STORAGES = {
 
 if CONFIG.behind_https_proxy:
     # Production (DEBUG=false set): served over HTTPS behind a proxy that terminates TLS and
-    # sets X-Forwarded-Proto (see the README). `up` with DEBUG unset serves plain HTTP itself.
+    # sets X-Forwarded-Proto (see docs/using/production.md). `up` with DEBUG unset serves plain
+    # HTTP itself.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
     SECURE_HSTS_SECONDS = 60 * 60 * 24 * 365

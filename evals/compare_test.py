@@ -187,7 +187,7 @@ def test_a_noisy_score_drop_is_marginal() -> None:
 
 
 def test_a_noisy_score_drop_on_a_critical_scenario_is_a_regression() -> None:
-    # The README: any drop on a critical scenario is a regression, significant or not.
+    # docs/using/evals.md: any drop on a critical scenario is a regression, significant or not.
     baseline = RunSummary.build([_summary("a", 3, 0, [1.0, 1.0, 1.0], critical=True)])
     current = RunSummary.build([_summary("a", 3, 0, [1.0, 1.0, 0.7], critical=True)])
     comparison = compare_runs(current, baseline)

@@ -3,7 +3,7 @@ mid-run, and the web server under a fuzzer of hostile requests.
 
 `up` runs on this test process's database (SQLite file or PostgreSQL; the test's data is
 committed, `transaction=True`), so the test reads the runs and task rows with the ORM.
-Figures each test measures are printed (`-s` shows them); the README's "Reliability" section
+Figures each test measures are printed (`-s` shows them); docs/operating/reliability.md
 quotes them.
 """
 

@@ -7,7 +7,7 @@ and answer 200; anything else 404. Spans and metric points are kept decoded, as 
 values, with the request headers they came with.
 
 Also a stand-in viewer: `uv run python -m tests.otlp_receiver --port 4318` prints one line per
-span it receives (see the README's "Observability").
+span it receives (see docs/operating/observability.md).
 """
 
 from __future__ import annotations

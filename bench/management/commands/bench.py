@@ -1,4 +1,4 @@
-"""`manage.py bench`: the benchmark suite (see bench/suite.py and the README)."""
+"""`manage.py bench`: the benchmark suite (see bench/suite.py and docs/developing/benchmarks.md)."""
 
 from __future__ import annotations
 
