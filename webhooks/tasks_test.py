@@ -18,8 +18,8 @@ from django_tasks_db.models import DBTaskResult
 from releases import services as releases_services
 from releases.models import Release, Service
 from releases.selectors import release_verdict
+from tests.webhook_receiver import Receiver
 from webhooks import tasks
-from webhooks.conftest import Receiver
 from webhooks.models import Event, WebhookDelivery, WebhookEndpoint
 from webhooks.signing import HEADER, verify
 
