@@ -299,7 +299,7 @@ def test_json_and_markdown(known: Double, tmp_path: Path) -> None:
     assert text.startswith("### ⏸️ Detective: shop 1.4.0\n")
     assert "- **Severity that counts:** HIGH" in text
     assert "- **Gate:** waits for a person's decision (exit 2)" in text
-    assert "- Checkout errors tripled\n  - evidence: error_rate 3.1 %" in text
+    assert "- Checkout errors tripled\n  - evidence: error\\_rate 3.1 %" in text
     assert "- the model and the policy disagree" in text
     assert "[The release in Detective](http://detective.example/releases/1.4.0/)" in text
 

@@ -11,6 +11,7 @@ Exit codes:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 BELOW, AT_OR_ABOVE, WAITS_FOR_PERSON, NO_VERDICT = 0, 1, 2, 3
@@ -49,9 +50,14 @@ def one_line(verdict: dict[str, Any], service: str, fail_on: str) -> str:
     )
 
 
+# The findings and the summary are a model's words about data anyone could have written: in a
+# pull-request comment they stay text (no links, images, HTML, headings or tables of their own).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()<>#|!~&])")
+
+
 def _cell(text: object) -> str:
-    # Markdown a pull-request comment renders as it is: no table or HTML from the findings.
-    return str(text).replace("\r", " ").replace("\n", " ").replace("<", "&lt;").strip()
+    flat = " ".join(str(text).split())
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
 
 
 def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
