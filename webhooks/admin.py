@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from webhooks import tasks
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 
 SECRET_MIN_LENGTH = 16
@@ -77,6 +79,18 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     search_fields = ["name", "url", "service"]
     readonly_fields = ["secret_hint", "created_at"]
     inlines = [DeliveryInline]
+    actions = ["send_test"]
+
+    @admin.action(description="Send a test delivery (event: ping)")
+    def send_test(self, request: HttpRequest, endpoints: QuerySet[WebhookEndpoint]) -> None:
+        active = [endpoint for endpoint in endpoints if endpoint.active]
+        for endpoint in active:
+            tasks.queue_ping(endpoint)
+        self.message_user(
+            request,
+            f"{len(active)} test deliveries queued; a worker sends them and logs each below.",
+            messages.SUCCESS,
+        )
 
     @admin.display(description="service")
     def service_shown(self, endpoint: WebhookEndpoint) -> str:

@@ -84,3 +84,23 @@ def test_deliveries_are_shown_and_cannot_be_added_or_changed(admin_client: Clien
         reverse("admin:webhooks_webhookendpoint_change", args=[hook.pk])
     ).content.decode()
     assert "answered 500 Internal Server Error" in endpoint_page
+
+
+def test_the_test_action_queues_a_signed_ping(admin_client: Client, receiver: Any) -> None:
+    from django_tasks_db.models import DBTaskResult
+
+    from webhooks.signing import HEADER, verify
+
+    hook = WebhookEndpoint.objects.create(name="chat", url=receiver.url, secret=SECRET)
+    response = admin_client.post(
+        reverse("admin:webhooks_webhookendpoint_changelist"),
+        {"action": "send_test", "_selected_action": [hook.pk]},
+        follow=True,
+    )
+    assert "1 test deliveries queued" in response.content.decode()
+    [queued] = DBTaskResult.objects.filter(task_path="webhooks.tasks.deliver")
+    assert queued.task.call(*queued.args_kwargs["args"]) == "delivered"
+    [got] = receiver.received
+    assert got.headers["Detective-Event"] == "ping"
+    verify(got.headers[HEADER], SECRET, got.body)
+    assert WebhookDelivery.objects.get().event == Event.PING

@@ -44,6 +44,7 @@ class WebhookEndpoint(models.Model):
 class Event(models.TextChoices):
     FILED = "verdict.filed", "Verdict filed"
     DECIDED = "verdict.decided", "Verdict decided"
+    PING = "ping", "Test (from the admin)"
 
 
 class WebhookDelivery(models.Model):

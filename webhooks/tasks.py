@@ -4,10 +4,13 @@ filing or a decision never waits on a receiver."""
 
 from __future__ import annotations
 
+import json
+
 from django_tasks import task
 
 from releases.models import Release
 from webhooks import services
+from webhooks.models import Event, WebhookEndpoint
 
 
 @task()
@@ -38,6 +41,14 @@ def deliver(
         )
         return f"attempt {attempt} failed ({record.error}); attempt {attempt + 1} queued"
     return "delivered" if record.succeeded else f"gave up after attempt {attempt}: {record.error}"
+
+
+def queue_ping(endpoint: WebhookEndpoint) -> str:
+    """A test delivery to one endpoint (the admin's action): signed and logged like the rest."""
+    delivery_id = services.new_delivery_id()
+    body = json.dumps({"event": Event.PING, "endpoint": endpoint.name}, sort_keys=True)
+    deliver.enqueue(endpoint.pk, delivery_id, Event.PING, endpoint.service or "-", "-", body, 1)
+    return delivery_id
 
 
 def queue_event(release: Release, event: str) -> list[str]:
