@@ -171,7 +171,9 @@ def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextI
         print(json.dumps(answer, indent=2, ensure_ascii=False), file=out)
     else:
         print(verdicts.one_line(answer, args.service, args.fail_on), file=out)
-    if args.markdown:
+    if args.markdown == "-":
+        print(verdicts.markdown(answer, args.service, args.fail_on), file=out)
+    elif args.markdown:
         Path(args.markdown).write_text(
             verdicts.markdown(answer, args.service, args.fail_on), encoding="utf-8"
         )
@@ -221,7 +223,11 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
     ask.add_argument("--interval", type=float, default=5.0, help="seconds between asks")
     ask.add_argument("--fail-on", choices=["high", "medium"], default="high")
     ask.add_argument("--json", action="store_true", help="print the verdict's JSON")
-    ask.add_argument("--markdown", metavar="FILE", help="write a Markdown summary to FILE")
+    ask.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help="write a Markdown summary to FILE (- for standard output)",
+    )
     return top
 
 

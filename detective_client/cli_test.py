@@ -316,3 +316,11 @@ def test_python_dash_m_runs_the_client(known: Double) -> None:
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "at or above the bar (medium)" in done.stdout
+
+
+def test_markdown_to_standard_output(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("assessed", "low"))]
+    code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--markdown", "-")
+    assert code == 0
+    assert "### ✅ Detective: shop 1.4.0\n" in out
+    assert "- **Gate:** below the bar (high) (exit 0)" in out
