@@ -1,6 +1,8 @@
 """The release API the agent's tools call: a release's summary, and filing a risk report.
 
-`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out.
+`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out; and
+`GET /api/releases/<version>/verdict`, the release's verdict for pipelines (and for a signed-in
+user with the permission to view releases, in the browser).
 
 Callers authenticate with `Authorization: Bearer <token>`:
 - a run's own token (issued when the run starts, valid while it is active, for its release
@@ -20,6 +22,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -28,6 +31,7 @@ from releases import eval_hooks, selectors, services, validation, verdicts
 from releases.models import Conversation, Release, RiskReport
 from releases.risk.filing import FilingDecision
 
+VIEW_RELEASE = "releases.view_release"
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 MAX_FINDINGS = 50
 MAX_FINDING_CHARS = 1_000
@@ -115,6 +119,38 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     # The data as it is, and beside it the policy's signals (the model reads them instead of
     # computing them) and, for a long change list, a compact form of it.
     return JsonResponse(verdicts.judge_release(release).for_agent())
+
+
+@login_not_required
+@csrf_exempt
+@require_GET
+def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
+    """The release's verdict (`selectors.release_verdict`), with the link to its page. A
+    bearer token as for the other calls, or a signed-in user who may view releases."""
+    user = getattr(request, "user", None)
+    browsing = (
+        "Authorization" not in request.headers
+        and user is not None
+        and user.is_authenticated
+        and user.has_perm(VIEW_RELEASE)
+    )
+    if not browsing:
+        caller = _caller(request)
+        if isinstance(caller, JsonResponse):
+            return caller
+        if not caller.may_touch(version):
+            return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
+    release = (
+        Release.objects.filter(version=version).first()
+        if validation.is_valid_version(version)
+        else None
+    )
+    if release is None:
+        return _error(404, f"No release {version!r}.")
+    page = reverse("releases:detail", kwargs={"version": release.version})
+    return JsonResponse(
+        {**selectors.release_verdict(release).as_json(), "url": request.build_absolute_uri(page)}
+    )
 
 
 @login_not_required
