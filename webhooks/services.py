@@ -49,12 +49,16 @@ def endpoints_for(release: Release) -> list[WebhookEndpoint]:
 
 def event_body(release: Release, event: str) -> str:
     """The verdict's JSON (what GET /api/releases/<version>/verdict answers), with the event,
-    the service and the release page's path."""
+    the service and the release page's path and address."""
+    path = release.get_absolute_url()
+    base = (getattr(settings, "DETECTIVE_API_URL", None) or "").rstrip("/")
     body = {
         **release_verdict(release).as_json(),
         "event": event,
         "service": release.service.slug,
-        "release_path": release.get_absolute_url(),
+        "release_path": path,
+        # As the verdict API answers: the page's address (this site's, when it knows it).
+        "url": f"{base}{path}",
     }
     return json.dumps(body, ensure_ascii=False, sort_keys=True)
 

@@ -60,8 +60,9 @@ def file_report(release: Release, capture: Any, severity: str = "high") -> None:
 
 
 def test_filing_a_verdict_queues_one_delivery_per_endpoint_that_wants_it(
-    release: Release, receiver: Receiver, django_capture_on_commit_callbacks: Any
+    release: Release, receiver: Receiver, django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
+    settings.DETECTIVE_API_URL = "http://detective.example/"
     every = endpoint(receiver.url, name="every service")
     shop = endpoint(receiver.url, name="shop only", service="Shop")
     endpoint(receiver.url, name="another service", service="billing")
