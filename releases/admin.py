@@ -166,6 +166,7 @@ class AgentEventInline(ReadOnlyAdminMixin, admin.TabularInline):
 class ReleaseAdmin(admin.ModelAdmin):
     list_display = [
         "version",
+        "service",
         "title",
         "latest_risk",
         "tests",
@@ -174,12 +175,26 @@ class ReleaseAdmin(admin.ModelAdmin):
         "created_at",
     ]
     list_display_links = ["version", "title"]
-    list_filter = [LatestSeverityFilter, "created_at"]
+    list_filter = [LatestSeverityFilter, "service", "created_at"]
     search_fields = ["version", "title"]
+    list_select_related = ["service"]
     date_hierarchy = "created_at"
     formfield_overrides = PRETTY_JSON_OVERRIDES
     fieldsets = [
-        (None, {"fields": ["version", "title", "created_at", "updated_at"]}),
+        (None, {"fields": ["service", "version", "title", "created_at", "updated_at"]}),
+        (
+            "Where it came from",
+            {
+                "fields": [
+                    "environment",
+                    ("git_from_ref", "git_to_ref"),
+                    "head_sha",
+                    "pipeline_url",
+                    "deployed_at",
+                ],
+                "classes": ["collapse"],
+            },
+        ),
         (
             "Release data",
             {
@@ -195,6 +210,11 @@ class ReleaseAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Release]:
         return with_severity_shown(releases_with_latest_report(super().get_queryset(request)))
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "pipeline_url":
+            kwargs["assume_scheme"] = "https"
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     @admin.display(description="risk", ordering="effective_severity")
     def latest_risk(self, release: Release) -> SafeString:

@@ -25,6 +25,9 @@ TEST_RESULTS_SCHEMA: dict[str, Any] = {
         "failed": COUNT,
         "skipped": COUNT,
         "failing_tests": {"type": "array", "items": {"type": "string"}},
+        # From JUnit XML (sources/summary.py): tests that passed only on a rerun.
+        "flaky": COUNT,
+        "flaky_tests": {"type": "array", "items": {"type": "string"}},
     },
     "additionalProperties": False,
 }

@@ -153,6 +153,7 @@ class CommitFile(models.Model):
 
 
 class TestStatus(models.TextChoices):
+    __test__ = False
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"
@@ -163,6 +164,8 @@ class TestStatus(models.TextChoices):
 
 class TestCase(models.Model):
     """One attempt of one test: a rerun (in the same report or a later one) is a new attempt."""
+
+    __test__ = False  # a model, whatever pytest thinks of its name
 
     release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="test_cases")
     ingestion = models.ForeignKey(Ingestion, on_delete=models.CASCADE, related_name="test_cases")
@@ -208,7 +211,7 @@ class MetricSample(models.Model):
         Ingestion, on_delete=models.CASCADE, related_name="metric_samples"
     )
     name = models.CharField(max_length=200)
-    timestamp = models.DateTimeField()
+    timestamp = models.DateTimeField(null=True, blank=True, help_text="Empty: not stamped.")
     value = models.FloatField(null=True, blank=True, help_text="Empty: missing (NaN, Inf).")
     labels = models.JSONField(default=dict, blank=True)
     window = models.CharField(max_length=8, choices=MetricWindow.choices)

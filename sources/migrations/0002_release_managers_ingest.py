@@ -41,7 +41,7 @@ def revoke(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("sources", "0001_initial"),
-        ("releases", "0002_release_managers_group"),
+        ("releases", "0008_service_and_provenance"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]
