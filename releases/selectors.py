@@ -244,6 +244,19 @@ def find_release(version: str, service: str | None = None) -> Release | None:
     )
 
 
+def find_release_of(version: str, service: str | None) -> Release | None:
+    """The release of this version of the service named by its slug or its name (any case);
+    the default service's when None."""
+    if service is None:
+        return find_release(version)
+    return (
+        Release.objects.select_related("service")
+        .filter(version=version)
+        .filter(Q(service__slug=service) | Q(service__name__iexact=service))
+        .first()
+    )
+
+
 def release_or_404(version: str, service: str | None = None) -> Release:
     return get_object_or_404(
         Release.objects.select_related("service"),
