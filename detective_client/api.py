@@ -121,11 +121,11 @@ class DetectiveApi:
             headers={"Content-Type": JUNIT_TYPE},
         )
 
-    def send_metrics(self, service: str, version: str, text: bytes) -> Any:
+    def send_metrics(self, service: str, version: str, filename: str, text: bytes) -> Any:
         return self._send(
             "POST",
             f"{self._release(version)}/metrics",
-            params={"service": service},
+            params={"service": service, "filename": filename},
             content=text,
             headers={"Content-Type": METRICS_TYPE},
         )

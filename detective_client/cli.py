@@ -124,8 +124,10 @@ def ingest(
 ) -> int:
     sources = collect(args, environment)
     service, version = args.service, args.version
-    api.put_release(sources.release)
-    print(f"release {service} {version}: created or updated", file=out)
+    answer = api.put_release(sources.release)
+    done = "created" if isinstance(answer, dict) and answer.get("created") else "updated"
+    where = f" ({answer['url']})" if isinstance(answer, dict) and answer.get("url") else ""
+    print(f"release {service} {version}: {done}{where}", file=out)
     if sources.commits:
         api.send_commits(service, version, sources.commits)
         print(f"commits: {len(sources.commits)} sent ({args.git_range})", file=out)
@@ -133,7 +135,7 @@ def ingest(
         api.send_junit(service, version, name, xml)
         print(f"JUnit: {name} sent ({len(xml):,} bytes)", file=out)
     if sources.metrics is not None:
-        api.send_metrics(service, version, sources.metrics)
+        api.send_metrics(service, version, Path(args.metrics_file).name, sources.metrics)
         print(f"metrics: {args.metrics_file} sent", file=out)
     return 0
 

@@ -129,6 +129,8 @@ def test_ingest_sends_the_release_then_each_source(
     assert junit[1].body == (reports / "unit.xml").read_bytes()
     assert junit[0].headers["Content-Type"] == "application/xml"
     assert double.received[4].body == metrics.read_bytes()
+    assert double.received[4].query == {"service": "shop", "filename": "metrics.txt"}
+    assert "release shop 1.4.0: created" in err
     assert "commits: 2 sent" in err and "JUnit: unit.xml sent" in err
 
 
