@@ -34,18 +34,43 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from prometheus_client import parser as prometheus_text
 
+from sources.parsers.records import Labels, MetricSampleRecord, MetricSummary, finite
+from sources.parsers.windows import (
+    DEFAULT_WINDOW,
+    ReleaseMetrics,
+    Window,
+    WindowMetrics,
+    baseline_window,
+    release_window,
+)
+
+__all__ = [
+    "MetricSampleRecord",
+    "MetricSummary",
+    "MetricValueError",
+    "MetricsFormatError",
+    "Scaled",
+    "SummaryNames",
+    "file_release_metrics",
+    "finite",
+    "histogram_quantile",
+    "increase",
+    "parse_metrics",
+    "parse_metrics_file",
+    "summarize",
+]
+
 # A release's metrics export is small; a file this big is a mistake (or an attack).
 MAX_BYTES = 20 * 1024 * 1024
 
 Format = Literal["auto", "openmetrics", "prometheus"]
-Labels = tuple[tuple[str, str], ...]
 
 
 class MetricsFormatError(ValueError):
@@ -63,23 +88,6 @@ class MetricsFormatError(ValueError):
 class MetricValueError(ValueError):
     """A mapped value cannot be what its summary key says (an error rate above 1, a negative
     duration): the mapping or the query is wrong, and guessing would hide it."""
-
-
-@dataclass(frozen=True)
-class MetricSampleRecord:
-    name: str
-    # Sorted (name, value) pairs, so equal label sets compare and hash equal.
-    labels: Labels
-    timestamp: datetime | None
-    # None: missing (NaN, +Inf, -Inf, or no data); never stands in for zero.
-    value: float | None
-
-
-def finite(value: float | None) -> float | None:
-    """The value, or None when it is missing (None, NaN, +Inf, -Inf)."""
-    if value is None or math.isnan(value) or math.isinf(value):
-        return None
-    return float(value)
 
 
 def parse_metrics_file(
@@ -160,7 +168,44 @@ class _LineCounter:
     def __next__(self) -> str:
         line = next(self._lines)
         self.line += 1
+        _check_fields(line)
         return line
+
+
+def _check_fields(line: str) -> None:
+    """A sample line is a name, labels, a value and an optional timestamp. The client's parser
+    takes the *last* field as the timestamp, so `x 1 2 3`, or an exemplar after the value,
+    would pass with a wrong time: refused here instead."""
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return
+    rest = _after_labels(text)
+    fields = len(rest.split())
+    if fields > 2:
+        raise ValueError(
+            f"{fields} fields after the name and labels, where a value and an optional "
+            "timestamp go (exemplars are not accepted)"
+        )
+
+
+def _after_labels(text: str) -> str:
+    """What follows a sample's name and labels (a quote-aware walk to the closing brace)."""
+    brace = text.find("{")
+    space = min((i for i in (text.find(" "), text.find("\t")) if i >= 0), default=len(text))
+    if brace < 0 or brace > space:
+        return text[space:]
+    quoted = escaped = False
+    for index in range(brace + 1, len(text)):
+        char = text[index]
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = quoted
+        elif char == '"':
+            quoted = not quoted
+        elif char == "}" and not quoted:
+            return text[index + 1 :]
+    return ""
 
 
 def _record(sample: Any, to_seconds: float) -> MetricSampleRecord:
@@ -214,21 +259,6 @@ class SummaryNames:
     quantile: float = 0.95
 
 
-@dataclass(frozen=True)
-class MetricSummary:
-    """The release's metric figures; None is missing."""
-
-    error_rate: float | None = None
-    response_time_p95: float | None = None
-    # Which names each came from, for the ingestion's record and for people reading it.
-    origin: dict[str, str] = field(default_factory=dict, compare=False)
-
-    def as_dict(self) -> dict[str, float]:
-        """The summary's `deployment_metrics` keys, the missing ones left out."""
-        figures = {"error_rate": self.error_rate, "response_time_p95": self.response_time_p95}
-        return {key: value for key, value in figures.items() if value is not None}
-
-
 def summarize(
     samples: Iterable[MetricSampleRecord],
     names: SummaryNames | None = None,
@@ -270,6 +300,33 @@ def summarize(
     return MetricSummary(error_rate=error_rate, response_time_p95=p95, origin=origin)
 
 
+def file_release_metrics(
+    samples: Iterable[MetricSampleRecord],
+    names: SummaryNames | None = None,
+    *,
+    deploy_time: datetime,
+    previous_deploy_time: datetime | None = None,
+    length: timedelta = DEFAULT_WINDOW,
+) -> ReleaseMetrics:
+    """A file's samples split into the release's window and its baseline (the same windows as
+    from Prometheus), each with its figures. A sample without a timestamp is a scrape taken for
+    the release: it counts in the release's window only."""
+    samples = list(samples)
+    own = release_window(deploy_time, length)
+    base = baseline_window(own, previous_deploy_time)
+
+    def window_of(window: Window, undated: bool) -> WindowMetrics:
+        kept = tuple(
+            sample
+            for sample in samples
+            if (sample.timestamp is None and undated)
+            or (sample.timestamp is not None and window.start <= sample.timestamp <= window.end)
+        )
+        return WindowMetrics(window, kept, summarize(kept, names))
+
+    return ReleaseMetrics(release=window_of(own, undated=True), baseline=window_of(base, False))
+
+
 def _inside(moment: datetime | None, start: datetime | None, end: datetime | None) -> bool:
     if moment is None:
         return True
@@ -296,13 +353,16 @@ def _series(samples: Iterable[MetricSampleRecord]) -> dict[Labels, list[MetricSa
 def increase(points: list[MetricSampleRecord]) -> float | None:
     """How much a counter grew over its points: last minus first, a drop read as a reset (the
     counter restarted from zero, as PromQL's `increase` reads it), without PromQL's
-    extrapolation to the window's edges. One point, or points without timestamps, is taken as
-    the count itself. None when no point has a value."""
+    extrapolation to the window's edges. Points without timestamps (one scrape) are taken as
+    the count itself. None when no point has a value, or when only one timestamped point lies
+    in the window (PromQL has no rate for it either)."""
     present = [point for point in points if point.value is not None]
     if not present:
         return None
-    if len(present) == 1 or any(point.timestamp is None for point in present):
+    if any(point.timestamp is None for point in present):
         return present[-1].value
+    if len(present) < 2:
+        return None
     present.sort(key=lambda point: point.timestamp or datetime.min.replace(tzinfo=UTC))
     grown = 0.0
     previous = present[0].value or 0.0

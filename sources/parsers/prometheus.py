@@ -2,7 +2,7 @@
 range `/api/v1/query_range`), with PromQL templates configurable per service.
 
 The errors this module raises, all translated from httpx and from Prometheus's answers in one
-place (`PrometheusClient._get`):
+place (`PrometheusClient._get`, with `_translated` for the transport):
 
     PrometheusError                 anything that kept the query from giving an answer
     ├── PrometheusUnreachable       the server could not be reached (refused, DNS, TLS, ...)
@@ -14,9 +14,9 @@ place (`PrometheusClient._get`):
     QueryTemplateError (ValueError) a PromQL template with a placeholder this module does not fill
 
 Values arrive as strings; "NaN", "+Inf", "-Inf" and an empty result are *missing* (None), never
-zero. Windows: the release's starts at its deploy time (`DEFAULT_WINDOW` long unless told); the
-baseline is the previous release's window (cut where this release was deployed) or, with no
-previous release, the same window a week earlier. docs/using/metrics.md says it for users.
+zero. The windows (the release's from its deploy time, the baseline the previous release's or a
+week earlier) are in `windows.py`, shared with the file reader. docs/using/metrics.md says it
+all for users.
 """
 
 from __future__ import annotations
@@ -31,7 +31,15 @@ from typing import Any
 
 import httpx
 
-from sources.parsers.openmetrics import MetricSampleRecord, MetricSummary, finite
+from sources.parsers.records import MetricSampleRecord, MetricSummary, finite
+from sources.parsers.windows import (
+    DEFAULT_WINDOW,
+    ReleaseMetrics,
+    Window,
+    WindowMetrics,
+    baseline_window,
+    release_window,
+)
 
 
 class PrometheusError(Exception):
@@ -67,8 +75,6 @@ class QueryTemplateError(ValueError):
     pass
 
 
-DEFAULT_WINDOW = timedelta(minutes=30)
-BASELINE_OFFSET = timedelta(weeks=1)
 DEFAULT_TIMEOUT = 10.0
 
 # The summary keys, their PromQL defaults, and the factor into the summary's unit.
@@ -125,6 +131,55 @@ class MetricsConfig:
 
     def for_service(self, service: str) -> MetricQueries:
         return self.services.get(service, self.default)
+
+
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: str | int | float) -> timedelta:
+    """Seconds (a number) or a simple PromQL duration (`90s`, `5m`, `1h`) as a timedelta."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    match = _DURATION.match(str(value).strip())
+    if not match:
+        raise QueryTemplateError(f"{value!r} is not a duration (seconds, or like 90s, 5m, 1h)")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def queries_from_mapping(settings: Mapping[str, Any]) -> MetricQueries:
+    """One service's queries from plain settings (e.g. a JSON object): the keys of
+    MetricQueries, durations as seconds or `5m`; anything not given keeps its default."""
+    known = {"error_rate", "response_time_p95", "response_time_p95_factor", "rate_interval", "step"}
+    unknown = set(settings) - known
+    if unknown:
+        raise QueryTemplateError(
+            f"unknown metric query settings {sorted(unknown)}; known: {sorted(known)}"
+        )
+    values: dict[str, Any] = dict(settings)
+    for key in ("rate_interval", "step"):
+        if key in values:
+            values[key] = parse_duration(values[key])
+    if "response_time_p95_factor" in values:
+        values["response_time_p95_factor"] = float(values["response_time_p95_factor"])
+    return MetricQueries(**values)
+
+
+def config_from_mapping(settings: Mapping[str, Any]) -> MetricsConfig:
+    """`{"default": {...}, "services": {"checkout": {...}}}` as a MetricsConfig; a service's
+    settings fill in over the default's."""
+    unknown = set(settings) - {"default", "services"}
+    if unknown:
+        raise QueryTemplateError(f"unknown metrics settings {sorted(unknown)}")
+    default_settings = dict(settings.get("default") or {})
+    services = settings.get("services") or {}
+    return MetricsConfig(
+        default=queries_from_mapping(default_settings),
+        services={
+            str(name): queries_from_mapping({**default_settings, **dict(own)})
+            for name, own in services.items()
+        },
+    )
 
 
 def promql_string(value: str) -> str:
@@ -309,52 +364,6 @@ def _unix(moment: datetime) -> str:
 # Windows and the release's metrics
 
 
-@dataclass(frozen=True)
-class Window:
-    start: datetime
-    end: datetime
-
-    @property
-    def length(self) -> timedelta:
-        return self.end - self.start
-
-
-def release_window(deploy_time: datetime, length: timedelta = DEFAULT_WINDOW) -> Window:
-    """The release's own window: from its deploy time, `length` long."""
-    return Window(deploy_time, deploy_time + length)
-
-
-def baseline_window(release: Window, previous_deploy_time: datetime | None = None) -> Window:
-    """The previous release's window (as long as this one's, but never past this deploy), or
-    with no previous release, this window a week earlier."""
-    if previous_deploy_time is not None and previous_deploy_time < release.start:
-        end = min(previous_deploy_time + release.length, release.start)
-        return Window(previous_deploy_time, end)
-    return Window(release.start - BASELINE_OFFSET, release.end - BASELINE_OFFSET)
-
-
-@dataclass(frozen=True)
-class WindowMetrics:
-    window: Window
-    # Range-query samples named by summary key (`error_rate`, `response_time_p95` in ms).
-    samples: tuple[MetricSampleRecord, ...]
-    summary: MetricSummary
-
-
-@dataclass(frozen=True)
-class ReleaseMetrics:
-    release: WindowMetrics
-    baseline: WindowMetrics
-
-    def deployment_metrics(self) -> dict[str, float]:
-        """The summary's `deployment_metrics`: the release's figures and, as `<key>_baseline`,
-        the baseline's; missing ones left out."""
-        figures = self.release.summary.as_dict()
-        for key, value in self.baseline.summary.as_dict().items():
-            figures[f"{key}_baseline"] = value
-        return figures
-
-
 def window_metrics(
     client: PrometheusClient,
     queries: MetricQueries,
@@ -367,17 +376,20 @@ def window_metrics(
     """One window's samples (range queries) and figures (instant queries at its end, over its
     length). A window still open is cut at `now`; one not begun yet has nothing (missing)."""
     now = now or datetime.now(tz=UTC)
-    end = min(window.end, now)
-    if end - window.start < timedelta(seconds=1):
+    # Whole seconds, as a PromQL duration needs (a deploy or a `now` carries microseconds).
+    length = timedelta(seconds=int((min(window.end, now) - window.start).total_seconds()))
+    if length < timedelta(seconds=1):
         return WindowMetrics(window, (), MetricSummary())
+    end = window.start + length
     samples: list[MetricSampleRecord] = []
     figures: dict[str, float | None] = {}
     for key, (template, factor) in queries.templates().items():
-        over_window = render(template, service=service, version=version, window=end - window.start)
+        over_window = render(template, service=service, version=version, window=length)
         answer = client.query(over_window, end, name=key)
         figures[key] = _single(client, key, answer, factor)
         per_step = render(template, service=service, version=version, window=queries.rate_interval)
-        step = max(queries.step, (end - window.start) / 10_000)
+        # Prometheus answers at most 11,000 points a series.
+        step = max(queries.step, length / 10_000)
         for sample in client.query_range(per_step, window.start, end, step, name=key):
             value = None if sample.value is None else sample.value * factor
             samples.append(MetricSampleRecord(key, sample.labels, sample.timestamp, value))
