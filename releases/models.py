@@ -505,6 +505,31 @@ class RiskReport(models.Model):
     def __str__(self) -> str:
         return f"{self.release} · {self.severity} · {self.filed_at:%Y-%m-%d %H:%M}"
 
+    @property
+    def counts_as(self) -> str | None:
+        """The severity that counts (`releases/severity.py`): the annotation
+        `severity_shown` when the queryset has it, else from the prefetched decisions, else
+        one query for the latest decision."""
+        from releases.severity import severity_that_counts
+
+        if hasattr(self, "severity_shown"):
+            return self.severity_shown  # type: ignore[no-any-return]
+        cached = getattr(self, "_prefetched_objects_cache", {}).get("decisions")
+        if cached is not None:
+            latest = max(cached, key=lambda d: (d.created_at, d.pk), default=None)
+        else:
+            latest = self.decisions.order_by("-created_at", "-id").first() if self.pk else None
+        return severity_that_counts(
+            filed=self.severity,
+            policy=self.policy_severity,
+            needs_review=self.needs_review,
+            decided=latest.severity if latest is not None else None,
+        )
+
+    def get_counts_as_display(self) -> str:
+        counted = self.counts_as
+        return Severity(counted).label if counted else ""
+
 
 class ReviewDecision(models.Model):
     """A person's decision on a risk report: accept its severity, or override it with a reason.

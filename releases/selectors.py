@@ -294,23 +294,26 @@ class Dashboard:
 
 
 def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Trend:
-    """Reports per week and severity over the last weeks, a person's decision counting over
-    the model's: two queries. The weeks are counted with filtered counts over a range of
+    """Reports per week, each at the severity that counts (`releases/severity.py`: a person's
+    decision; the higher of the model's and the policy's while it waits for review; else the
+    filed one): one query. The weeks are counted with filtered counts over a range of
     `filed_at` (the database's date functions, on SQLite Python called for every row, made
-    this the home page's slowest query), then the few overridden reports are moved."""
+    this the home page's slowest query)."""
     now = now or timezone.now()
     today = timezone.localdate(now)
     first = monday(today) - timedelta(weeks=weeks - 1)
     starts = [first + timedelta(weeks=index) for index in range(weeks + 1)]
     bounds = [timezone.make_aware(datetime.combine(day, datetime.min.time())) for day in starts]
-    counts = RiskReport.objects.filter(filed_at__gte=bounds[0]).aggregate(
+    counts = reports_with_severity_shown(
+        RiskReport.objects.filter(filed_at__gte=bounds[0])
+    ).aggregate(
         **{
             f"w{index}_{severity}": Count(
                 "pk",
                 filter=Q(
                     filed_at__gte=bounds[index],
                     filed_at__lt=bounds[index + 1],
-                    severity=severity,
+                    severity_shown=severity,
                 ),
             )
             for index in range(weeks)
@@ -322,18 +325,6 @@ def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Tre
         for index in range(weeks)
         for severity in Severity.values
     ]
-    # The newest decision on each report of the window, where it moved the severity.
-    moved: dict[int, tuple[str, str, datetime]] = {}
-    for report_id, decided, filed, filed_at in (
-        ReviewDecision.objects.filter(report__filed_at__gte=bounds[0])
-        .order_by("report_id", "-created_at", "-id")
-        .values_list("report_id", "severity", "report__severity", "report__filed_at")
-    ):
-        moved.setdefault(report_id, (decided, filed, filed_at))
-    for decided, filed, filed_at in moved.values():
-        if decided != filed:
-            week = timezone.localdate(filed_at)
-            rows += [(week, filed, -1), (week, decided, 1)]
     return weekly_trend(rows, today=today, weeks=weeks)
 
 
@@ -521,9 +512,9 @@ def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
     """The review queue, reports marked for review first, then the newest: two queries."""
     queryset = _awaiting_review()
     reports = list(
-        queryset.select_related("release", "conversation", "policy").order_by(
-            "-needs_review", "-filed_at", "-id"
-        )[:limit]
+        reports_with_severity_shown(queryset)
+        .select_related("release", "conversation", "policy")
+        .order_by("-needs_review", "-filed_at", "-id")[:limit]
     )
     items = [
         ReviewItem(
@@ -581,7 +572,10 @@ def run_outcome(run: Conversation) -> RunOutcome | None:
     """The report a run filed (its latest, should there be several), with the release's
     previous verdict and any decision on it: three queries, none without a report."""
     report = (
-        run.risk_reports.select_related("release", "policy").order_by("-filed_at", "-id").first()
+        reports_with_severity_shown(run.risk_reports.all())
+        .select_related("release", "policy")
+        .order_by("-filed_at", "-id")
+        .first()
     )
     if report is None:
         return None
