@@ -259,6 +259,7 @@ def build_agent(
     token = api_token or _secret(settings.api_token)
     register_secret(token)
     registry = ToolRegistry()
+    profile = profile_for(adapter.name, adapter.model, settings.prompt_profile)
     release_tools = register_release_tools(
         registry,
         settings.api_url,
@@ -268,10 +269,10 @@ def build_agent(
         timeout_s=settings.tool_timeout,
         # The release API joins the conversation's trace.
         extra_headers=current_traceparent,
+        with_summary=profile.file_summary,
     )
     tools = TracedToolExecutor(registry, capture_content=capture)
 
-    profile = profile_for(adapter.name, adapter.model, settings.prompt_profile)
     config = AgentConfig(
         system_prompt=profile.system_prompt,
         max_steps=settings.max_steps or profile.max_steps,

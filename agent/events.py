@@ -113,8 +113,9 @@ class RunFinished(_Event):
     # "answered": the model replied without tool calls; "report_filed": the report ended it;
     # "tool_failing": the same tool call failed the same way several times in a row, or a
     # tool failed saying nothing more can be done (the release's summary cannot be read);
-    # "max_steps": the step limit was reached before any of these.
-    reason: Literal["answered", "report_filed", "tool_failing", "max_steps"]
+    # "max_steps": the step limit was reached before any of these; "output_limit": the
+    # model's answer was cut off at the output limit again after being asked to be brief.
+    reason: Literal["answered", "report_filed", "tool_failing", "max_steps", "output_limit"]
     final_text: str = ""
     steps: int = 0
     usage: Usage = Field(default_factory=Usage)

@@ -14,7 +14,9 @@ Over 600 lines on purpose: one class, whose steps share the run's state they adv
    answers without a tool call (`"answered"`), when it makes the same failing tool call
    `max_repeated_tool_failures` times in a row or a tool fails with `terminal=True`, saying
    nothing more can be done (`"tool_failing"`), or after `max_steps` (`"max_steps"`);
-   everything done so far stays in the history.
+   everything done so far stays in the history. An answer cut off at the output limit
+   (finish reason "length") with no usable tool call is asked for once more, briefly
+   (`output_limit_message`); cut off again, the run ends (`"output_limit"`).
 
 A reply with text only, in the middle of an investigation, does not end the run at once:
 small models often announce a tool call ("I will now fetch the summary") instead of
@@ -72,6 +74,7 @@ from agent.providers.protocol import (
     StreamRetry,
     StreamTextDelta,
 )
+from agent.providers.wire import RAW_ARGUMENTS_KEY
 from agent.reasoning import REPORT_TOOL, DirectStrategy, ReasoningStrategy
 from agent.retry import listening_for_retries
 from agent.store import ConversationStore
@@ -79,6 +82,16 @@ from agent.telemetry.logging import scrub
 from agent.tools.protocol import ToolExecutor
 
 logger = logging.getLogger(__name__)
+
+# Said once when the model's answer was cut off at the output limit (finish reason "length"):
+# the same request would be cut off the same way, at temperature 0 every time.
+OUTPUT_LIMIT_MESSAGE = (
+    "Your answer was cut off at the output limit ({max_tokens} tokens), so nothing was done. "
+    "Write no text at all: call {report_tool} now, with short findings and no summary."
+)
+CUT_OFF_RESULT = (
+    "Not run: the answer was cut off at the output limit, so this call's arguments are incomplete."
+)
 
 NUDGE_MESSAGE = (
     "You replied without calling a tool. Do not describe what you are going to do: "
@@ -113,6 +126,10 @@ class AgentConfig(BaseModel):
     max_repeated_tool_failures: int = Field(default=3, ge=1)
     nudge_message: str = NUDGE_MESSAGE
     report_tool: str = REPORT_TOOL
+    # An answer cut off at the output limit is asked for again this many times, with
+    # `output_limit_message`; one more cut ends the run ("output_limit").
+    max_output_limit_retries: int = Field(default=1, ge=0)
+    output_limit_message: str = OUTPUT_LIMIT_MESSAGE
 
 
 DEFAULT_CONFIG = AgentConfig()
@@ -154,6 +171,9 @@ class _Run:
         self.ended_by_tool = False
         self.partial_text = ""
         self.final_text = ""
+        # Answers cut off at the output limit, and whether the last step's was.
+        self.cut_offs = 0
+        self.cut_off = False
 
 
 class Agent:
@@ -272,6 +292,19 @@ class Agent:
                 if run.report_filed and self.config.end_on_report:
                     yield self._finish(run, "report_filed")
                     return
+                if run.cut_off:
+                    if run.cut_offs > self.config.max_output_limit_retries:
+                        run.final_text = (
+                            "Stopped: the model's answer was cut off at the output limit "
+                            f"({self.config.max_tokens} tokens) again, so nothing was filed."
+                        )
+                        yield self._finish(run, "output_limit")
+                        return
+                    message = self.config.output_limit_message.format(
+                        max_tokens=self.config.max_tokens, report_tool=self.config.report_tool
+                    )
+                    self._append(Message.user(message, nudge=True))
+                    continue
                 if (
                     run.ended_by_tool
                     or run.failure_repeats >= self.config.max_repeated_tool_failures
@@ -398,6 +431,12 @@ class Agent:
         )
         self._append(message)
         run.final_text = message.content or run.final_text
+        run.cut_off = _cut_off(response)
+        if run.cut_off:
+            # Not run: a call cut off mid-arguments would only fail, the same way each time.
+            run.cut_offs += 1
+            self._skip(message.tool_calls, CUT_OFF_RESULT)
+            return
         async with aclosing(self._run_tools(run, message.tool_calls, cancel)) as tools:
             async for event in tools:
                 yield event
@@ -579,6 +618,15 @@ class Agent:
                 self.store.update_metadata(self.conversation.id, **self.conversation.metadata)
             except AgentError:
                 logger.warning("could not save the conversation's metadata")
+
+
+def _cut_off(response: ModelResponse) -> bool:
+    """Whether the answer stopped at the output limit with nothing usable: no tool call, or
+    one whose arguments did not parse. A complete call before the limit still runs."""
+    if response.finish_reason != "length":
+        return False
+    calls = response.message.tool_calls
+    return not calls or any(RAW_ARGUMENTS_KEY in call.arguments for call in calls)
 
 
 def _check(cancel: CancelToken | None) -> None:

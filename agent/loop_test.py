@@ -10,7 +10,7 @@ from agent.context.protocol import ContextFit
 from agent.errors import AuthenticationError, ServerError
 from agent.events import AgentEvent
 from agent.loop import Agent, AgentConfig
-from agent.messages import Conversation, Message, ToolResult
+from agent.messages import Conversation, Message, ToolCall, ToolResult, Usage
 from agent.providers.protocol import (
     ModelRequest,
     ModelResponse,
@@ -18,6 +18,7 @@ from agent.providers.protocol import (
     StreamRetry,
     StreamTextDelta,
 )
+from agent.providers.wire import RAW_ARGUMENTS_KEY
 from agent.reasoning import SelfCheckStrategy
 from agent.retry import RetryingProvider
 from agent.store import InMemoryStore
@@ -720,3 +721,82 @@ async def test_a_tool_failure_marked_terminal_ends_the_run_with_its_message() ->
     assert (skipped.role, skipped.tool_call_id) == ("tool", "c1")
     assert skipped.content.startswith("Not run")
     assert len(provider.requests) == 1
+
+
+def cut_off_turn(call_id: str) -> ModelResponse:
+    """A tool call cut off at the output limit: its arguments never parsed."""
+    cut = ToolCall(
+        id=call_id,
+        name="file_risk_report",
+        arguments={RAW_ARGUMENTS_KEY: '{"release_id": "v2.1.0", "findings": ["The summary'},
+    )
+    return ModelResponse(
+        message=Message.assistant("The summary says " * 50, [cut]),
+        usage=Usage(input_tokens=300, output_tokens=1024),
+        finish_reason="length",
+    )
+
+
+async def test_an_answer_cut_off_at_the_output_limit_is_asked_once_briefly_then_ends() -> None:
+    turns = [
+        reply("Fetching.", call("get_release_summary", "c1", release_id="v2.1.0")),
+        cut_off_turn("c2"),
+        cut_off_turn("c3"),
+        cut_off_turn("c4"),
+    ]
+    agent, provider = make_agent(turns)
+
+    events = await collect(agent, "Assess the risk of release v2.1.0")
+
+    end = events[-1]
+    assert end.kind == "run_finished" and end.reason == "output_limit"
+    assert "cut off at the output limit (1024 tokens)" in end.final_text
+    # Not retried identically: the second request carries the short instruction; no third.
+    assert len(provider.requests) == 3
+    last_user = [m for m in provider.requests[2].messages if m.role == "user"][-1]
+    assert "cut off at the output limit" in last_user.content
+    assert "no summary" in last_user.content
+    # The broken calls never ran; each has its "not run" result, so the history stays valid.
+    results = [m for m in agent.conversation.messages if m.role == "tool"]
+    assert [r.tool_call_id for r in results] == ["c1", "c2", "c3"]
+    assert all("cut off" in r.content for r in results[1:])
+    assert "tool_call" not in [e.kind for e in events if getattr(e, "step", 0) >= 2]
+
+
+async def test_a_cut_off_answer_then_a_filing_ends_with_the_report() -> None:
+    turns = [
+        reply("Fetching.", call("get_release_summary", "c1", release_id="v2.1.0")),
+        cut_off_turn("c2"),
+        reply(
+            "",
+            call("file_risk_report", "c3", release_id="v2.1.0", severity="high", findings=["x"]),
+        ),
+    ]
+    agent, _ = make_agent(turns)
+
+    events = await collect(agent, "Assess the risk of release v2.1.0")
+
+    assert events[-1].kind == "run_finished" and events[-1].reason == "report_filed"
+
+
+async def test_a_complete_call_at_the_output_limit_still_runs() -> None:
+    complete = ModelResponse(
+        message=Message.assistant(
+            "",
+            [
+                ToolCall(
+                    id="c2",
+                    name="file_risk_report",
+                    arguments={"release_id": "v2.1.0", "severity": "low", "findings": ["x"]},
+                )
+            ],
+        ),
+        usage=Usage(input_tokens=300, output_tokens=1024),
+        finish_reason="length",
+    )
+    turns = [reply("", call("get_release_summary", "c1", release_id="v2.1.0")), complete]
+    agent, _ = make_agent(turns)
+
+    events = await collect(agent, "Assess the risk of release v2.1.0")
+
+    assert events[-1].reason == "report_filed"

@@ -71,8 +71,7 @@ You assess the risk of one software release. Steps:
 2. Call file_risk_report once with:
 - release_id: the release id;
 - severity: the value of "severity_floor" in "policy", exactly;
-- findings: every sentence of "evidence" in "policy", each copied word for word;
-- summary: leave it empty.
+- findings: every sentence of "evidence" in "policy", each copied word for word.
 3. If the report is refused, do what the refusal says and call file_risk_report again.
 4. Then stop.
 If get_release_summary returns an error, do not call file_risk_report: say that the \
@@ -90,6 +89,8 @@ class PromptProfile(BaseModel):
     max_steps: int = 8
     temperature: float | None = None
     max_text_only_nudges: int = 1
+    # False: the report tool has no free-text summary field (the prompt asks for none).
+    file_summary: bool = True
 
 
 DEFAULT_PROFILE = PromptProfile(name="default", system_prompt=DEFAULT_SYSTEM_PROMPT)
@@ -102,6 +103,7 @@ SMALL_MODEL_PROFILE = PromptProfile(
     system_prompt=SMALL_MODEL_SYSTEM_PROMPT,
     temperature=0.0,
     max_text_only_nudges=2,
+    file_summary=False,
 )
 
 PROFILES = {profile.name: profile for profile in (DEFAULT_PROFILE, SMALL_MODEL_PROFILE)}

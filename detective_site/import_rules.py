@@ -77,6 +77,10 @@ ROOMS: dict[str, Room] = {
         frozenset({"detective_client"}),
         django=False,
     ),
+    "webhooks": Room(
+        "webhook endpoints and deliveries: signed POSTs of a verdict, retried by a task",
+        frozenset({"releases", "detective_site.settings"}),
+    ),
     "detective_site": Room(
         "the wiring: settings, URLs, ASGI and websocket routes, `up` and its supervisor",
         frozenset({"agent", "local_model", "releases", "evals", "sources"}),

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -33,11 +33,16 @@ from releases.models import (
     RiskReport,
     Severity,
 )
-from releases.selectors import releases_with_latest_report
+from releases.selectors import (
+    releases_with_latest_report,
+    reports_with_severity_shown,
+    with_severity_shown,
+)
 
 
 class ReadOnlyAdminMixin:
-    """For the durable record of runs: visible and deletable, never edited by hand."""
+    """For the durable record (runs, events, reports, decisions): visible, never added, edited
+    or deleted by hand. A correction is a new decision on the review desk."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -45,9 +50,12 @@ class ReadOnlyAdminMixin:
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 class LatestSeverityFilter(admin.SimpleListFilter):
-    title = "latest risk"
+    title = "risk (the severity that counts)"
     parameter_name = "latest_severity"
     NOT_ASSESSED = "none"
 
@@ -60,10 +68,8 @@ class LatestSeverityFilter(admin.SimpleListFilter):
             return queryset
         if value == self.NOT_ASSESSED:
             return queryset.filter(risk_reports__isnull=True)
-        latest = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
-        return queryset.alias(latest_severity=Subquery(latest.values("severity")[:1])).filter(
-            latest_severity=value
-        )
+        # The severity that counts, as the release list counts it.
+        return with_severity_shown(queryset).filter(effective_severity=value)
 
 
 # ---- inlines ----------------------------------------------------------------------------------
@@ -203,19 +209,26 @@ class ReleaseAdmin(admin.ModelAdmin):
     inlines = [RiskReportInline, ConversationInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Release]:
-        return releases_with_latest_report(super().get_queryset(request))
+        return with_severity_shown(releases_with_latest_report(super().get_queryset(request)))
 
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "pipeline_url":
             kwargs["assume_scheme"] = "https"
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
-    @admin.display(description="latest risk")
+    @admin.display(description="risk", ordering="effective_severity")
     def latest_risk(self, release: Release) -> SafeString:
+        """The severity that counts, with the model's and the policy's beside it."""
         report = release.latest_report
         if report is None:
             return severity_pill(None)
-        return change_link(report, severity_pill(report.severity))
+        counted = getattr(release, "effective_severity", None) or report.severity
+        own = format_html(
+            ' <span class="help">model {}, policy {}</span>',
+            report.severity,
+            report.policy_severity or "—",
+        )
+        return format_html("{}{}", change_link(report, severity_pill(counted)), own)
 
     @admin.display(description="tests")
     def tests(self, release: Release) -> str | SafeString:
@@ -262,6 +275,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "short_id",
         "release_link",
         "status_badge",
+        "outcome",
         "provider",
         "model",
         "input_tokens",
@@ -270,7 +284,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "created_at",
         "duration_seconds",
     ]
-    list_filter = ["status", "provider", "model", "created_at"]
+    list_filter = ["status", "outcome", "provider", "model", "created_at"]
     search_fields = ["id", "release__version", "trace_id", "model", "error"]
     list_select_related = ["release", "triggered_by"]
     date_hierarchy = "created_at"
@@ -303,7 +317,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             },
         ),
         ("Usage", {"fields": ["input_tokens", "output_tokens", "estimated_cost"]}),
-        ("Outcome", {"fields": ["error_block"]}),
+        ("Outcome", {"fields": ["outcome", "outcome_detail", "error_block"]}),
         (
             "Configuration",
             {"fields": ["system_prompt_block", "metadata_json"], "classes": ["collapse"]},
@@ -313,6 +327,8 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "id",
         "release_link",
         "status_badge",
+        "outcome",
+        "outcome_detail",
         "triggered_by",
         "provider",
         "model",
@@ -449,19 +465,23 @@ class ReviewDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(RiskReport)
-class RiskReportAdmin(admin.ModelAdmin):
+class RiskReportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only: a report is the record of a filing; a person's correction is a decision."""
+
     inlines = [ReviewDecisionInline]
     list_display = [
         "__str__",
         "release_link",
+        "counts_badge",
         "severity_badge",
         "policy_badge",
+        "origin",
         "needs_review",
         "finding_count",
         "conversation_link",
         "filed_at",
     ]
-    list_filter = ["severity", "needs_review", "policy_severity", "filed_at"]
+    list_filter = ["severity", "needs_review", "policy_severity", "origin", "filed_at"]
     search_fields = ["release__version", "release__title", "summary"]
     list_select_related = ["release", "conversation"]
     date_hierarchy = "filed_at"
@@ -469,7 +489,9 @@ class RiskReportAdmin(admin.ModelAdmin):
     formfield_overrides = PRETTY_JSON_OVERRIDES
     fields = [
         "release",
+        "counts_badge",
         "severity",
+        "origin",
         "findings",
         "summary",
         "conversation",
@@ -482,15 +504,16 @@ class RiskReportAdmin(admin.ModelAdmin):
         "signals_table",
         "grounding_table",
     ]
-    # What the policy said is a record of the filing, not something to edit.
-    readonly_fields = [
-        "policy",
-        "policy_severity",
-        "review_reasons",
-        "notes",
-        "signals_table",
-        "grounding_table",
-    ]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RiskReport]:
+        return reports_with_severity_shown(super().get_queryset(request))
+
+    @admin.display(description="counts", ordering="severity_shown")
+    def counts_badge(self, report: RiskReport) -> SafeString:
+        """The severity that counts: a person's decision, else the higher of the model's and
+        the policy's while it waits for review, else the filed one."""
+        return severity_pill(getattr(report, "severity_shown", None) or report.severity)
 
     @admin.display(description="policy", ordering="policy_severity")
     def policy_badge(self, report: RiskReport) -> SafeString:
@@ -508,7 +531,7 @@ class RiskReportAdmin(admin.ModelAdmin):
     def release_link(self, report: RiskReport) -> SafeString:
         return change_link(report.release)
 
-    @admin.display(description="severity", ordering="severity")
+    @admin.display(description="model", ordering="severity")
     def severity_badge(self, report: RiskReport) -> SafeString:
         return severity_pill(report.severity)
 

@@ -1,6 +1,8 @@
 """The release API the agent's tools call: a release's summary, and filing a risk report.
 
-`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out.
+`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out; and
+`GET /api/releases/<version>/verdict`, the release's verdict for pipelines (and for a signed-in
+user with the permission to view releases, in the browser).
 
 Callers authenticate with `Authorization: Bearer <token>`:
 - a run's own token (issued when the run starts, valid while it is active, for its release
@@ -24,10 +26,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from releases import eval_hooks, selectors, services, validation, verdicts
+from releases import eval_hooks, selectors, services, token_hooks, validation, verdicts
 from releases.models import Conversation, Release, RiskReport
 from releases.risk.filing import FilingDecision
 
+VIEW_RELEASE = "releases.view_release"
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 MAX_FINDINGS = 50
 MAX_FINDING_CHARS = 1_000
@@ -80,10 +83,14 @@ def _error(status: int, message: str, **extra: Any) -> JsonResponse:
     return response
 
 
-def _caller(request: HttpRequest) -> Caller | JsonResponse:
+def _bearer(request: HttpRequest) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _caller(request: HttpRequest) -> Caller | JsonResponse:
+    token = _bearer(request)
+    if not token:
         return _error(401, "Authentication required: send Authorization: Bearer <token>.")
     key = settings.DETECTIVE_API_KEY
     if key and hmac.compare_digest(token.encode(), key.encode()):
@@ -115,6 +122,47 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     # The data as it is, and beside it the policy's signals (the model reads them instead of
     # computing them) and, for a long change list, a compact form of it.
     return JsonResponse(verdicts.judge_release(release).for_agent())
+
+
+@login_not_required
+@csrf_exempt
+@require_GET
+def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
+    """The release's verdict (`selectors.release_verdict`), with the link to its page: of the
+    service `?service=` names (its slug or name; the default service when absent). A bearer
+    token as for the other calls, an ingestion token (a CI job's, `token_hooks`; one made for
+    a service reads that service only), or a signed-in user who may view releases."""
+    user = getattr(request, "user", None)
+    browsing = (
+        "Authorization" not in request.headers
+        and user is not None
+        and user.is_authenticated
+        and user.has_perm(VIEW_RELEASE)
+    )
+    scope: token_hooks.TokenScope | None = None
+    if not browsing:
+        caller = _caller(request)
+        if isinstance(caller, JsonResponse):
+            scope = token_hooks.scope_for(_bearer(request))
+            if scope is None:
+                return caller
+        elif not caller.may_touch(version):
+            return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
+    named = request.GET.get("service", "").strip()
+    release = (
+        selectors.find_release_of(version, named or None)
+        if validation.is_valid_version(version)
+        else None
+    )
+    if release is None:
+        of = f" of the service {named!r}" if named else ""
+        return _error(404, f"No release {version!r}{of}.")
+    if scope is not None and scope.service_id not in (None, release.service_id):
+        return _error(403, f"This token may read {scope.service_name or 'one service'} only.")
+    page = release.get_absolute_url()
+    return JsonResponse(
+        {**selectors.release_verdict(release).as_json(), "url": request.build_absolute_uri(page)}
+    )
 
 
 @login_not_required

@@ -325,3 +325,45 @@ def test_a_caller_without_a_run_gets_no_second_chance_to_be_remembered(
     response = post(client, LOW, API_KEY)
     assert response.status_code == 201
     assert RiskReport.objects.get().needs_review
+
+
+# -- the verdict ----------------------------------------------------------------------------
+
+
+def test_the_verdict_with_the_api_key_and_a_run_token(
+    client: Client, release: Release, running: tuple[Conversation, str], settings: Any
+) -> None:
+    settings.DETECTIVE_API_KEY = API_KEY
+    report = services.file_risk_report(release=release, severity="medium", findings=["x"])
+    response = get(client, "/api/releases/v2.1.0/verdict", API_KEY)
+    assert response.status_code == 200
+    data = response.json()
+    assert (data["version"], data["state"], data["report_id"]) == ("v2.1.0", "running", report.pk)
+    assert data["severity"] == "medium" and data["url"] == "http://testserver/releases/v2.1.0/"
+    _, token = running
+    assert get(client, "/api/releases/v2.1.0/verdict", token).status_code == 200
+    # A run's token reads its own release only.
+    assert get(client, "/api/releases/v9.0.0/verdict", token).status_code == 403
+
+
+def test_the_verdict_of_an_unknown_release_is_a_404_in_json(
+    client: Client, release: Release, settings: Any
+) -> None:
+    settings.DETECTIVE_API_KEY = API_KEY
+    response = get(client, "/api/releases/v404.0.0/verdict", API_KEY)
+    assert response.status_code == 404 and "v404.0.0" in response.json()["error"]
+
+
+def test_the_verdict_in_the_browser_needs_the_view_permission(
+    client: Client, release: Release
+) -> None:
+    assert get(client, "/api/releases/v2.1.0/verdict").status_code == 401
+    user = User.objects.create_user("reader", password="pw")
+    client.force_login(user)
+    assert get(client, "/api/releases/v2.1.0/verdict").status_code == 401
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(Permission.objects.get(codename="view_release"))
+    client.force_login(User.objects.get(pk=user.pk))
+    response = get(client, "/api/releases/v2.1.0/verdict")
+    assert response.status_code == 200 and response.json()["state"] == "not_assessed"

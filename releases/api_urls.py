@@ -10,5 +10,6 @@ app_name = "api"
 
 urlpatterns = [
     path("releases/<str:version>/summary", api.release_summary, name="release_summary"),
+    path("releases/<str:version>/verdict", api.release_verdict, name="release_verdict"),
     path("risk-reports", api.file_risk_report, name="risk_reports"),
 ]

@@ -87,6 +87,23 @@ def default_service_id() -> int:
     return Service.default().pk
 
 
+class AssessmentOutcome(models.TextChoices):
+    """What an assessment ended with, beside its status: which verdict it stored, if any."""
+
+    FILED = "filed", "Filed"
+    KEPT_REFUSED = "kept_refused", "Stored for review: the model did not correct its filing"
+    POLICY_VERDICT = "policy_verdict", "Stored for review: the model filed nothing"
+    NO_REPORT = "no_report", "No report"
+
+
+class ReportOrigin(models.TextChoices):
+    """Where a report's severity and findings come from."""
+
+    MODEL = "model", "Filed by the model"
+    REFUSED_FILING = "refused_filing", "The model's refused filing, kept for review"
+    POLICY = "policy", "The policy's verdict: the model filed nothing"
+
+
 class Release(models.Model):
     service = models.ForeignKey(
         Service,
@@ -238,6 +255,16 @@ class Conversation(models.Model):
     task_id = models.CharField(
         max_length=64, blank=True, help_text="The background task that runs it."
     )
+    outcome = models.CharField(
+        max_length=16,
+        choices=AssessmentOutcome.choices,
+        blank=True,
+        help_text="What the run stored: a filed report, one kept for review, or none. "
+        "Empty while it runs (and for runs before outcomes were recorded).",
+    )
+    outcome_detail = models.TextField(
+        blank=True, help_text="Why, in a sentence: what the model did, or why nothing is stored."
+    )
     # The SHA-256 of the run's API token: the token itself is never stored. Empty once the
     # run is over, so the token stops working with it.
     api_token_hash = models.CharField(max_length=64, blank=True, editable=False, db_index=True)
@@ -276,6 +303,19 @@ class Conversation(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in RunStatus.active()
+
+    @property
+    def headline(self) -> str:
+        """What the run ended with, in words: "Filed", "Stored for review: ...", "No report:
+        ..."; "" while it runs or for runs from before outcomes were recorded."""
+        if not self.outcome:
+            return ""
+        if self.outcome == AssessmentOutcome.NO_REPORT:
+            return f"No report: {self.outcome_detail}" if self.outcome_detail else "No report"
+        label = str(AssessmentOutcome(self.outcome).label)
+        if self.outcome == AssessmentOutcome.POLICY_VERDICT and self.outcome_detail:
+            return f"{label} ({self.outcome_detail})"
+        return label
 
     @property
     def total_tokens(self) -> int | None:
@@ -436,6 +476,13 @@ class RiskReport(models.Model):
         blank=True,
         help_text='Remarks that need no decision, e.g. "the model saw more risk than the policy".',
     )
+    origin = models.CharField(
+        max_length=16,
+        choices=ReportOrigin.choices,
+        default=ReportOrigin.MODEL,
+        help_text="The model's filing, its refused filing kept for review, or the policy's "
+        "verdict when the model filed nothing.",
+    )
 
     class Meta:
         ordering = ["-filed_at", "-id"]
@@ -457,6 +504,31 @@ class RiskReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.release} · {self.severity} · {self.filed_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def counts_as(self) -> str | None:
+        """The severity that counts (`releases/severity.py`): the annotation
+        `severity_shown` when the queryset has it, else from the prefetched decisions, else
+        one query for the latest decision."""
+        from releases.severity import severity_that_counts
+
+        if hasattr(self, "severity_shown"):
+            return self.severity_shown  # type: ignore[no-any-return]
+        cached = getattr(self, "_prefetched_objects_cache", {}).get("decisions")
+        if cached is not None:
+            latest = max(cached, key=lambda d: (d.created_at, d.pk), default=None)
+        else:
+            latest = self.decisions.order_by("-created_at", "-id").first() if self.pk else None
+        return severity_that_counts(
+            filed=self.severity,
+            policy=self.policy_severity,
+            needs_review=self.needs_review,
+            decided=latest.severity if latest is not None else None,
+        )
+
+    def get_counts_as_display(self) -> str:
+        counted = self.counts_as
+        return Severity(counted).label if counted else ""
 
 
 class ReviewDecision(models.Model):

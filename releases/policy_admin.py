@@ -12,12 +12,23 @@ from typing import Any, get_args
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
-from releases import services
+from releases import services, verdicts
 from releases.models import RiskPolicy
-from releases.risk.policy import Level, PolicySettings
+from releases.risk.policy import Level, PolicySettings, threshold_order_problems
 
 LEVELS = [(level, level) for level in get_args(Level)]
+
+
+def policy_changes(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The settings that differ between two versions: (name, before, after), as JSON text."""
+    return [
+        (name, json.dumps(before.get(name)), json.dumps(after.get(name)))
+        for name in sorted(set(before) | set(after))
+        if before.get(name) != after.get(name)
+    ]
 
 
 def _field_for(name: str, info: Any) -> forms.Field:
@@ -62,6 +73,8 @@ class _PolicyForm(forms.ModelForm):
             self.settings = PolicySettings.model_validate(values)
         except ValueError as error:
             raise forms.ValidationError(str(error)) from error
+        if problems := threshold_order_problems(self.settings):
+            raise forms.ValidationError(problems)
         return cleaned
 
 
@@ -76,11 +89,32 @@ RiskPolicyForm = type(
 @admin.register(RiskPolicy)
 class RiskPolicyAdmin(admin.ModelAdmin):
     form = RiskPolicyForm
-    list_display = ["__str__", "note", "created_by", "created_at", "report_count"]
+    list_display = ["__str__", "in_force", "note", "created_by", "created_at", "report_count"]
     ordering = ["-version"]
+    readonly_fields = ["in_force", "changes_from_previous"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["note", *PolicySettings.model_fields]
+        shown = ["in_force", "changes_from_previous"] if obj is not None else []
+        return [*shown, "note", *PolicySettings.model_fields]
+
+    @admin.display(description="in force", boolean=True)
+    def in_force(self, policy: RiskPolicy) -> bool:
+        return policy.pk is not None and policy.pk == verdicts.current_policy().pk
+
+    @admin.display(description="what changed from the version before")
+    def changes_from_previous(self, policy: RiskPolicy) -> SafeString:
+        previous = (
+            RiskPolicy.objects.filter(version__lt=policy.version).order_by("-version").first()
+        )
+        if previous is None:
+            return format_html("{}", "The first version: nothing before it.")
+        changed = policy_changes(previous.thresholds or {}, policy.thresholds or {})
+        if not changed:
+            return format_html("{}", f"Same settings as v{previous.version}.")
+        items = format_html_join(
+            "", "<li><code>{}</code>: {} → {}</li>", ((n, b, a) for n, b, a in changed)
+        )
+        return format_html("<p>Against v{}:</p><ul>{}</ul>", previous.version, items)
 
     @admin.display(description="reports judged under it")
     def report_count(self, policy: RiskPolicy) -> int:

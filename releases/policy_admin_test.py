@@ -79,3 +79,36 @@ def test_a_report_records_the_version_it_was_judged_under(
 def test_policies_cannot_be_deleted(admin_client: Client) -> None:
     v1 = verdicts.current_policy()
     assert admin_client.get(f"/admin/releases/riskpolicy/{v1.pk}/delete/").status_code == 403
+
+
+def test_thresholds_out_of_order_are_refused_and_say_why(admin_client: Client) -> None:
+    v1 = verdicts.current_policy()
+    response = admin_client.post(
+        f"/admin/releases/riskpolicy/{v1.pk}/change/",
+        form_data(error_rate_medium_at_or_above="0.9", error_rate_high_above="0.01"),
+    )
+    assert response.status_code == 200
+    assert b"The error rate thresholds are out of order" in response.content
+    assert b"Medium must start below high" in response.content
+    assert RiskPolicy.objects.count() == 1
+    with pytest.raises(ValueError, match="out of order"):
+        services.new_policy_version(
+            PolicySettings(p95_ms_medium_above=2000, p95_ms_high_above=1500), note="inverted"
+        )
+    assert RiskPolicy.objects.count() == 1
+
+
+def test_the_list_marks_the_version_in_force_and_a_version_shows_what_changed(
+    admin_client: Client,
+) -> None:
+    v1 = verdicts.current_policy()
+    v2 = services.new_policy_version(PolicySettings(error_rate_high_above=0.03), note="stricter")
+    listing = admin_client.get("/admin/releases/riskpolicy/").content.decode()
+    assert "in force" in listing
+    # One row is in force (the icon Django draws for True), the older one is not.
+    assert listing.count("icon-yes.svg") == 1 and listing.count("icon-no.svg") == 1
+    page = admin_client.get(f"/admin/releases/riskpolicy/{v2.pk}/change/").content.decode()
+    assert "Against v1:" in page
+    assert "<code>error_rate_high_above</code>: 0.05 → 0.03" in page
+    first = admin_client.get(f"/admin/releases/riskpolicy/{v1.pk}/change/").content.decode()
+    assert "The first version: nothing before it." in first

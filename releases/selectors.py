@@ -9,7 +9,6 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import (
     Case,
-    CharField,
     Count,
     Exists,
     F,
@@ -24,7 +23,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -41,6 +40,8 @@ from releases.models import (
     RunStatus,
     Severity,
 )
+from releases.release_verdict import ReleaseVerdict, verdict_of
+from releases.severity import severity_that_counts_expression
 from releases.trend import Trend, monday, weekly_trend
 
 # Filter values meaning "has none": never assessed, never run.
@@ -71,23 +72,12 @@ def releases_with_latest_report(
     )
 
 
-def _higher_severity(first: str, second: str) -> Case:
-    return Case(
-        When(Q(**{first: Severity.HIGH}) | Q(**{second: Severity.HIGH}), then=Value(Severity.HIGH)),
-        When(
-            Q(**{first: Severity.MEDIUM}) | Q(**{second: Severity.MEDIUM}),
-            then=Value(Severity.MEDIUM),
-        ),
-        default=F(first),
-        output_field=CharField(),
-    )
-
-
 def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
-    """Annotate each release with the severity the lists show, `effective_severity`: a person's
-    decision on the latest report when there is one; until then the higher of the model's and
-    the policy's, so that a report waiting for review never shows lower than the data's
-    severity. Also `latest_severity` (the model's), `latest_needs_review`, `decision_kind`."""
+    """Annotate each release with the severity that counts, `effective_severity`, by the one
+    rule of `releases/severity.py` applied to its latest report: a person's decision; else,
+    while the report waits for review, the higher of the model's and the policy's; else the
+    filed one. Also `latest_severity` (the model's), `latest_policy_severity`,
+    `latest_needs_review`, `decision_kind`."""
     reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
     annotated = releases.annotate(
         latest_severity=Subquery(reports.values("severity")[:1]),
@@ -102,8 +92,27 @@ def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
         decided_severity=Subquery(decisions.values("severity")[:1]),
         decision_kind=Subquery(decisions.values("decision")[:1]),
     ).annotate(
-        effective_severity=Coalesce(
-            "decided_severity", _higher_severity("latest_severity", "latest_policy_severity")
+        effective_severity=severity_that_counts_expression(
+            filed="latest_severity",
+            policy="latest_policy_severity",
+            needs_review="latest_needs_review",
+            decided="decided_severity",
+        )
+    )
+
+
+def reports_with_severity_shown(reports: QuerySet[RiskReport]) -> QuerySet[RiskReport]:
+    """Annotate each report with the severity it counts as, `severity_shown` (the same rule),
+    and its latest decision's severity, `decided_severity`."""
+    decisions = ReviewDecision.objects.filter(report_id=OuterRef("pk")).order_by(
+        "-created_at", "-id"
+    )
+    return reports.annotate(decided_severity=Subquery(decisions.values("severity")[:1])).annotate(
+        severity_shown=severity_that_counts_expression(
+            filed="severity",
+            policy="policy_severity",
+            needs_review="needs_review",
+            decided="decided_severity",
         )
     )
 
@@ -235,6 +244,19 @@ def find_release(version: str, service: str | None = None) -> Release | None:
     )
 
 
+def find_release_of(version: str, service: str | None) -> Release | None:
+    """The release of this version of the service named by its slug or its name (any case);
+    the default service's when None."""
+    if service is None:
+        return find_release(version)
+    return (
+        Release.objects.select_related("service")
+        .filter(version=version)
+        .filter(Q(service__slug=service) | Q(service__name__iexact=service))
+        .first()
+    )
+
+
 def release_or_404(version: str, service: str | None = None) -> Release:
     return get_object_or_404(
         Release.objects.select_related("service"),
@@ -272,23 +294,26 @@ class Dashboard:
 
 
 def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Trend:
-    """Reports per week and severity over the last weeks, a person's decision counting over
-    the model's: two queries. The weeks are counted with filtered counts over a range of
+    """Reports per week, each at the severity that counts (`releases/severity.py`: a person's
+    decision; the higher of the model's and the policy's while it waits for review; else the
+    filed one): one query. The weeks are counted with filtered counts over a range of
     `filed_at` (the database's date functions, on SQLite Python called for every row, made
-    this the home page's slowest query), then the few overridden reports are moved."""
+    this the home page's slowest query)."""
     now = now or timezone.now()
     today = timezone.localdate(now)
     first = monday(today) - timedelta(weeks=weeks - 1)
     starts = [first + timedelta(weeks=index) for index in range(weeks + 1)]
     bounds = [timezone.make_aware(datetime.combine(day, datetime.min.time())) for day in starts]
-    counts = RiskReport.objects.filter(filed_at__gte=bounds[0]).aggregate(
+    counts = reports_with_severity_shown(
+        RiskReport.objects.filter(filed_at__gte=bounds[0])
+    ).aggregate(
         **{
             f"w{index}_{severity}": Count(
                 "pk",
                 filter=Q(
                     filed_at__gte=bounds[index],
                     filed_at__lt=bounds[index + 1],
-                    severity=severity,
+                    severity_shown=severity,
                 ),
             )
             for index in range(weeks)
@@ -300,18 +325,6 @@ def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Tre
         for index in range(weeks)
         for severity in Severity.values
     ]
-    # The newest decision on each report of the window, where it moved the severity.
-    moved: dict[int, tuple[str, str, datetime]] = {}
-    for report_id, decided, filed, filed_at in (
-        ReviewDecision.objects.filter(report__filed_at__gte=bounds[0])
-        .order_by("report_id", "-created_at", "-id")
-        .values_list("report_id", "severity", "report__severity", "report__filed_at")
-    ):
-        moved.setdefault(report_id, (decided, filed, filed_at))
-    for decided, filed, filed_at in moved.values():
-        if decided != filed:
-            week = timezone.localdate(filed_at)
-            rows += [(week, filed, -1), (week, decided, 1)]
     return weekly_trend(rows, today=today, weeks=weeks)
 
 
@@ -374,7 +387,16 @@ def latest_high_risk(limit: int = HOME_LIST_LIMIT) -> list[Release]:
     latest_high = (
         # The policy's high counts too: a report below it waits for a person, and until then
         # the release is as risky as the data says.
-        RiskReport.objects.filter(Q(severity=Severity.HIGH) | Q(policy_severity=Severity.HIGH))
+        reports_with_severity_shown(
+            RiskReport.objects.filter(
+                Q(severity=Severity.HIGH)
+                | Q(policy_severity=Severity.HIGH)
+                | Exists(
+                    ReviewDecision.objects.filter(report=OuterRef("pk"), severity=Severity.HIGH)
+                )
+            )
+        )
+        .filter(severity_shown=Severity.HIGH)
         .exclude(Exists(newer))
         .order_by("-filed_at", "-id")
         .values("release_id")[:limit]
@@ -490,9 +512,9 @@ def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
     """The review queue, reports marked for review first, then the newest: two queries."""
     queryset = _awaiting_review()
     reports = list(
-        queryset.select_related("release", "conversation", "policy").order_by(
-            "-needs_review", "-filed_at", "-id"
-        )[:limit]
+        reports_with_severity_shown(queryset)
+        .select_related("release", "conversation", "policy")
+        .order_by("-needs_review", "-filed_at", "-id")[:limit]
     )
     items = [
         ReviewItem(
@@ -550,7 +572,10 @@ def run_outcome(run: Conversation) -> RunOutcome | None:
     """The report a run filed (its latest, should there be several), with the release's
     previous verdict and any decision on it: three queries, none without a report."""
     report = (
-        run.risk_reports.select_related("release", "policy").order_by("-filed_at", "-id").first()
+        reports_with_severity_shown(run.risk_reports.all())
+        .select_related("release", "policy")
+        .order_by("-filed_at", "-id")
+        .first()
     )
     if report is None:
         return None
@@ -569,3 +594,11 @@ def eval_trial(run: Conversation) -> TrialVerdict | None:
     """How the eval trial this run was was judged (the evals app says), or None for an
     assessment."""
     return eval_hooks.trial_verdict(run)
+
+
+# ---- a release's verdict: the pages, the API, the `verdict` command, the webhooks -------------
+
+
+def release_verdict(release: Release) -> ReleaseVerdict:
+    """The release's verdict (see `releases/release_verdict.py`): three queries."""
+    return verdict_of(release)

@@ -27,12 +27,13 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import verdicts, workers
+from releases import signals, verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
     Message,
     Release,
+    ReportOrigin,
     ReviewDecision,
     RiskPolicy,
     RiskReport,
@@ -42,7 +43,7 @@ from releases.models import (
 from releases.review_scenario import Label, scenario_id, to_toml
 from releases.risk import filing
 from releases.risk.filing import FilingDecision
-from releases.risk.policy import PolicySettings
+from releases.risk.policy import PolicySettings, threshold_order_problems
 from releases.verdicts import Judged
 
 
@@ -80,6 +81,7 @@ def file_risk_report(
     filed_at: datetime | None = None,
     judged: Judged | None = None,
     decision: FilingDecision | None = None,
+    origin: ReportOrigin | str = ReportOrigin.MODEL,
 ) -> RiskReport:
     """Store a risk report for a release (validated: severity, findings), with the policy's
     verdict on the same data: the policy's judgement is taken now unless given."""
@@ -93,6 +95,7 @@ def file_risk_report(
         policy=judged.policy,
         policy_severity=judged.verdict.severity,
         signals=[signal.as_dict() for signal in judged.verdict.signals],
+        origin=origin,
     )
     if decision is not None:
         report.grounding = decision.grounding.as_list()
@@ -103,13 +106,17 @@ def file_risk_report(
         report.filed_at = filed_at
     report.full_clean()
     report.save()
+    signals.send_on_commit(signals.verdict_filed, RiskReport, report=report)
     return report
 
 
 def new_policy_version(
     settings: PolicySettings, *, note: str = "", user: AbstractBaseUser | None = None
 ) -> RiskPolicy:
-    """Save `settings` as the next version of the risk policy (versions are never edited)."""
+    """Save `settings` as the next version of the risk policy (versions are never edited).
+    Thresholds out of order are refused (ValueError, saying which)."""
+    if problems := threshold_order_problems(settings):
+        raise ValueError(" ".join(problems))
     with transaction.atomic():
         latest = RiskPolicy.objects.select_for_update().order_by("-version").first()
         return RiskPolicy.objects.create(
@@ -159,7 +166,11 @@ def file_checked_report(
     )
     if decision.refused:
         assert conversation is not None
-        note_refusal(conversation, decision)
+        note_refusal(
+            conversation,
+            decision,
+            filing={"severity": severity, "findings": list(findings), "summary": summary},
+        )
         return CheckedFiling(decision)
     report = file_risk_report(
         release=release,
@@ -174,13 +185,22 @@ def file_checked_report(
     return CheckedFiling(decision, report)
 
 
-def note_refusal(conversation: Conversation, decision: FilingDecision) -> None:
+def note_refusal(
+    conversation: Conversation,
+    decision: FilingDecision,
+    *,
+    filing: dict[str, Any] | None = None,
+) -> None:
     """Count a refused filing on the run (merged into its metadata, which the agent's store
-    also writes)."""
+    also writes), with the filing itself: should the model never correct it, it is what the
+    run stores for a person (`releases.outcomes`)."""
     with transaction.atomic():
         row = Conversation.objects.select_for_update().get(pk=conversation.pk)
         refusals = list((row.metadata or {}).get(REFUSALS_KEY, []))
-        refusals.append({"problems": decision.problems, "at": timezone.now().isoformat()})
+        refusal: dict[str, Any] = {"problems": decision.problems, "at": timezone.now().isoformat()}
+        if filing is not None:
+            refusal["filing"] = filing
+        refusals.append(refusal)
         row.metadata = {**(row.metadata or {}), REFUSALS_KEY: refusals}
         row.save(update_fields=["metadata"])
     conversation.metadata = row.metadata
@@ -370,6 +390,8 @@ def finish_run(
     input_tokens: int | None = None,
     output_tokens: int | None = None,
     estimated_cost: Decimal | None = None,
+    outcome: str = "",
+    outcome_detail: str = "",
 ) -> bool:
     """Record how a running run ended; False if it had already been ended by someone else
     (the sweep), whose verdict stands. The run's API token stops working here."""
@@ -378,6 +400,8 @@ def finish_run(
         "error": error,
         "finished_at": timezone.now(),
         "api_token_hash": "",
+        "outcome": outcome,
+        "outcome_detail": outcome_detail,
     }
     if input_tokens is not None:
         fields["input_tokens"] = input_tokens
@@ -499,7 +523,12 @@ def _fail(
     with transaction.atomic():
         # Only if nobody changed it meanwhile: a late heartbeat means the worker lives.
         updated = Conversation.objects.filter(pk=run.pk, status=expected, **unchanged).update(
-            status=RunStatus.FAILED, error=reason, finished_at=now, api_token_hash=""
+            status=RunStatus.FAILED,
+            error=reason,
+            finished_at=now,
+            api_token_hash="",
+            outcome="no_report",
+            outcome_detail="the run stopped before the model filed anything",
         )
         if not updated:
             return False
@@ -602,7 +631,7 @@ def decide_report(
             raise ReviewError("Say why: an override needs a reason.")
     else:
         raise ReviewError("Accept the report or override it.")
-    return ReviewDecision.objects.create(
+    recorded = ReviewDecision.objects.create(
         report=report,
         reviewer=reviewer if reviewer is not None and reviewer.is_authenticated else None,
         decision=decision,
@@ -612,6 +641,8 @@ def decide_report(
         model_severity=report.severity,
         policy_severity=report.policy_severity,
     )
+    signals.send_on_commit(signals.verdict_decided, ReviewDecision, decision=recorded)
+    return recorded
 
 
 def review_label(decision: ReviewDecision) -> Label:

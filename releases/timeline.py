@@ -71,6 +71,10 @@ def outcome(kind: str, payload: dict[str, Any]) -> tuple[str, str]:
             return RunStatus.FAILED, (
                 f"The agent used all {steps} steps without filing a report or answering."
             )
+        if payload.get("reason") == "output_limit":
+            return RunStatus.FAILED, str(
+                payload.get("final_text") or "The model's answer was cut off at the output limit."
+            )
         if payload.get("reason") == "tool_failing":
             # No report, and a reason someone should look at (a missing release, a tool down).
             return RunStatus.FAILED, str(payload.get("final_text") or "A tool kept failing.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from releases.token_hooks import TokenScope
 from sources.models import IngestionToken
 
 
@@ -19,4 +20,16 @@ def token_for(token: str) -> IngestionToken | None:
         IngestionToken.objects.select_related("service")
         .filter(token_hash=hash_token(token), revoked=False)
         .first()
+    )
+
+
+def token_scope(token: str) -> TokenScope | None:
+    """An ingestion token's scope for releases' verdict API (releases/token_hooks.py)."""
+    found = token_for(token)
+    if found is None:
+        return None
+    return TokenScope(
+        name=found.name,
+        service_id=found.service_id,
+        service_name=found.service.name if found.service is not None else "",
     )

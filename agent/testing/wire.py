@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agent.providers.protocol import ModelResponse
+from agent.providers.wire import RAW_ARGUMENTS_KEY
 
 if TYPE_CHECKING:
     import respx
@@ -41,7 +42,16 @@ def _pieces(text: str, size: int) -> list[str]:
 
 
 def _arguments_json(arguments: dict[str, Any]) -> str:
+    """The arguments as the model wrote them: their JSON, or, for a call cut off at the
+    output limit (scripted with `RAW_ARGUMENTS_KEY`), the broken text itself."""
+    if RAW_ARGUMENTS_KEY in arguments:
+        return str(arguments[RAW_ARGUMENTS_KEY])
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def _cut_off(turn: ModelResponse) -> bool:
+    """A turn scripted as stopped at the output limit (finish reason "length")."""
+    return turn.finish_reason == "length"
 
 
 def anthropic_sse(
@@ -129,6 +139,8 @@ def anthropic_sse(
             )
         out.append(event("content_block_stop", {"type": "content_block_stop", "index": block}))
     stop_reason = "tool_use" if turn.message.tool_calls else "end_turn"
+    if _cut_off(turn):
+        stop_reason = "max_tokens"
     out.append(
         event(
             "message_delta",
@@ -188,6 +200,8 @@ def openai_sse(
             # Later chunks carry neither the id nor the name.
             out.append(delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     finish = "tool_calls" if turn.message.tool_calls else "stop"
+    if _cut_off(turn):
+        finish = "length"
     out.append(delta({}, finish))
     usage = turn.usage
     out.append(
@@ -211,21 +225,22 @@ def ollama_ndjson(turn: ModelResponse, *, model: str = OLLAMA_MODEL, chunk: int 
         body = {"model": model, "created_at": created, "message": message, "done": done, **extra}
         return json.dumps(body, ensure_ascii=False) + "\n"
 
-    out = [
-        line({"role": "assistant", "content": piece})
-        for piece in _pieces(turn.message.content, chunk)
-    ]
-    if turn.message.tool_calls:
-        calls = [
-            {"function": {"name": call.name, "arguments": call.arguments}}
-            for call in turn.message.tool_calls
-        ]
+    content = turn.message.content
+    calls = turn.message.tool_calls
+    if _cut_off(turn) and any(RAW_ARGUMENTS_KEY in call.arguments for call in calls):
+        # Ollama parses a tool call out of the model's text only when it is complete: one
+        # cut off at the output limit comes back as text.
+        content += "".join(_arguments_json(call.arguments) for call in calls)
+        calls = []
+    out = [line({"role": "assistant", "content": piece}) for piece in _pieces(content, chunk)]
+    if calls:
+        calls = [{"function": {"name": call.name, "arguments": call.arguments}} for call in calls]
         out.append(line({"role": "assistant", "content": "", "tool_calls": calls}))
     out.append(
         line(
             {"role": "assistant", "content": ""},
             done=True,
-            done_reason="stop",
+            done_reason="length" if _cut_off(turn) else "stop",
             total_duration=1_000_000,
             prompt_eval_count=turn.usage.input_tokens,
             eval_count=turn.usage.output_tokens,

@@ -82,8 +82,11 @@ class ReleaseTools:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         extra_headers: HeadersHook | None = None,
         summary_retry_delay_s: float = SUMMARY_RETRY_DELAY_S,
+        with_summary: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # False: file_risk_report has no summary field (a prompt profile that wants none).
+        self.with_summary = with_summary
         self.summary_retry_delay_s = summary_retry_delay_s
         # The release under assessment; when set, reports may be filed for it alone.
         self.release_id = release_id
@@ -105,7 +108,9 @@ class ReleaseTools:
         deadline = self.timeout_s + REGISTRY_GRACE_S
         return [
             tool(name="get_release_summary", timeout_s=deadline)(self.get_release_summary),
-            tool(name="file_risk_report", timeout_s=deadline)(self.file_risk_report),
+            tool(name="file_risk_report", timeout_s=deadline)(
+                self.file_risk_report if self.with_summary else self.file_risk_report_brief
+            ),
         ]
 
     def register(self, registry: ToolRegistry) -> None:
@@ -183,6 +188,25 @@ class ReleaseTools:
         else:
             self._summary_problems[release_id] = outcome.content
         return outcome
+
+    async def file_risk_report_brief(
+        self,
+        release_id: Annotated[str, Field(min_length=1)],
+        severity: Severity,
+        findings: Annotated[list[str], Field(min_length=1)],
+    ) -> ToolOutcome:
+        """File the risk report for the release under assessment. This ends the assessment.
+
+        Call it exactly once, after you have read the release summary. A filed report cannot
+        be changed.
+
+        Args:
+            release_id: The release the report is about: the one you were asked to assess.
+            severity: The overall risk: "high", "medium" or "low".
+            findings: The risks you identified, one per item, each citing the figures of the
+                release summary it rests on, exactly as the summary gives them.
+        """
+        return await self.file_risk_report(release_id, severity, findings)
 
     async def file_risk_report(
         self,
@@ -339,6 +363,7 @@ def register_release_tools(
     client: httpx.AsyncClient | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     extra_headers: HeadersHook | None = None,
+    with_summary: bool = True,
 ) -> ReleaseTools:
     """Register the release tools; the caller closes the returned object when done."""
     release_tools = ReleaseTools(
@@ -348,6 +373,7 @@ def register_release_tools(
         client=client,
         timeout_s=timeout_s,
         extra_headers=extra_headers,
+        with_summary=with_summary,
     )
     release_tools.register(registry)
     return release_tools

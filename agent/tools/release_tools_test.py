@@ -444,3 +444,26 @@ def test_no_tool_description_carries_an_example_finding() -> None:
         text = definition.description + json.dumps(definition.parameters)
         assert not re.search(r"\d+ (?:\w+ )?tests? (?:fail|pass)", text), definition.name
         assert "payment" not in text.lower(), definition.name
+
+
+async def test_without_summary_the_report_tool_has_no_summary_field(
+    api: respx.MockRouter,
+) -> None:
+    registry = ToolRegistry()
+    brief = register_release_tools(
+        registry, BASE, token=TOKEN, release_id="v2.1.0", with_summary=False
+    )
+    schema = next(t for t in registry.get_tools() if t.name == "file_risk_report").parameters
+    assert set(schema["properties"]) == {"release_id", "severity", "findings"}
+    full = ToolRegistry()
+    register_release_tools(full, BASE, token=TOKEN, release_id="v2.1.0")
+    full_schema = next(t for t in full.get_tools() if t.name == "file_risk_report").parameters
+    assert "summary" in full_schema["properties"]
+    # It files the same report, with an empty summary.
+    api.get(SUMMARY_URL).respond(200, json={"version": "v2.1.0"})
+    filed = api.post(REPORTS_URL).respond(201, json={"report_id": 7, "severity": "high"})
+    assert (await brief.get_release_summary("v2.1.0")).success
+    outcome = await brief.file_risk_report_brief("v2.1.0", "high", ["2 tests failing"])
+    assert outcome.success
+    assert json.loads(filed.calls.last.request.content)["summary"] == ""
+    await brief.aclose()

@@ -22,6 +22,10 @@ def _completion_check(transcript: Transcript) -> Check:
     reason = transcript.finish_reason()
     if reason == "max_steps":
         return Check(name="run completed", passed=False, detail="stopped at the step limit")
+    if reason == "output_limit":
+        return Check(
+            name="run completed", passed=False, detail="the answer was cut off at the output limit"
+        )
     if reason == "tool_failing":
         # A controlled ending, saying why: whether stopping was right is for the other checks.
         return Check(name="run completed", passed=True, detail="stopped: a tool kept failing")

@@ -232,8 +232,8 @@ class Transcript(BaseModel):
         return self.run_error() is not None
 
     def finish_reason(self) -> str | None:
-        """ "answered", "report_filed", "tool_failing", "max_steps", or None when the run did
-        not finish."""
+        """ "answered", "report_filed", "tool_failing", "max_steps", "output_limit", or None
+        when the run did not finish."""
         for event in reversed(self.events):
             if isinstance(event, RunFinished):
                 return event.reason

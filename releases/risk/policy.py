@@ -93,6 +93,29 @@ class PolicySettings(BaseModel):
     )
 
 
+# (medium's setting, high's setting, what they measure): medium must start below high.
+_ORDERED = (
+    ("error_rate_medium_at_or_above", "error_rate_high_above", "error rate"),
+    ("p95_ms_medium_above", "p95_ms_high_above", "p95 latency (ms)"),
+    ("p95_rise_medium_at_or_above", "p95_rise_high_at_or_above", "p95 rise"),
+)
+
+
+def threshold_order_problems(cfg: PolicySettings) -> list[str]:
+    """Thresholds out of order, in words: a medium threshold above its high one would call a
+    release high before it is medium (the policy form and `new_policy_version` refuse it)."""
+    problems = []
+    for medium_name, high_name, what in _ORDERED:
+        medium, high = getattr(cfg, medium_name), getattr(cfg, high_name)
+        if medium is not None and high is not None and medium > high:
+            problems.append(
+                f"The {what} thresholds are out of order: medium starts at {medium:g} "
+                f"({medium_name}), above high's {high:g} ({high_name}). Medium must start "
+                "below high."
+            )
+    return problems
+
+
 @dataclass(frozen=True, slots=True)
 class Signal:
     """One thing the policy read in the release, and the level it gives it."""

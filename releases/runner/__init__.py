@@ -62,7 +62,7 @@ from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.store import ConversationSummary, StoredEvent
 from agent.telemetry import workflow_span
-from releases import services
+from releases import outcomes, services
 from releases.models import AgentEvent as EventRow
 from releases.models import Conversation, RunStatus
 from releases.runner.process import configure_process_telemetry, flush_telemetry
@@ -331,7 +331,16 @@ class _Run:
             elif status == RunStatus.CANCELLED and self.cancel.reason == run_deadline_reason():
                 # Nobody asked for this stop: the run failed to finish in time.
                 status, error = RunStatus.FAILED, f"The run was stopped: {run_deadline_reason()}."
-            self.status = self._finish(status, error, **self._totals())
+            # The verdict the run reached is stored before the run is over: a page or a
+            # pipeline that sees it end finds the report there.
+            concluded = outcomes.conclude(self.run, event.kind, event.payload, status, error)
+            self.status = self._finish(
+                concluded.status,
+                concluded.error,
+                outcome=concluded.outcome,
+                outcome_detail=concluded.detail,
+                **self._totals(),
+            )
         services.publish_event(event)
         if self.on_event is not None:
             self.on_event(event)

@@ -146,7 +146,8 @@ def _level_y(level: int) -> float:
 @register.simple_tag
 def severity_chart(reports_oldest_first: list[Any]) -> SeverityChart:
     """Severity over time: each report a point, placed by when it was filed."""
-    reports = [r for r in reports_oldest_first if r.severity in SEVERITY_LEVEL]
+    # Each report at the severity it counts as (a decision; the policy's while it waits).
+    reports = [r for r in reports_oldest_first if r.counts_as in SEVERITY_LEVEL]
     if not reports:
         return SeverityChart([])
     first, last = reports[0].filed_at, reports[-1].filed_at
@@ -161,8 +162,8 @@ def severity_chart(reports_oldest_first: list[Any]) -> SeverityChart:
         points.append(
             ChartPoint(
                 x=CHART_PAD + usable * fraction,
-                y=_level_y(SEVERITY_LEVEL[report.severity]),
-                severity=report.severity,
+                y=_level_y(SEVERITY_LEVEL[report.counts_as]),
+                severity=report.counts_as,
                 report=report,
             )
         )

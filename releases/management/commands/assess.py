@@ -3,7 +3,8 @@
 The same pipeline as Reassess (a run in the database, the agent through `releases.runner`, the
 tools calling the release API), except that the API is served in-process: the tools' HTTP
 client is routed straight into the site's WSGI handler (`releases/runner/in_process.py`).
-The timeline is printed as it happens, then the report. Exit status 0 only when a report was filed.
+The timeline is printed as it happens, then the report. Exit status 0 only when a verdict was
+stored (the model's report, or the one kept for a person when it filed none).
 """
 
 from __future__ import annotations
@@ -78,9 +79,20 @@ class Command(BaseCommand):
         if report is None:
             detail = f": {run.error}" if run.error else ""
             raise CommandError(f"No report was filed (the run {status}){detail}")
-        style = SEVERITY_STYLES.get(report.severity, "bold")
+        verdict = selectors.release_verdict(release)
+        severity = verdict.severity or report.severity
+        style = SEVERITY_STYLES.get(severity, "bold")
         console.print()
-        console.print(f"[{style}]{report.severity.upper()} risk[/] · {escape(release.version)}")
+        console.print(f"[{style}]{severity.upper()} risk[/] · {escape(release.version)}")
+        if run.headline:
+            console.print(escape(run.headline))
+        if verdict.state == "needs_person":
+            console.print(
+                f"Waits for a person: the model said {report.severity}, the policy "
+                f"{report.policy_severity or 'nothing'}."
+            )
+            for reason in report.review_reasons or []:
+                console.print(f"  ! {escape(str(reason))}")
         if report.summary:
             console.print(escape(report.summary))
         for finding in report.findings:

@@ -1,0 +1,174 @@
+"""`manage.py verdict VERSION`: a release's verdict for a pipeline, as an exit status.
+
+    0  the severity that counts is below the bar (`--fail-on`, high by default)
+    1  it is at or above the bar
+    2  the report waits for a person's decision
+    3  there is no verdict: never assessed, the latest run failed, an assessment still runs
+       (or the `--wait` ran out), or no such release
+
+`--json` prints the verdict as the API gives it; `--markdown FILE` writes a summary a CI job or
+a pull-request comment shows as it is ("-" for standard output).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+from django.urls import reverse
+
+from releases import selectors
+from releases.models import Release
+from releases.release_verdict import ReleaseVerdict, VerdictState
+from releases.severity import SEVERITY_RANK
+
+BELOW, AT_OR_ABOVE, NEEDS_PERSON, NO_VERDICT = 0, 1, 2, 3
+POLL_SECONDS = 1.0
+DECIDED = {"accept": "accepted", "override": "overridden"}
+
+
+def exit_code(verdict: ReleaseVerdict | None, fail_on: str) -> int:
+    if verdict is None or verdict.severity is None:
+        return NO_VERDICT
+    if verdict.state in (VerdictState.RUNNING, VerdictState.FAILED, VerdictState.NOT_ASSESSED):
+        return NO_VERDICT
+    if verdict.state == VerdictState.NEEDS_PERSON:
+        return NEEDS_PERSON
+    return AT_OR_ABOVE if SEVERITY_RANK[verdict.severity] >= SEVERITY_RANK[fail_on] else BELOW
+
+
+def page_url(version: str) -> str:
+    path = reverse("releases:detail", kwargs={"version": version})
+    base = (settings.DETECTIVE_API_URL or "").rstrip("/")
+    return f"{base}{path}" if base else path
+
+
+def _word(severity: str | None) -> str:
+    return severity.capitalize() if severity else "none"
+
+
+def markdown(verdict: ReleaseVerdict, code: int, fail_on: str, url: str) -> str:
+    """A summary a CI job's page or a pull-request comment shows as it is."""
+    outcome = {
+        BELOW: f"passes (below {fail_on})",
+        AT_OR_ABOVE: f"fails (at or above {fail_on})",
+        NEEDS_PERSON: "waits for a person",
+        NO_VERDICT: "no verdict",
+    }[code]
+    severity = f"**{_word(verdict.severity)} risk**" if verdict.severity else "**No verdict**"
+    lines = [
+        f"### Detective: release `{verdict.version}`: {severity} · {outcome}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| State | {verdict.state_label} |",
+        f"| Severity that counts | {_word(verdict.severity)} |",
+        f"| The model's | {_word(verdict.model_severity)} |",
+        f"| The policy's | {_word(verdict.policy_severity)}"
+        + (f" (policy v{verdict.policy_version})" if verdict.policy_version else "")
+        + " |",
+    ]
+    if verdict.decision_kind:
+        by = f" by {verdict.decided_by}" if verdict.decided_by else ""
+        why = f": {_cell(verdict.decision_reason)}" if verdict.decision_reason else ""
+        lines.append(
+            f"| A person's decision | {DECIDED[verdict.decision_kind]} "
+            f"{_word(verdict.decided_severity)}"
+            f"{by}{why} |"
+        )
+    if verdict.state == VerdictState.FAILED and verdict.run_error:
+        lines.append(f"| The latest run | failed: {_cell(verdict.run_error)} |")
+    if verdict.review_reasons:
+        lines += ["", "**Why a person must look**", ""]
+        lines += [f"- {_text(reason)}" for reason in verdict.review_reasons]
+    if verdict.findings:
+        lines += ["", "**Findings**", ""]
+        for finding in verdict.findings:
+            evidence = f" ({_text('; '.join(finding.evidence))})" if finding.evidence else ""
+            lines.append(f"- {_text(finding.text)}{evidence}")
+    lines += ["", f"[Open the release in Detective]({url})", ""]
+    return "\n".join(lines)
+
+
+def _text(value: str) -> str:
+    """Release data and model text, kept from turning into Markdown or HTML."""
+    return value.replace("\\", "\\\\").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _cell(value: str) -> str:
+    return _text(value).replace("|", "\\|")
+
+
+class Command(BaseCommand):
+    help = (
+        "Print a release's verdict and exit 0 (below the bar), 1 (at or above it), 2 (waits "
+        "for a person) or 3 (no verdict)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("version", help="The release, e.g. v2.1.0.")
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="Wait up to this long for an assessment under way to end.",
+        )
+        parser.add_argument(
+            "--fail-on",
+            choices=["high", "medium"],
+            default="high",
+            help="The severity at which the exit status is 1 (default: high).",
+        )
+        parser.add_argument("--json", action="store_true", help="Print the verdict as JSON.")
+        parser.add_argument(
+            "--markdown", metavar="FILE", help="Write a Markdown summary there (- for stdout)."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        version: str = options["version"]
+        fail_on: str = options["fail_on"]
+        release = Release.objects.filter(version=version).first()
+        if release is None:
+            self.stderr.write(f"No release {version!r}.")
+            sys.exit(NO_VERDICT)
+        verdict = selectors.release_verdict(release)
+        deadline = time.monotonic() + max(0.0, options["wait"])
+        while verdict.state == VerdictState.RUNNING and time.monotonic() < deadline:
+            time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            verdict = selectors.release_verdict(release)
+        code = exit_code(verdict, fail_on)
+        url = page_url(release.version)
+        if options["json"]:
+            self.stdout.write(json.dumps({**verdict.as_json(), "url": url, "exit_code": code}))
+        else:
+            self.stdout.write(self._line(verdict, code, fail_on))
+        if options["markdown"]:
+            text = markdown(verdict, code, fail_on, url)
+            if options["markdown"] == "-":
+                self.stdout.write(text)
+            else:
+                Path(options["markdown"]).write_text(text, encoding="utf-8")
+        sys.exit(code)
+
+    def _line(self, verdict: ReleaseVerdict, code: int, fail_on: str) -> str:
+        if code == NO_VERDICT:
+            why = {
+                VerdictState.RUNNING: "an assessment is still running",
+                VerdictState.FAILED: f"the latest run failed: {verdict.run_error}".rstrip(": "),
+                VerdictState.NOT_ASSESSED: "it was never assessed",
+            }.get(verdict.state, "no report")
+            return f"{verdict.version}: no verdict ({why})."
+        line = (
+            f"{verdict.version}: {_word(verdict.severity)} risk ({verdict.state_label.lower()}; "
+            f"the model {_word(verdict.model_severity).lower()}, the policy "
+            f"{_word(verdict.policy_severity).lower()})."
+        )
+        if code == NEEDS_PERSON:
+            return line + " Waits for a person's decision."
+        return line + (f" At or above {fail_on}." if code == AT_OR_ABOVE else f" Below {fail_on}.")

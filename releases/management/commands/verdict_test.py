@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from releases import services
+from releases.models import Conversation, Release, RiskReport, RunStatus
+
+pytestmark = pytest.mark.django_db
+
+RISKY = {
+    "test_results": {"passed": 90, "failed": 12, "skipped": 0, "failing_tests": ["test_pay"]},
+    "deployment_metrics": {"error_rate": 0.09, "response_time_p95": 400},
+}
+
+
+def verdict(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as ended:
+        call_command("verdict", *args, stdout=out, stderr=out)
+    return int(ended.value.code or 0), out.getvalue()
+
+
+def waiting_low_high(make_release: Callable[..., Release]) -> Release:
+    release = make_release("v2.0.0", **RISKY)
+    report = services.file_risk_report(
+        release=release, severity="low", findings=["Looks <b>ok</b>"]
+    )
+    RiskReport.objects.filter(pk=report.pk).update(
+        needs_review=True, review_reasons=["severity low is below the policy's high"]
+    )
+    return release
+
+
+def test_below_the_bar_exits_0(make_release: Callable[..., Release]) -> None:
+    release = make_release("v1.0.0")
+    services.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
+    code, out = verdict("v1.0.0")
+    assert code == 0 and "Low risk" in out and "Below high" in out
+    # Medium is below high, and at or above medium.
+    other = make_release("v1.1.0")
+    services.file_risk_report(release=other, severity="medium", findings=["1 failed test"])
+    assert verdict("v1.1.0")[0] == 0
+    assert verdict("v1.1.0", "--fail-on", "medium")[0] == 1
+
+
+def test_at_or_above_the_bar_exits_1(make_release: Callable[..., Release]) -> None:
+    release = make_release("v3.0.0", **RISKY)
+    services.file_risk_report(release=release, severity="high", findings=["Error rate 9 %"])
+    code, out = verdict("v3.0.0", "--fail-on", "high")
+    assert code == 1 and "High risk" in out and "At or above high" in out
+
+
+def test_waiting_for_a_person_exits_2_and_counts_the_policys_high(
+    make_release: Callable[..., Release], tmp_path: Path
+) -> None:
+    waiting_low_high(make_release)
+    summary = tmp_path / "verdict.md"
+    code, out = verdict("v2.0.0", "--json", "--markdown", str(summary))
+    assert code == 2
+    data = json.loads(out)
+    assert (data["severity"], data["state"], data["exit_code"]) == ("high", "needs_person", 2)
+    assert (data["model_severity"], data["policy_severity"]) == ("low", "high")
+    assert data["url"].endswith("/releases/v2.0.0/")
+    text = summary.read_text()
+    assert "### Detective: release `v2.0.0`: **High risk** · waits for a person" in text
+    assert "| The model's | Low |" in text and "| The policy's | High (policy v" in text
+    assert "severity low is below the policy's high" in text
+    # Model text is shown, never interpreted as HTML.
+    assert "Looks &lt;b&gt;ok&lt;/b&gt;" in text and "<b>" not in text
+    assert "[Open the release in Detective](" in text
+
+
+def test_a_decision_settles_it(make_release: Callable[..., Release]) -> None:
+    release = waiting_low_high(make_release)
+    report = RiskReport.objects.get(release=release)
+    services.decide_report(report, None, decision="override", severity="medium", reason="known")
+    assert verdict("v2.0.0")[0] == 0
+    assert verdict("v2.0.0", "--fail-on", "medium")[0] == 1
+    _, out = verdict("v2.0.0", "--markdown", "-")
+    assert "| A person's decision | overridden Medium: known |" in out
+
+
+def test_no_verdict_exits_3(make_release: Callable[..., Release]) -> None:
+    make_release("v4.0.0")
+    code, out = verdict("v4.0.0")
+    assert code == 3 and "never assessed" in out
+    assert verdict("v404.0.0")[0] == 3  # no such release
+
+
+def test_a_failed_run_exits_3(make_release: Callable[..., Release]) -> None:
+    release = make_release("v5.0.0")
+    run = services.start_assessment(release, None)
+    Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="provider down")
+    code, out = verdict("v5.0.0")
+    assert code == 3 and "the latest run failed: provider down" in out
+
+
+def test_a_wait_that_runs_out_exits_3(make_release: Callable[..., Release]) -> None:
+    release = make_release("v6.0.0")
+    services.start_assessment(release, None)
+    code, out = verdict("v6.0.0", "--wait", "0.3")
+    assert code == 3 and "still running" in out

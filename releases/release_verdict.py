@@ -1,0 +1,211 @@
+"""A release's verdict as one value: what the pages, the API, the `verdict` command and the
+webhooks read (`selectors.release_verdict` is the door to it).
+
+The severity that counts follows the one rule of `releases/severity.py`. The state says where
+the release stands:
+
+- `not_assessed`: no report and no run that ended badly;
+- `running`: an assessment is queued or running (the severity is the previous report's, if any);
+- `failed`: the latest run failed or was cancelled after the latest report (or with none);
+- `needs_person`: the latest report waits for a person's decision;
+- `decided`: a person decided on the latest report;
+- `assessed`: the latest report stands as filed.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from releases.models import Conversation, Release, ReviewDecision, RiskReport, RunStatus
+from releases.severity import severity_that_counts
+
+
+class VerdictState(enum.StrEnum):
+    NOT_ASSESSED = "not_assessed"
+    RUNNING = "running"
+    ASSESSED = "assessed"
+    NEEDS_PERSON = "needs_person"
+    DECIDED = "decided"
+    FAILED = "failed"
+
+
+STATE_LABELS: dict[str, str] = {
+    VerdictState.NOT_ASSESSED: "Not assessed",
+    VerdictState.RUNNING: "Being assessed",
+    VerdictState.ASSESSED: "Assessed",
+    VerdictState.NEEDS_PERSON: "Waits for a person",
+    VerdictState.DECIDED: "Decided by a person",
+    VerdictState.FAILED: "Assessment failed",
+}
+
+
+@dataclass(frozen=True)
+class VerdictFinding:
+    text: str
+    evidence: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"text": self.text, "evidence": list(self.evidence), "problems": list(self.problems)}
+
+
+@dataclass(frozen=True)
+class ReleaseVerdict:
+    version: str
+    state: VerdictState
+    severity: str | None  # the severity that counts; None: no report
+    model_severity: str | None = None
+    policy_severity: str | None = None
+    policy_version: int | None = None
+    decision_kind: str | None = None  # "accept" or "override"
+    decided_severity: str | None = None
+    decided_by: str = ""
+    decision_reason: str = ""
+    findings: tuple[VerdictFinding, ...] = ()
+    summary: str = ""
+    review_reasons: tuple[str, ...] = ()
+    report_id: int | None = None
+    report_filed_at: datetime | None = None
+    run_id: str | None = None  # the latest run's
+    run_status: str | None = None
+    run_error: str = ""
+
+    @property
+    def state_label(self) -> str:
+        return STATE_LABELS[self.state]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "state": str(self.state),
+            "state_label": self.state_label,
+            "severity": self.severity,
+            "model_severity": self.model_severity,
+            "policy_severity": self.policy_severity,
+            "policy_version": self.policy_version,
+            "decision": (
+                {
+                    "kind": self.decision_kind,
+                    "severity": self.decided_severity,
+                    "by": self.decided_by,
+                    "reason": self.decision_reason,
+                }
+                if self.decision_kind
+                else None
+            ),
+            "findings": [finding.as_json() for finding in self.findings],
+            "summary": self.summary,
+            "review_reasons": list(self.review_reasons),
+            "report_id": self.report_id,
+            "report_filed_at": self.report_filed_at.isoformat() if self.report_filed_at else None,
+            "run_id": self.run_id,
+            "run_status": self.run_status,
+            "run_error": self.run_error,
+        }
+
+
+def findings_with_evidence(report: RiskReport) -> tuple[VerdictFinding, ...]:
+    """Each finding with the evidence and the problems the grounding found for it."""
+    by_text: dict[str, dict[str, Any]] = {}
+    for part in report.grounding or []:
+        if isinstance(part, dict) and part.get("where") != "summary":
+            by_text.setdefault(str(part.get("text", "")), part)
+    found = []
+    for text in report.findings or []:
+        part = by_text.get(text) or {}
+        found.append(
+            VerdictFinding(
+                text=text,
+                evidence=tuple(str(e) for e in part.get("evidence") or []),
+                problems=tuple(str(p) for p in part.get("problems") or []),
+            )
+        )
+    return tuple(found)
+
+
+def state_of(
+    report: RiskReport | None, decision: ReviewDecision | None, run: Conversation | None
+) -> VerdictState:
+    if run is not None and run.is_active:
+        return VerdictState.RUNNING
+    # A run that ended badly after the latest report (or with none): its verdict is missing.
+    if (
+        run is not None
+        and run.status in (RunStatus.FAILED, RunStatus.CANCELLED)
+        and (report is None or run.created_at > report.filed_at)
+    ):
+        return VerdictState.FAILED
+    if report is None:
+        return VerdictState.NOT_ASSESSED
+    if decision is not None:
+        return VerdictState.DECIDED
+    if report.needs_review:
+        return VerdictState.NEEDS_PERSON
+    return VerdictState.ASSESSED
+
+
+def verdict_of(release: Release) -> ReleaseVerdict:
+    """The release's verdict: three queries (latest report with its policy, its latest
+    decision, the latest run)."""
+    report = (
+        RiskReport.objects.filter(release=release)
+        .select_related("policy")
+        .order_by("-filed_at", "-id")
+        .first()
+    )
+    decision = (
+        ReviewDecision.objects.filter(report=report)
+        .select_related("reviewer")
+        .order_by("-created_at", "-id")
+        .first()
+        if report is not None
+        else None
+    )
+    run = Conversation.objects.filter(release=release).order_by("-created_at", "-pk").first()
+    return build_verdict(release, report, decision, run)
+
+
+def build_verdict(
+    release: Release,
+    report: RiskReport | None,
+    decision: ReviewDecision | None,
+    run: Conversation | None,
+) -> ReleaseVerdict:
+    state = state_of(report, decision, run)
+    run_fields: dict[str, Any] = {
+        "run_id": str(run.pk) if run is not None else None,
+        "run_status": run.status if run is not None else None,
+        "run_error": run.error if run is not None else "",
+    }
+    if report is None:
+        return ReleaseVerdict(version=release.version, state=state, severity=None, **run_fields)
+    return ReleaseVerdict(
+        version=release.version,
+        state=state,
+        severity=severity_that_counts(
+            filed=report.severity,
+            policy=report.policy_severity,
+            needs_review=report.needs_review,
+            decided=decision.severity if decision is not None else None,
+        ),
+        model_severity=report.severity,
+        policy_severity=report.policy_severity or None,
+        policy_version=report.policy.version if report.policy is not None else None,
+        decision_kind=decision.decision if decision is not None else None,
+        decided_severity=decision.severity if decision is not None else None,
+        decided_by=(
+            decision.reviewer.get_username()
+            if decision is not None and decision.reviewer is not None
+            else ""
+        ),
+        decision_reason=decision.reason if decision is not None else "",
+        findings=findings_with_evidence(report),
+        summary=report.summary,
+        review_reasons=tuple(report.review_reasons or []) if report.needs_review else (),
+        report_id=report.pk,
+        report_filed_at=report.filed_at,
+        **run_fields,
+    )

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from releases import services
+from releases.models import Conversation, Release, RiskReport, RunStatus
+from releases.selectors import release_verdict
+
+pytestmark = pytest.mark.django_db
+
+RISKY = {
+    "test_results": {"passed": 90, "failed": 12, "skipped": 0, "failing_tests": ["payments"]},
+    "deployment_metrics": {"error_rate": 0.09, "response_time_p95": 400},
+}
+
+
+def test_never_assessed(make_release: Callable[..., Release]) -> None:
+    verdict = release_verdict(make_release("v1.0.0"))
+    assert verdict.state == "not_assessed"
+    assert verdict.severity is None
+    assert verdict.as_json()["decision"] is None
+
+
+def test_waiting_for_a_person_counts_the_policys_high(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release("v2.0.0", **RISKY)
+    report = services.file_risk_report(release=release, severity="low", findings=["Error rate 9 %"])
+    RiskReport.objects.filter(pk=report.pk).update(needs_review=True, review_reasons=["below"])
+    verdict = release_verdict(release)
+    assert (verdict.state, verdict.severity) == ("needs_person", "high")
+    assert (verdict.model_severity, verdict.policy_severity) == ("low", "high")
+    assert verdict.policy_version == report.policy.version
+    data = verdict.as_json()
+    assert data["severity"] == "high" and data["state"] == "needs_person"
+    assert data["findings"][0]["text"] == "Error rate 9 %"
+    assert data["review_reasons"] == ["below"]
+
+
+def test_a_decision_counts_over_both(make_release: Callable[..., Release]) -> None:
+    release = make_release("v2.0.0", **RISKY)
+    report = services.file_risk_report(release=release, severity="low", findings=["x"])
+    RiskReport.objects.filter(pk=report.pk).update(needs_review=True)
+    report.refresh_from_db()
+    services.decide_report(report, None, decision="override", severity="medium", reason="known")
+    verdict = release_verdict(release)
+    assert (verdict.state, verdict.severity, verdict.decision_kind) == (
+        "decided",
+        "medium",
+        "override",
+    )
+    assert verdict.as_json()["decision"]["reason"] == "known"
+
+
+def test_running_and_failed(make_release: Callable[..., Release]) -> None:
+    release = make_release("v3.0.0")
+    old = services.file_risk_report(
+        release=release,
+        severity="medium",
+        findings=["x"],
+        filed_at=timezone.now() - timedelta(hours=1),
+    )
+    run = services.start_assessment(release, None)
+    verdict = release_verdict(release)
+    assert (verdict.state, verdict.severity, verdict.report_id) == ("running", "medium", old.pk)
+    Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="boom")
+    verdict = release_verdict(release)
+    assert (verdict.state, verdict.run_error) == ("failed", "boom")
+
+
+def test_assessed_as_filed(make_release: Callable[..., Release]) -> None:
+    release = make_release("v4.0.0")
+    services.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
+    verdict = release_verdict(release)
+    assert (verdict.state, verdict.severity, verdict.model_severity) == ("assessed", "low", "low")

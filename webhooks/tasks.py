@@ -1,0 +1,68 @@
+"""The webhook tasks (django-tasks, run by `manage.py run_worker` like the assessments): one
+delivery attempt per task, the next attempt queued with its back-off when one fails, so a
+filing or a decision never waits on a receiver."""
+
+from __future__ import annotations
+
+import json
+
+from django_tasks import task
+
+from releases.models import Release
+from webhooks import services
+from webhooks.models import Event, WebhookEndpoint
+
+
+@task()
+def deliver(
+    endpoint_id: int,
+    delivery_id: str,
+    event: str,
+    service: str,
+    version: str,
+    body: str,
+    attempt: int = 1,
+) -> str:
+    """One attempt; returns what became of it (for the task's result in the admin)."""
+    record = services.attempt_delivery(
+        endpoint_id=endpoint_id,
+        delivery_id=delivery_id,
+        event=event,
+        service=service,
+        version=version,
+        body=body,
+        attempt=attempt,
+    )
+    if record is None:
+        return "endpoint gone or inactive: not sent"
+    if record.next_attempt_at is not None:
+        deliver.using(run_after=record.next_attempt_at).enqueue(
+            endpoint_id, delivery_id, event, service, version, body, attempt + 1
+        )
+        return f"attempt {attempt} failed ({record.error}); attempt {attempt + 1} queued"
+    return "delivered" if record.succeeded else f"gave up after attempt {attempt}: {record.error}"
+
+
+def queue_ping(endpoint: WebhookEndpoint) -> str:
+    """A test delivery to one endpoint (the admin's action): signed and logged like the rest."""
+    delivery_id = services.new_delivery_id()
+    body = json.dumps({"event": Event.PING, "endpoint": endpoint.name}, sort_keys=True)
+    deliver.enqueue(endpoint.pk, delivery_id, Event.PING, endpoint.service or "-", "-", body, 1)
+    return delivery_id
+
+
+def queue_event(release: Release, event: str) -> list[str]:
+    """Queue the event's delivery to every active endpoint that wants the release's service;
+    the body is the verdict as it stands now. The delivery ids, one per endpoint."""
+    endpoints = services.endpoints_for(release)
+    if not endpoints:
+        return []
+    body = services.event_body(release, event)
+    queued = []
+    for endpoint in endpoints:
+        delivery_id = services.new_delivery_id()
+        deliver.enqueue(
+            endpoint.pk, delivery_id, event, release.service.slug, release.version, body, 1
+        )
+        queued.append(delivery_id)
+    return queued
