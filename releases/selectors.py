@@ -237,9 +237,10 @@ class ReleaseDetail:
 
 def find_release(version: str, service: str | None = None) -> Release | None:
     """The release of this version of the service (its slug; None: the default service)."""
+    slug = service or DEFAULT_SERVICE_SLUG
     return (
         Release.objects.select_related("service")
-        .filter(version=version, service__slug=service or DEFAULT_SERVICE_SLUG)
+        .filter(version=version, service__slug=slug)
         .first()
     )
 
@@ -249,19 +250,14 @@ def find_release_of(version: str, service: str | None) -> Release | None:
     the default service's when None."""
     if service is None:
         return find_release(version)
-    return (
-        Release.objects.select_related("service")
-        .filter(version=version)
-        .filter(Q(service__slug=service) | Q(service__name__iexact=service))
-        .first()
-    )
+    named = Q(service__slug=service) | Q(service__name__iexact=service)
+    return Release.objects.select_related("service").filter(named, version=version).first()
 
 
 def release_or_404(version: str, service: str | None = None) -> Release:
+    slug = service or DEFAULT_SERVICE_SLUG
     return get_object_or_404(
-        Release.objects.select_related("service"),
-        version=version,
-        service__slug=service or DEFAULT_SERVICE_SLUG,
+        Release.objects.select_related("service"), version=version, service__slug=slug
     )
 
 

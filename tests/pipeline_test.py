@@ -125,7 +125,7 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
         release = Release.objects.get(service=shop, version="1.1.0")
         assert release.head_sha == git(repo, "rev-parse", "v1.1.0")
         commits = Commit.objects.filter(release=release)
-        assert commits.count() == 5
+        assert commits.count() == 4  # the rename, the logo, the fix and the merge
         assert TestCase.objects.filter(release=release).count() == 5
 
         # The same report again is counted once.
