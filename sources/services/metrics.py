@@ -16,7 +16,7 @@ from sources.models import (
     SourceKind,
 )
 from sources.parsers import prometheus
-from sources.parsers.openmetrics import MetricSampleRecord
+from sources.parsers.openmetrics import MetricSampleRecord, file_release_metrics
 from sources.services.base import (
     BATCH,
     MAX_SAMPLES,
@@ -160,3 +160,43 @@ def ingest_prometheus(
             )
         )
     return results
+
+
+def ingest_metrics_file(
+    release: Release,
+    samples: Iterable[MetricSampleRecord],
+    origin: Origin,
+    *,
+    window: str | None = None,
+    file_names: Sequence[str] = (),
+) -> list[Ingested]:
+    """A metrics file's samples. With a `window`, all of them measure it. Without one, a release
+    with a deploy time has them split as Prometheus' are (`file_release_metrics`): each sample
+    counts in the window its timestamp lies in (an undated one in the release's), the rest is
+    left out; a release without a deploy time takes them all as its own window's."""
+    samples = list(samples)
+    if window is not None or release.deployed_at is None:
+        chosen = window or MetricWindow.RELEASE
+        return [ingest_metrics(release, samples, origin, window=chosen, file_names=file_names)]
+    if not samples:
+        raise IngestError("No metric samples in what was sent.", 422)
+    previous = previous_release(release)
+    split = file_release_metrics(
+        samples,
+        deploy_time=release.deployed_at,
+        previous_deploy_time=previous.deployed_at if previous else None,
+    )
+    if not split.release.samples and not split.baseline.samples:
+        raise IngestError(
+            f"None of the {len(samples)} samples lies in the release's window or its baseline's "
+            f"(from {release.deployed_at:%Y-%m-%d %H:%M} UTC); pass the window to take them all.",
+            422,
+        )
+    return [
+        ingest_metrics(release, list(part.samples), origin, window=name, file_names=file_names)
+        for name, part in (
+            (MetricWindow.RELEASE, split.release),
+            (MetricWindow.BASELINE, split.baseline),
+        )
+        if part.samples
+    ]
