@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "throughput": "bench.throughput",
     "pages": "bench.pages",
     "memory": "bench.memory",
+    "judge": "bench.judge",
     "git": "bench.git_range",
     "junit": "bench.junit_ingest",
 }
