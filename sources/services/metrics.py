@@ -107,9 +107,10 @@ def ingest_prometheus(
 ) -> list[Ingested]:
     """The release's window (from its deploy time) and its baseline's (the previous release's,
     or the same window a week earlier) queried from Prometheus and stored, one ingestion per
-    window. Each window's figure (an instant query over the whole window) is stored under the
-    summary's key; the per-step samples beside it as `<key>:range`. No data, NaN or Inf: the
-    figure is missing."""
+    window. The per-step samples (range queries) are stored under the summary's keys
+    (`error_rate`, `response_time_p95` in ms: what a judge of the series compares), and each
+    window's figure (an instant query over the whole window) beside them as `<key>:window`,
+    which the summary reads first. No data, NaN or Inf: the figure is missing."""
     if release.deployed_at is None:
         raise IngestError(
             "The release has no deploy time, so it has no metrics window: set deployed_at "
@@ -137,22 +138,16 @@ def ingest_prometheus(
     ):
         end = min(measured.window.end, now or timezone.now())
         figures = [
-            MetricSampleRecord(key, (("over", "window"),), end, value)
+            MetricSampleRecord(f"{key}:window", (), end, value)
             for key, value in (
                 ("error_rate", measured.summary.error_rate),
                 ("response_time_p95", measured.summary.response_time_p95),
             )
         ]
-        steps = [
-            MetricSampleRecord(
-                f"{sample.name}:range", sample.labels, sample.timestamp, sample.value
-            )
-            for sample in measured.samples
-        ]
         results.append(
             ingest_metrics(
                 release,
-                [*figures, *steps],
+                [*figures, *measured.samples],
                 origin,
                 window=window,
                 file_names=[client.where],
