@@ -1,0 +1,162 @@
+"""Metric samples (a file, or Prometheus) into rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from releases.models import Release
+from sources import summary
+from sources.models import (
+    MetricSample,
+    MetricWindow,
+    SourceKind,
+)
+from sources.parsers import prometheus
+from sources.parsers.openmetrics import MetricSampleRecord
+from sources.services.base import (
+    BATCH,
+    MAX_SAMPLES,
+    Ingested,
+    IngestError,
+    Origin,
+    _check_text,
+    _digest,
+    _record,
+)
+
+# ---- metrics -----------------------------------------------------------------------------------
+
+
+def ingest_metrics(
+    release: Release,
+    samples: Iterable[MetricSampleRecord],
+    origin: Origin,
+    *,
+    window: str = MetricWindow.RELEASE,
+    file_names: Sequence[str] = (),
+    allow_empty: bool = False,
+) -> Ingested:
+    """Metric samples of the release's window or its baseline's. No samples is refused unless
+    `allow_empty` (Prometheus answering nothing: the figures are then *missing*)."""
+    if window not in MetricWindow.values:
+        raise IngestError(f"window must be {' or '.join(MetricWindow.values)}, not {window!r}.")
+    samples = list(samples)
+    if not samples and not allow_empty:
+        raise IngestError("No metric samples in what was sent.", 422)
+    if len(samples) > MAX_SAMPLES:
+        raise IngestError(f"{len(samples):,} samples: at most {MAX_SAMPLES:,} at once.", 413)
+    content_hash = _digest(
+        [window, *[(s.name, s.labels, str(s.timestamp), s.value) for s in samples]]
+    )
+    with transaction.atomic():
+        ingestion, created = _record(
+            release, SourceKind.METRICS, content_hash, origin, file_names, {}
+        )
+        if not created:
+            return Ingested(ingestion, False)
+        MetricSample.objects.bulk_create(
+            [
+                MetricSample(
+                    release=release,
+                    ingestion=ingestion,
+                    name=_check_text("a metric name", sample.name)[:200],
+                    timestamp=sample.timestamp,
+                    value=sample.value,
+                    labels=dict(sample.labels),
+                    window=window,
+                )
+                for sample in samples
+            ],
+            batch_size=BATCH,
+        )
+        ingestion.counts = {
+            "samples": len(samples),
+            "missing": sum(sample.value is None for sample in samples),
+            "window": window,
+        }
+        ingestion.save(update_fields=["counts"])
+        summary.refresh(release, SourceKind.METRICS)
+    return Ingested(ingestion, True)
+
+
+# ---- Prometheus --------------------------------------------------------------------------------
+
+
+def previous_release(release: Release) -> Release | None:
+    """The service's release deployed last before this one."""
+    if release.deployed_at is None:
+        return None
+    return (
+        Release.objects.filter(service=release.service, deployed_at__lt=release.deployed_at)
+        .order_by("-deployed_at")
+        .first()
+    )
+
+
+def ingest_prometheus(
+    release: Release,
+    client: prometheus.PrometheusClient,
+    origin: Origin,
+    *,
+    config: prometheus.MetricsConfig | None = None,
+    now: datetime | None = None,
+) -> list[Ingested]:
+    """The release's window (from its deploy time) and its baseline's (the previous release's,
+    or the same window a week earlier) queried from Prometheus and stored, one ingestion per
+    window. Each window's figure (an instant query over the whole window) is stored under the
+    summary's key; the per-step samples beside it as `<key>:range`. No data, NaN or Inf: the
+    figure is missing."""
+    if release.deployed_at is None:
+        raise IngestError(
+            "The release has no deploy time, so it has no metrics window: set deployed_at "
+            "(POST /api/releases, or ingest --deployed-at).",
+            422,
+        )
+    previous = previous_release(release)
+    try:
+        metrics = prometheus.release_metrics(
+            client,
+            config or prometheus.MetricsConfig(),
+            service=release.service.slug,
+            version=release.version,
+            deploy_time=release.deployed_at,
+            previous_version=previous.version if previous else None,
+            previous_deploy_time=previous.deployed_at if previous else None,
+            now=now,
+        )
+    except (prometheus.PrometheusError, prometheus.QueryTemplateError) as exc:
+        raise IngestError(f"Prometheus: {exc}", 502) from None
+    results = []
+    for window, measured in (
+        (MetricWindow.RELEASE, metrics.release),
+        (MetricWindow.BASELINE, metrics.baseline),
+    ):
+        end = min(measured.window.end, now or timezone.now())
+        figures = [
+            MetricSampleRecord(key, (("over", "window"),), end, value)
+            for key, value in (
+                ("error_rate", measured.summary.error_rate),
+                ("response_time_p95", measured.summary.response_time_p95),
+            )
+        ]
+        steps = [
+            MetricSampleRecord(
+                f"{sample.name}:range", sample.labels, sample.timestamp, sample.value
+            )
+            for sample in measured.samples
+        ]
+        results.append(
+            ingest_metrics(
+                release,
+                [*figures, *steps],
+                origin,
+                window=window,
+                file_names=[client.where],
+                allow_empty=True,
+            )
+        )
+    return results
