@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "memory": "bench.memory",
     "git": "bench.git_range",
     "junit": "bench.junit_ingest",
+    "judge": "bench.judge",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

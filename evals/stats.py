@@ -1,4 +1,4 @@
-"""Statistics over repeated trials, with the standard library only.
+"""Statistics over repeated trials; the distributions and tests come from scipy.stats.
 
 - **Pass rate** of a scenario: passed / (trials - errored). Errored trials (provider failures)
   say nothing about the agent and are counted apart, never as failures.
@@ -11,8 +11,12 @@
   whole [0, 1] (no spread can be estimated from one value).
 - **Significance on pass counts**: Fisher's exact test, one-sided ("the baseline passes more
   often than the current run"), exact for the small counts K trials give. Mean scores use
-  Welch's t-test, one-sided, with the Student t distribution computed from the regularised
-  incomplete beta function.
+  Welch's t-test, one-sided.
+
+The distributions, the Wilson interval and both tests are scipy.stats's (`t`, `beta`,
+`binomtest(...).proportion_ci(method="wilson")`, `fisher_exact`, `ttest_ind_from_stats`):
+until issue #20 they were written by hand here; `stats_test.py` checks that scipy's
+reproduce the figures the hand-written ones gave (evals/testdata/stats/).
 
 Pooling across scenarios (`pool`) is exact for means and standard deviations. It treats all
 trials of a run as one sample, ignoring that scenarios differ in difficulty; that inflates
@@ -25,6 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,76 +46,32 @@ Alternative = Literal["two-sided", "greater", "less"]
 # --------------------------------------------------------------------------------------------
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction for the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported on first use rather than with this module: Django imports this
+    module in every process (through evals.models), and scipy.stats takes about a second to
+    import on an idle machine (measured 10 s on the 2 shared cores under load), which the
+    web server and a worker running assessments would pay for nothing."""
+    from scipy import stats
+
+    return stats
 
 
 def betainc(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    front = math.exp(log_front)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+    """The regularised incomplete beta function I_x(a, b): the Beta(a, b) distribution
+    function at x (0 below the interval [0, 1], 1 above it)."""
+    return float(_scipy_stats().beta.cdf(x, a, b))
 
 
 def t_sf(t: float, df: float) -> float:
     """P(T > t) for Student's t with `df` degrees of freedom."""
-    if math.isinf(t):
-        return 0.0 if t > 0 else 1.0
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return tail if t >= 0 else 1.0 - tail
+    return float(_scipy_stats().t.sf(t, df))
 
 
 def t_ppf(p: float, df: float) -> float:
-    """The p-quantile of Student's t (bisection on the distribution function)."""
+    """The p-quantile of Student's t."""
     if not 0.0 < p < 1.0:
         raise ValueError("p must be in (0, 1)")
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_ppf(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while 1.0 - t_sf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if 1.0 - t_sf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12:
-            break
-    return (lo + hi) / 2.0
+    return float(_scipy_stats().t.ppf(p, df))
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,12 +95,12 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> Interval | None:
         return None
     if not 0 <= successes <= n:
         raise ValueError("successes must be between 0 and n")
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
+    # The interval at z standard errors is the one at confidence 1 - 2 * P(Z > z).
+    stats = _scipy_stats()
+    confidence = 1.0 - 2.0 * float(stats.norm.sf(z))
+    ci = stats.binomtest(successes, n).proportion_ci(confidence, method="wilson")
+    low = 0.0 if successes == 0 else max(0.0, float(ci.low))
+    high = 1.0 if successes == n else min(1.0, float(ci.high))
     return Interval(low=low, high=high)
 
 
@@ -205,24 +166,10 @@ def fisher_exact(a: int, b: int, c: int, d: int, alternative: Alternative = "two
     pass, fail). "greater": the first row's odds of passing are higher; "less": lower."""
     if min(a, b, c, d) < 0:
         raise ValueError("counts must be non-negative")
-    row1, row2, col1 = a + b, c + d, a + c
-    n = row1 + row2
-    if n == 0 or row1 == 0 or row2 == 0:
-        return 1.0
-    lo, hi = max(0, col1 - row2), min(row1, col1)
-    total = math.comb(n, col1)
-
-    def pmf(x: int) -> float:
-        return math.comb(row1, x) * math.comb(row2, col1 - x) / total
-
-    if alternative == "greater":
-        p = math.fsum(pmf(x) for x in range(a, hi + 1))
-    elif alternative == "less":
-        p = math.fsum(pmf(x) for x in range(lo, a + 1))
-    else:
-        observed = pmf(a)
-        p = math.fsum(q for x in range(lo, hi + 1) if (q := pmf(x)) <= observed * (1 + 1e-7))
-    return min(1.0, p)
+    if a + b == 0 or c + d == 0:
+        return 1.0  # one group has no trials: nothing to compare
+    result = _scipy_stats().fisher_exact([[a, b], [c, d]], alternative=alternative)
+    return min(1.0, float(result.pvalue))
 
 
 def pass_drop_p_value(
@@ -243,15 +190,20 @@ def welch_p_value(baseline: MeanStat, current: MeanStat) -> float | None:
     side has fewer than two values (no spread to test against)."""
     if baseline.n < 2 or current.n < 2:
         return None
-    diff = baseline.mean - current.mean
-    vb, vc = baseline.sd**2 / baseline.n, current.sd**2 / current.n
-    se = math.sqrt(vb + vc)
-    if se == 0.0:
-        return 0.0 if diff > 0 else 1.0
-    df = (vb + vc) ** 2 / (
-        (vb**2 / (baseline.n - 1) if vb else 0.0) + (vc**2 / (current.n - 1) if vc else 0.0)
+    if baseline.sd == 0.0 and current.sd == 0.0:
+        # No noise on either side: any drop is certain, anything else is not a drop.
+        return 0.0 if baseline.mean > current.mean else 1.0
+    result = _scipy_stats().ttest_ind_from_stats(
+        baseline.mean,
+        baseline.sd,
+        baseline.n,
+        current.mean,
+        current.sd,
+        current.n,
+        equal_var=False,
+        alternative="greater",
     )
-    return t_sf(diff / se, df)
+    return float(result.pvalue)
 
 
 # --------------------------------------------------------------------------------------------

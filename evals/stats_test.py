@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +203,89 @@ def test_run_summary_pools_the_scenarios() -> None:
     assert run.mean_score == pytest.approx(0.9)
     again = type(run).model_validate_json(run.model_dump_json())
     assert again == run
+
+
+# --------------------------------------------------------------------------------------------
+# The move to scipy.stats (issue #20): the figures the hand-written functions gave, recorded
+# on a table of inputs before the move (evals/testdata/stats/record_figures.py), reproduced.
+# The hand-written code converged to ~1e-11 (bisection for t_ppf, a continued fraction for
+# betainc); measured, the largest relative difference is 5.4e-11 (t_ppf at df = 1).
+# --------------------------------------------------------------------------------------------
+
+BEFORE = json.loads(
+    (Path(__file__).parent / "testdata/stats/figures_before_scipy.json").read_text()
+)
+REL, ABS = 1e-9, 1e-12
+
+
+def _same(value: float | None, before: float | None) -> bool:
+    if before is None or value is None:
+        return value is before
+    return value == pytest.approx(before, rel=REL, abs=ABS)
+
+
+def test_the_recording_covers_every_function() -> None:
+    sizes = {name: len(rows) for name, rows in BEFORE.items() if name != "recorded_from"}
+    assert sizes == {
+        "betainc": 56,
+        "t_sf": 72,
+        "t_ppf": 54,
+        "wilson": 35,
+        "fisher": 14,
+        "means": 20,
+        "welch": 9,
+    }
+
+
+@pytest.mark.parametrize("row", BEFORE["betainc"], ids=lambda r: f"I{r['x']}({r['a']},{r['b']})")
+def test_betainc_as_before(row: dict) -> None:
+    assert _same(betainc(row["a"], row["b"], row["x"]), row["value"])
+
+
+@pytest.mark.parametrize("row", BEFORE["t_sf"], ids=lambda r: f"t={r['t']},df={r['df']}")
+def test_t_sf_as_before(row: dict) -> None:
+    assert _same(t_sf(row["t"], row["df"]), row["value"])
+
+
+@pytest.mark.parametrize("row", BEFORE["t_ppf"], ids=lambda r: f"p={r['p']},df={r['df']}")
+def test_t_ppf_as_before(row: dict) -> None:
+    assert _same(t_ppf(row["p"], row["df"]), row["value"])
+
+
+@pytest.mark.parametrize("row", BEFORE["wilson"], ids=lambda r: f"{r['successes']}/{r['n']}")
+def test_wilson_interval_as_before(row: dict) -> None:
+    ci = wilson_interval(row["successes"], row["n"])
+    if row["interval"] is None:
+        assert ci is None
+        return
+    assert ci is not None
+    assert _same(ci.low, row["interval"][0]) and _same(ci.high, row["interval"][1])
+
+
+@pytest.mark.parametrize("row", BEFORE["fisher"], ids=lambda r: "-".join(map(str, r["table"])))
+def test_fisher_exact_as_before(row: dict) -> None:
+    a, b, c, d = row["table"]
+    for alternative in ("two-sided", "greater", "less"):
+        assert _same(fisher_exact(a, b, c, d, alternative), row[alternative]), alternative
+    assert _same(pass_drop_p_value(a, a + b, c, c + d), row["pass_drop"])
+
+
+@pytest.mark.parametrize("name", sorted(BEFORE["means"]))
+def test_mean_stat_as_before(name: str) -> None:
+    row = BEFORE["means"][name]
+    stat = MeanStat.of(row["values"], bounded=row["bounded"])
+    assert stat is not None
+    assert _same(stat.mean, row["mean"]) and _same(stat.sd, row["sd"])
+    if row["ci"] is None:
+        assert stat.ci is None
+    else:
+        assert stat.ci is not None
+        assert _same(stat.ci.low, row["ci"][0]) and _same(stat.ci.high, row["ci"][1])
+
+
+@pytest.mark.parametrize("row", BEFORE["welch"], ids=lambda r: f"{r['baseline']}-{r['current']}")
+def test_welch_p_value_as_before(row: dict) -> None:
+    baseline = MeanStat.of(BEFORE["means"][f"{row['baseline']}/unbounded"]["values"], bounded=False)
+    current = MeanStat.of(BEFORE["means"][f"{row['current']}/unbounded"]["values"], bounded=False)
+    assert baseline is not None and current is not None
+    assert _same(welch_p_value(baseline, current), row["p"])
