@@ -85,6 +85,14 @@ def one_of_each(db: None, admin_user: object) -> None:
 
     token, _secret = create_token("ci", None)
     upsert_release(ReleaseFields(version="v2.1.0", environment="production"), Origin("api", token))
+    from webhooks.models import Event, WebhookDelivery, WebhookEndpoint
+
+    hook = WebhookEndpoint.objects.create(
+        name="chat", url="https://hooks.example/d", secret="whsec-0123456789abcdef"
+    )
+    WebhookDelivery.objects.create(
+        endpoint=hook, event=Event.FILED, service="default", version="v2.1.0", attempt=1
+    )
 
 
 def test_every_model_of_both_apps_is_in_the_admin() -> None:
