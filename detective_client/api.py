@@ -130,6 +130,10 @@ class DetectiveApi:
             headers={"Content-Type": METRICS_TYPE},
         )
 
+    def assess(self, service: str, version: str) -> Any:
+        """Queue the release's assessment (the one already queued or running, if any)."""
+        return self._send("POST", f"{self._release(version)}/assess", params={"service": service})
+
     def verdict(self, service: str, version: str) -> dict[str, Any]:
         answer = self._send("GET", f"{self._release(version)}/verdict", params={"service": service})
         if not isinstance(answer, dict) or "state" not in answer:

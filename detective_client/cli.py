@@ -137,6 +137,10 @@ def ingest(
     if sources.metrics is not None:
         api.send_metrics(service, version, Path(args.metrics_file).name, sources.metrics)
         print(f"metrics: {args.metrics_file} sent", file=out)
+    if args.assess:
+        run = api.assess(service, version)
+        where = f": {run['url']}" if isinstance(run, dict) and run.get("url") else ""
+        print(f"assessment queued{where}", file=out)
     return 0
 
 
@@ -218,6 +222,9 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
     send.add_argument("--metrics-file", help="an OpenMetrics / Prometheus text file")
     send.add_argument("--pipeline-url", help="this run's page (default: from the CI's variables)")
     send.add_argument("--deployed-at", help="ISO 8601 time of the deploy, with its offset")
+    send.add_argument(
+        "--assess", action="store_true", help="then start its assessment (ask `verdict --wait`)"
+    )
 
     ask = commands.add_parser("verdict", help="the release's verdict, as an exit code")
     common(ask)

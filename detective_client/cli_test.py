@@ -99,7 +99,7 @@ def test_ingest_sends_the_release_then_each_source(
         "ingest", "1.4.0", "--service", "shop", "--environment", "production",
         "--git-repo", str(checkout), "--git-range", "v1.3.0..v1.4.0",
         "--junit", str(reports), "--metrics-file", str(metrics),
-        "--deployed-at", "2026-11-24T10:00:00Z",
+        "--deployed-at", "2026-11-24T10:00:00Z", "--assess",
         GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY="acme/shop", GITHUB_RUN_ID="42",
     )  # fmt: skip
     assert code == 0, err
@@ -109,6 +109,7 @@ def test_ingest_sends_the_release_then_each_source(
         "POST /api/releases/1.4.0/junit",
         "POST /api/releases/1.4.0/junit",
         "POST /api/releases/1.4.0/metrics",
+        "POST /api/releases/1.4.0/assess",
     ]
     head = sh(checkout, "rev-parse", "v1.4.0")
     release = json.loads(double.received[0].body)
@@ -131,7 +132,8 @@ def test_ingest_sends_the_release_then_each_source(
     assert double.received[4].body == metrics.read_bytes()
     assert double.received[4].query == {"service": "shop", "filename": "metrics.txt"}
     assert "release shop 1.4.0: created" in err
-    assert "commits: 2 sent" in err and "JUnit: unit.xml sent" in err
+    assert "commits: 2 sent" in err
+    assert "assessment queued: /runs/r1/" in err and "JUnit: unit.xml sent" in err
 
 
 @pytest.mark.parametrize(

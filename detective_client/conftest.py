@@ -5,6 +5,7 @@ client is written to (and that `tests/client_site_test.py` checks against the re
 - POST /api/releases/<version>/commits?service=S       JSON {"commits": [...]}
 - POST /api/releases/<version>/junit?service=S&filename=F   the XML as the body
 - POST /api/releases/<version>/metrics?service=S       OpenMetrics text
+- POST /api/releases/<version>/assess?service=S        (no body): queue the assessment
 - GET  /api/releases/<version>/verdict?service=S       the verdict JSON
 
 Every call needs `Authorization: Bearer <TOKEN>`; a refusal is JSON {"error": ...}.
@@ -112,6 +113,8 @@ def _handler(double: Double) -> type[BaseHTTPRequestHandler]:
                 if not got.query.get("filename"):
                     return self._answer(400, {"error": "filename is required"})
                 return self._answer(200, {"file": got.query["filename"], "bytes": len(got.body)})
+            if what == "assess" and got.method == "POST":
+                return self._answer(202, {"run": "r1", "status": "queued", "url": "/runs/r1/"})
             if what == "metrics":
                 return self._answer(200, {"bytes": len(got.body)})
             return self._answer(404, {"error": "no such address"})

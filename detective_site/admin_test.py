@@ -82,14 +82,17 @@ def one_of_each(db: None, admin_user: object) -> None:
     Group.objects.get_or_create(name="Release managers")
     noop.enqueue()
     from sources.services import Origin, ReleaseFields, create_token, upsert_release
-    from webhooks.models import WebhookDelivery, WebhookEndpoint
 
-    endpoint = WebhookEndpoint.objects.create(name="chat", url="https://hooks.example.com/x")
-    WebhookDelivery.objects.create(
-        endpoint=endpoint, event="verdict.filed", service="default", version="v2.1.0", attempt=1
-    )
     token, _secret = create_token("ci", None)
     upsert_release(ReleaseFields(version="v2.1.0", environment="production"), Origin("api", token))
+    from webhooks.models import Event, WebhookDelivery, WebhookEndpoint
+
+    hook = WebhookEndpoint.objects.create(
+        name="chat", url="https://hooks.example/d", secret="whsec-0123456789abcdef"
+    )
+    WebhookDelivery.objects.create(
+        endpoint=hook, event=Event.FILED, service="default", version="v2.1.0", attempt=1
+    )
 
 
 def test_every_model_of_both_apps_is_in_the_admin() -> None:
@@ -152,7 +155,7 @@ def test_releases_can_be_filtered_by_latest_risk(
     )
     assert response.status_code == 200
     shown = {release.version for release in response.context["cl"].result_list}
-    # v2.1.0 was filed high and a person set it to low: low is the severity that counts.
+    # The severity that counts: the model filed high, a person overrode it to low.
     assert shown == {"low": {"v2.1.0"}, "none": {"v2.2.0"}}.get(severity, set())
 
 

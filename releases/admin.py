@@ -15,6 +15,7 @@ from releases import (
 from releases.admin_display import (
     MISSING,
     PRETTY_JSON_OVERRIDES,
+    ReadOnlyAdminMixin,
     change_link,
     changelist_link,
     excerpt,
@@ -38,20 +39,6 @@ from releases.selectors import (
     reports_with_severity_shown,
     with_severity_shown,
 )
-
-
-class ReadOnlyAdminMixin:
-    """For the durable record (runs, events, reports, decisions): visible, never added, edited
-    or deleted by hand. A correction is a new decision on the review desk."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class LatestSeverityFilter(admin.SimpleListFilter):

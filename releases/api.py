@@ -150,7 +150,7 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
             return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
     named = request.GET.get("service", "").strip()
     release = (
-        selectors.find_release_of(version, named or None)
+        selectors.find_release(version, named or None)
         if validation.is_valid_version(version)
         else None
     )

@@ -104,7 +104,7 @@ def test_the_list_marks_the_version_in_force_and_a_version_shows_what_changed(
     v1 = verdicts.current_policy()
     v2 = services.new_policy_version(PolicySettings(error_rate_high_above=0.03), note="stricter")
     listing = admin_client.get("/admin/releases/riskpolicy/").content.decode()
-    assert "in force" in listing
+    assert "In force" in listing
     # One row is in force (the icon Django draws for True), the older one is not.
     assert listing.count("icon-yes.svg") == 1 and listing.count("icon-no.svg") == 1
     page = admin_client.get(f"/admin/releases/riskpolicy/{v2.pk}/change/").content.decode()

@@ -236,28 +236,18 @@ class ReleaseDetail:
 
 
 def find_release(version: str, service: str | None = None) -> Release | None:
-    """The release of this version of the service (its slug; None: the default service)."""
-    slug = service or DEFAULT_SERVICE_SLUG
-    return (
-        Release.objects.select_related("service")
-        .filter(version=version, service__slug=slug)
-        .first()
-    )
-
-
-def find_release_of(version: str, service: str | None) -> Release | None:
     """The release of this version of the service named by its slug or its name (any case);
-    the default service's when None."""
-    if service is None:
-        return find_release(version)
-    named = Q(service__slug=service) | Q(service__name__iexact=service)
-    return Release.objects.select_related("service").filter(named, version=version).first()
+    None: the default service."""
+    named = Q(service__slug=service) | Q(service__name__iexact=service) if service else None
+    found = Release.objects.select_related("service").filter(version=version)
+    return found.filter(named or Q(service__slug=DEFAULT_SERVICE_SLUG)).first()
 
 
 def release_or_404(version: str, service: str | None = None) -> Release:
-    slug = service or DEFAULT_SERVICE_SLUG
     return get_object_or_404(
-        Release.objects.select_related("service"), version=version, service__slug=slug
+        Release.objects.select_related("service"),
+        version=version,
+        service__slug=service or DEFAULT_SERVICE_SLUG,
     )
 
 

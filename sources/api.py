@@ -15,12 +15,15 @@ from typing import Annotated, Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from ninja import Field, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
 from detective_client.records import CommitRecord, RecordError
+from releases import services as releases_services
+from releases import tasks as releases_tasks
 from releases.validation import VERSION_PATTERN
 from sources import selectors, services
 from sources.models import IngestionToken, MetricWindow
@@ -313,3 +316,28 @@ def post_metrics(
     )
     # The release window's ingestion (or the only one) answers; its counts name the window.
     return _ingested(results[0])
+
+
+# ---- assessing ---------------------------------------------------------------------------------
+
+
+class AssessmentOut(Schema):
+    run: str
+    status: str = Field(description="queued or running: a worker does it; ask for the verdict.")
+    url: str = Field(description="The run's page.")
+
+
+@api.post(
+    "/releases/{version}/assess",
+    response={202: AssessmentOut, **ERRORS},
+    summary="Assess the release (queued for a worker; the run already queued or running, if any)",
+)
+def assess_release(
+    request: HttpRequest, version: Version, query: Query[ReleaseQuery]
+) -> Status[dict[str, Any]]:
+    release = services.release_for(version, query.service, _origin(request))
+    run = releases_services.start_assessment(
+        release, None, enqueue=releases_tasks.enqueue_assessment
+    )
+    page = request.build_absolute_uri(reverse("releases:run", args=[run.pk]))
+    return Status(202, {"run": str(run.pk), "status": run.status, "url": page})

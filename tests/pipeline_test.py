@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from detective_client import verdict as gate
-from releases import services as releases_services
-from releases import tasks as releases_tasks
 from releases.models import Release, Service
 from releases.selectors import release_verdict
 from sources import services as sources_services
@@ -124,8 +122,20 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
         assert sent.returncode == 0, sent.stderr + site.log_text()
         release = Release.objects.get(service=shop, version="1.1.0")
         assert release.head_sha == git(repo, "rev-parse", "v1.1.0")
-        commits = Commit.objects.filter(release=release)
-        assert commits.count() == 4  # the rename, the logo, the fix and the merge
+        commits = {c.subject: c for c in Commit.objects.filter(release=release)}
+        assert sorted(commits) == [
+            "Merge payments",
+            "feat(ui)!: a new logo",
+            "fix(pay): pay at last",
+            "refactor(cart): call it a basket",
+        ]
+        assert commits["Merge payments"].is_merge
+        assert not commits["Merge payments"].files.exists()
+        [renamed] = commits["refactor(cart): call it a basket"].files.all()
+        assert (renamed.old_path, renamed.path) == ("cart.py", "basket.py")
+        [logo] = commits["feat(ui)!: a new logo"].files.all()
+        assert logo.binary and logo.added is None
+        assert commits["feat(ui)!: a new logo"].breaking
         assert TestCase.objects.filter(release=release).count() == 5
 
         # The same report again is counted once.
@@ -146,7 +156,10 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
         before = client(site, token, "verdict", "1.1.0", "--service", "shop")
         assert before.returncode == gate.NO_VERDICT, before.stdout + before.stderr
 
-        releases_services.start_assessment(release, None, enqueue=releases_tasks.enqueue_assessment)
+        # The job starts the assessment; the worker runs it against the scripted model.
+        started = client(site, token, "ingest", "1.1.0", "--service", "shop", "--assess")
+        assert started.returncode == 0, started.stderr
+        assert "assessment queued: http" in started.stderr
         summary = tmp_path / "verdict.md"
         asked = client(
             site, token, "verdict", "1.1.0", "--service", "shop", "--wait", "180",
@@ -158,6 +171,7 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
         assert verdict.state in ("assessed", "needs_person"), site.log_text()
         assert asked.returncode == gate.exit_code(verdict.as_json(), "high") != gate.NO_VERDICT
         assert "Detective: shop 1.1.0" in summary.read_text()
+        assert f"(exit {asked.returncode})" in summary.read_text()
 
         # The worker delivers the filed verdict to the receiver, signed.
         deadline = time.monotonic() + 60

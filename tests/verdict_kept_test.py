@@ -211,3 +211,18 @@ def test_every_demo_release_assessed_by_the_scripted_model_ends_with_a_stored_re
             if mode == "always-low" and verdict.policy_severity != "low":
                 assert verdict.state == "needs_person"
                 assert verdict.severity == verdict.policy_severity
+
+
+def test_a_failure_to_store_the_verdict_still_ends_the_run_failed(
+    risky: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from releases import outcomes
+
+    def broken(*args: Any, **kwargs: Any) -> outcomes.Concluded:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(outcomes, "conclude", broken)
+    run, _ = assess(risky, "openai", [summary_turn(), reply("I give up."), reply("I give up.")])
+    assert run.status == RunStatus.FAILED
+    assert run.outcome == "no_report"
+    assert "Storing the run's verdict failed" in run.error

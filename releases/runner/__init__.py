@@ -333,7 +333,17 @@ class _Run:
                 status, error = RunStatus.FAILED, f"The run was stopped: {run_deadline_reason()}."
             # The verdict the run reached is stored before the run is over: a page or a
             # pipeline that sees it end finds the report there.
-            concluded = outcomes.conclude(self.run, event.kind, event.payload, status, error)
+            try:
+                concluded = outcomes.conclude(self.run, event.kind, event.payload, status, error)
+            except Exception:
+                # A bug: the run still ends, failed, saying so; the log has the traceback.
+                logger.exception("run %s: storing its verdict failed", self.run.pk)
+                concluded = outcomes.Concluded(
+                    RunStatus.FAILED,
+                    error or "Storing the run's verdict failed; see the worker's log.",
+                    "no_report",
+                    "storing the verdict failed",
+                )
             self.status = self._finish(
                 concluded.status,
                 concluded.error,
