@@ -248,7 +248,7 @@ def test_the_summary_carries_the_policys_signals_beside_the_data(
     assert (policy["version"], policy["severity_floor"]) == (1, "high")
     error_rate = next(s for s in policy["signals"] if s["signal"] == "Error rate")
     assert (error_rate["level"], error_rate["figure"]) == ("high", 0.09)
-    assert "above 0.05" in error_rate["threshold"]
+    assert "high above 5 %" in error_rate["threshold"]
 
 
 def test_a_filing_below_the_policy_is_refused_once_then_kept_for_review(
@@ -258,7 +258,7 @@ def test_a_filing_below_the_policy_is_refused_once_then_kept_for_review(
     first = post(client, LOW, token)
     assert first.status_code == 422
     assert "severity low is below the policy's high" in first.json()["error"]
-    assert "error_rate 0.09" in first.json()["error"]  # which signal, which figure
+    assert "Error rate 9 %" in first.json()["error"]  # which signal, which figure
     assert not RiskReport.objects.exists()
 
     second = post(client, LOW, token)

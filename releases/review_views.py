@@ -38,10 +38,22 @@ def review_context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
     return {"can_review": request.user.has_perm(REVIEW), "severities": Severity.choices, **extra}
 
 
+TABS = ("waiting", "decided")
+
+
 @require_GET
 @view_releases_required
 def review_queue(request: HtmxHttpRequest) -> HttpResponse:
-    context = review_context(request, queue=selectors.review_queue())
+    """The desk: the reports waiting for a person, or (tab=decided) the recent decisions."""
+    tab = request.GET.get("tab", "waiting")
+    tab = tab if tab in TABS else "waiting"
+    context = review_context(
+        request,
+        tab=tab,
+        queue=selectors.review_queue() if tab == "waiting" else None,
+        waiting=selectors.review_count(),
+        decisions=selectors.recent_decisions() if tab == "decided" else [],
+    )
     return render(request, "releases/review.html", context)
 
 
@@ -70,9 +82,16 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not request.htmx:
         return redirect(_back(request, reverse("releases:review")))
     context = review_context(
-        request, report=report, decision=decision, error=error, form_data=request.POST
+        request,
+        report=report,
+        decision=decision,
+        error=error,
+        form_data=request.POST,
+        # The count on the desk and the report's "needs a person" note change with it.
+        waiting=selectors.review_count() if decision is not None else None,
+        reasons=[],
     )
-    return render(request, "releases/_review.html#review-box", context)
+    return render(request, "releases/_review.html#decided", context)
 
 
 @require_POST

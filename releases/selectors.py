@@ -540,6 +540,18 @@ def decision_with_report(pk: int) -> ReviewDecision:
     )
 
 
+RECENT_DECISIONS_LIMIT = 50
+
+
+def recent_decisions(limit: int = RECENT_DECISIONS_LIMIT) -> list[ReviewDecision]:
+    """The newest decisions, with their report, release and reviewer: the desk's decided tab."""
+    return list(
+        ReviewDecision.objects.select_related("report__release", "reviewer").order_by(
+            "-created_at", "-id"
+        )[:limit]
+    )
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What a finished run filed, as its page leads with it."""

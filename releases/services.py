@@ -163,6 +163,7 @@ def file_checked_report(
         cfg=judged.settings,
         refused_before=refused_before,
         shown=judged.for_agent(),
+        summary_read=verdicts.read_the_summary(conversation) if conversation else None,
     )
     if decision.refused:
         assert conversation is not None
@@ -609,7 +610,9 @@ def decide_report(
     reason: str = "",
     wrong_finding: str = "",
 ) -> ReviewDecision:
-    """Record a person's decision: accept the report's severity, or override it with a reason.
+    """Record a person's decision: accept the model's or the policy's severity (one click
+    either way), or override both with a third severity and a reason. An override to the
+    policy's severity is accepting it, and needs no reason.
 
     The report itself is never changed: the model's and the policy's verdicts stay as filed,
     and the newest decision is the one the lists show."""
@@ -618,15 +621,24 @@ def decide_report(
         raise ReviewError(f"The reason is longer than {REASON_MAX_LENGTH} characters.")
     if wrong_finding and wrong_finding not in (report.findings or []):
         raise ReviewError("The finding labelled wrong is not one of the report's findings.")
+    offered = [s for s in (report.severity, report.policy_severity) if s]
+    if decision == ReviewDecision.Kind.OVERRIDE and severity in offered:
+        if severity == report.severity:
+            raise ReviewError(
+                f"The model already says {severity}: accept it, or choose another severity."
+            )
+        decision = ReviewDecision.Kind.ACCEPT  # siding with the policy is accepting its verdict
     if decision == ReviewDecision.Kind.ACCEPT:
-        severity = report.severity
+        severity = severity or report.severity
+        if severity not in offered:
+            raise ReviewError(
+                f"Accept the model's {report.severity} or the policy's "
+                f"{report.policy_severity or 'verdict'}; {severity or 'another severity'} is an "
+                "override, with a reason."
+            )
     elif decision == ReviewDecision.Kind.OVERRIDE:
         if severity not in Severity.values:
             raise ReviewError("Choose the severity the release should have.")
-        if severity == report.severity:
-            raise ReviewError(
-                f"The report already says {severity}: accept it, or choose another severity."
-            )
         if not reason:
             raise ReviewError("Say why: an override needs a reason.")
     else:
@@ -682,9 +694,10 @@ def export_scenario(decision: ReviewDecision, directory: Path | None = None) -> 
     """Write the decision as an eval scenario into the review scenarios directory (settings
     DETECTIVE_REVIEW_SCENARIOS_DIR), where `run_evals` picks it up. Exporting again rewrites
     the same file."""
-    if not decision.is_override and not decision.wrong_finding:
+    if decision.severity == decision.model_severity and not decision.wrong_finding:
         raise ReviewError(
-            "Only an override or a finding labelled wrong teaches the suite something."
+            "Only a decision against the model's severity (an override, or accepting the "
+            "policy's) or a finding labelled wrong teaches the suite something."
         )
     target = Path(directory or review_scenarios_dir())
     target.mkdir(parents=True, exist_ok=True)

@@ -230,8 +230,10 @@ def test_an_accept_records_who_and_keeps_the_verdicts(
 
     reviewer = django_user_model.objects.create(username="rm")
     report = _report(make_release)
-    decision = services.decide_report(report, reviewer, decision="accept", severity="high")
-    # An accept takes the report's severity, whatever the form sent along.
+    # An accept takes one of the two verdicts: another severity is an override, with a reason.
+    with pytest.raises(services.ReviewError, match="is an override, with a reason"):
+        services.decide_report(report, reviewer, decision="accept", severity="high")
+    decision = services.decide_report(report, reviewer, decision="accept")
     assert (decision.severity, decision.model_severity, decision.reviewer) == (
         "medium",
         "medium",
@@ -298,3 +300,33 @@ def test_a_plain_accept_is_not_exported(
     with pytest.raises(services.ReviewError, match="teaches the suite"):
         services.export_scenario(decision, tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("read", "refused"), [(True, True), (False, False)])
+def test_a_report_saying_the_summary_could_not_be_read_is_checked_against_the_run(
+    make_release: Callable[..., Release], read: bool, refused: bool
+) -> None:
+    release = make_release()
+    run = Conversation.objects.create(release=release)
+    metadata: dict[str, Any] = {"tool_name": "get_release_summary"}
+    if not read:
+        metadata["is_error"] = True
+    services.append_message(run, role="tool", tool_call_id="c1", content="{}", metadata=metadata)
+    checked = services.file_checked_report(
+        release=release,
+        severity="low",
+        findings=["The release summary could not be read"],
+        conversation=run,
+    )
+    problems = " ".join(checked.decision.problems)
+    assert ("the run read the release summary" in problems) is refused
+
+
+def test_siding_with_the_policy_is_an_accept_and_needs_no_reason(
+    make_release: Callable[..., Release],
+) -> None:
+    report = _report(make_release, severity="low")  # the policy gives medium
+    decision = services.decide_report(report, None, decision="override", severity="medium")
+    assert (decision.decision, decision.severity, decision.reason) == ("accept", "medium", "")
+    again = services.decide_report(report, None, decision="accept", severity="medium")
+    assert again.severity == "medium"

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from releases.models import Release, RiskPolicy
+from releases.models import Conversation, Message, Release, RiskPolicy
+from releases.review_scenario import SUMMARY_TOOL
 from releases.risk.digest import digest
 from releases.risk.policy import PolicySettings, PolicyVerdict, evaluate
 
@@ -65,3 +66,12 @@ def judge_summary(summary: dict[str, Any], *, previous: float | None = None) -> 
 
 def judge_release(release: Release) -> Judged:
     return judge_summary(release.as_summary(), previous=previous_p95(release))
+
+
+def read_the_summary(run: Conversation) -> bool:
+    """Did this run obtain its release's summary (a get_release_summary call that did not
+    fail)? A report saying the data could not be read is checked against this."""
+    results = Message.objects.filter(
+        conversation=run, role=Message.Role.TOOL, metadata__tool_name=SUMMARY_TOOL
+    ).values_list("metadata", flat=True)
+    return any(not (metadata or {}).get("is_error") for metadata in results)

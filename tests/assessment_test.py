@@ -305,7 +305,7 @@ def test_a_model_that_always_files_low_never_gets_an_accepted_low_report(
     report = RiskReport.objects.get(conversation=run)
     # Refused once, filed again unchanged: kept, but for a person, with the policy's verdict.
     assert (report.severity, report.policy_severity, report.needs_review) == ("low", "high", True)
-    assert any("error_rate 0.09" in reason for reason in report.review_reasons)
+    assert any("Error rate 9 %" in reason for reason in report.review_reasons)
     refusals = [
         e.payload for e in run.events.filter(kind="tool_result") if "not filed" in str(e.payload)
     ]

@@ -24,6 +24,7 @@ from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
 pytestmark = pytest.mark.django_db(transaction=True)
 
 VERSION = "v3.1.0"
+FAILING_VERSION = "v3.1.1"
 PAGES = {"/", "/releases/", f"/releases/{VERSION}/", "/static/css/detective.css"}
 # The server spans a run makes: what is traced by default besides the run's own spans.
 TRACED_REQUESTS = {
@@ -81,8 +82,31 @@ def test_a_viewer_receives_kinds_content_tokens_and_sessions_and_no_page_views(
             )
 
         arrived = receiver.wait_for(complete)
+        assert arrived, (
+            sorted({s.name for s in receiver.spans}),
+            token_sums(receiver),
+            site.log_text(),
+        )
+
+        # A run that fails (the provider refuses the key) stores no verdict: its root says so.
+        failing = make_release(FAILING_VERSION)
+        llm.configure(mode="unauthorized")
+        response = client.post(
+            f"/releases/{failing.version}/reassess", headers={"HX-Request": "true"}
+        )
+        failed_id = response.headers["HX-Redirect"].strip("/").split("/")[-1]
+        asyncio.run(watch(site, client.cookies["sessionid"], failed_id))
+        failed_run = Conversation.objects.get(pk=failed_id)
+        assert failed_run.status == RunStatus.FAILED, failed_run.status
+
+        def failed_root(r: OtlpReceiver) -> bool:
+            return any(
+                s.name == "invoke_workflow assessment" and s.trace_id == failed_run.trace_id
+                for s in r.spans
+            )
+
+        assert receiver.wait_for(failed_root), site.log_text()
         spans = receiver.spans
-        assert arrived, (sorted({s.name for s in spans}), token_sums(receiver), site.log_text())
 
     run_trace = [span for span in spans if span.trace_id == run.trace_id]
     by_name = {span.name: span for span in run_trace}
@@ -104,6 +128,29 @@ def test_a_viewer_receives_kinds_content_tokens_and_sessions_and_no_page_views(
     assert root.attributes["detective.release.id"] == VERSION
     assert root.attributes["detective.run.id"] == run_id
     assert "gen_ai.agent.name" not in root.attributes  # it would make it an AGENT
+    # What a trace viewer lists: an OpenInference CHAIN, the release in, the verdict out.
+    assert root.attributes["openinference.span.kind"] == "CHAIN"
+    assert root.attributes["input.mime_type"] == "application/json"
+    assert json.loads(root.attributes["input.value"])["release_id"] == VERSION
+    assert root.attributes["output.mime_type"] == "application/json"
+    out = json.loads(root.attributes["output.value"])
+    assert (out["run_status"], out["state"]) == ("succeeded", "filed")
+    assert out["verdict"]["severity"] == "low" and out["verdict"]["policy_severity"] == "low"
+    assert root.status == "OK"
+
+    # A failed run's root is an error, with no verdict.
+    failed_root = next(
+        s
+        for s in spans
+        if s.trace_id == failed_run.trace_id and s.name == "invoke_workflow assessment"
+    )
+    assert failed_root.status == "ERROR"
+    failed_out = json.loads(failed_root.attributes["output.value"])
+    assert (failed_out["run_status"], failed_out["state"], failed_out["verdict"]) == (
+        "failed",
+        "no report",
+        None,
+    )
 
     # The agent: the task in, the final answer out, the session.
     agent = by_name["invoke_agent detective"]
@@ -120,6 +167,11 @@ def test_a_viewer_receives_kinds_content_tokens_and_sessions_and_no_page_views(
     [answer] = parts(agent, "gen_ai.output.messages")
     assert answer["role"] == "assistant" and answer["finish_reason"] == "stop"
     assert answer["parts"][0]["type"] == "text" and answer["parts"][0]["content"]
+    # The agent's output is the report the API stored, not what the model said it did.
+    assert agent.attributes["openinference.span.kind"] == "AGENT"
+    stored = json.loads(agent.attributes["output.value"])
+    assert (stored["release_id"], stored["severity"]) == (VERSION, "low")
+    assert stored["report_id"]
     assert agent.attributes["gen_ai.usage.input_tokens"] == 1200
     assert agent.attributes["gen_ai.usage.output_tokens"] == 134
 

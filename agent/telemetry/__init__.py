@@ -35,11 +35,17 @@ from agent.telemetry.setup import (
     Telemetry,
     TelemetryConfig,
     active_telemetry,
+    capture_content_default,
     configure_telemetry,
     shutdown_telemetry,
 )
 from agent.telemetry.tool_calls import TracedToolExecutor
-from agent.telemetry.trace_context import current_traceparent, new_trace_id, workflow_span
+from agent.telemetry.trace_context import (
+    current_traceparent,
+    end_workflow,
+    new_trace_id,
+    workflow_span,
+)
 
 __all__ = [
     "AgentMetrics",
@@ -53,10 +59,12 @@ __all__ = [
     "TracedProvider",
     "TracedToolExecutor",
     "active_telemetry",
+    "capture_content_default",
     "configure_logging",
     "configure_telemetry",
     "conversation_scope",
     "current_traceparent",
+    "end_workflow",
     "get_logger",
     "new_trace_id",
     "read_trace",

@@ -34,7 +34,17 @@ from agent.telemetry.logging import (
     log_error,
     scrub,
 )
-from agent.telemetry.trace_context import conversation_parent, new_trace_id, parse_trace_id
+from agent.telemetry.trace_context import (
+    INPUT_MIME_TYPE,
+    INPUT_VALUE,
+    JSON_MIME_TYPE,
+    OPENINFERENCE_SPAN_KIND,
+    OUTPUT_MIME_TYPE,
+    OUTPUT_VALUE,
+    conversation_parent,
+    new_trace_id,
+    parse_trace_id,
+)
 from agent.telemetry.wrapping import (
     STATUS_DESCRIPTION_LIMIT,
     Delegating,
@@ -75,6 +85,25 @@ class _RunSummary:
         self.trims = 0
         self.cost_usd: float | None = None
         self.attributes: dict[str, Any] = {}
+        # The report the API stored (its tool call succeeded), the run's real output.
+        self.filed: ReportFiled | None = None
+
+
+def stored_output(filed: ReportFiled | None, final_text: str) -> str:
+    """The agent span's output: the report the API stored, as JSON; or, when none was,
+    that fact, with the model's last words quoted as what they are."""
+    if filed is not None:
+        return content.to_json(
+            {
+                "report_id": filed.report_id,
+                "release_id": filed.release_id,
+                "severity": filed.severity,
+                "findings": list(filed.findings),
+                "summary": filed.summary,
+            }
+        )
+    said = f" The model's last answer: {final_text.strip()}" if final_text.strip() else ""
+    return f"No risk report was stored by this run.{said}"
 
 
 class TracedAgent(Delegating):
@@ -151,9 +180,12 @@ class TracedAgent(Delegating):
             # What OpenInference (Phoenix) and Langfuse group a session by.
             "session.id": conversation.id,
             "detective.conversation.message_count": len(conversation.messages),
+            OPENINFERENCE_SPAN_KIND: "AGENT",
         }
         if self._capture:
             attributes[content.INPUT_MESSAGES] = content.text_message("user", text)
+            attributes[INPUT_VALUE] = text
+            attributes[INPUT_MIME_TYPE] = "text/plain"
         span = self._tracer.start_span(
             f"invoke_agent {self._agent_name}",
             context=parent,
@@ -198,6 +230,7 @@ class TracedAgent(Delegating):
             if event.estimated_cost_usd is not None:
                 summary.cost_usd = (summary.cost_usd or 0.0) + event.estimated_cost_usd
         elif isinstance(event, ReportFiled):
+            summary.filed = event
             summary.attributes.update(
                 {
                     "detective.release.id": event.release_id,
@@ -216,8 +249,15 @@ class TracedAgent(Delegating):
                 }
             )
             if self._capture:
+                # What was stored, not what the model says it did ("The risk report has been
+                # filed." on a run whose filing was refused).
+                stored = stored_output(summary.filed, event.final_text)
                 summary.attributes[content.OUTPUT_MESSAGES] = content.text_message(
-                    "assistant", event.final_text, "stop"
+                    "assistant", stored, "stop"
+                )
+                summary.attributes[OUTPUT_VALUE] = stored
+                summary.attributes[OUTPUT_MIME_TYPE] = (
+                    JSON_MIME_TYPE if summary.filed is not None else "text/plain"
                 )
             span.set_status(Status(StatusCode.OK))
         elif isinstance(event, RunFailed):

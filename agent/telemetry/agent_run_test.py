@@ -82,6 +82,7 @@ async def test_send_message_span(otel: Telemetry) -> None:
     assert dict(span.attributes or {}) == {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "detective",
+        "openinference.span.kind": "AGENT",
         "gen_ai.conversation.id": inner.conversation.id,
         "session.id": inner.conversation.id,
         "gen_ai.provider.name": "openai",
@@ -297,14 +298,33 @@ async def test_run_content_only_when_enabled(otel: Telemetry) -> None:
     assert json.loads(str(attributes["gen_ai.input.messages"])) == [
         {"role": "user", "parts": [{"type": "text", "content": "assess 1.2"}]}
     ]
+    # The run filed nothing: its output says so, the model's words quoted as its words.
+    stored = "No risk report was stored by this run. The model's last answer: low risk"
     assert json.loads(str(attributes["gen_ai.output.messages"])) == [
         {
             "role": "assistant",
-            "parts": [{"type": "text", "content": "low risk"}],
+            "parts": [{"type": "text", "content": stored}],
             "finish_reason": "stop",
         }
     ]
+    assert (attributes["output.value"], attributes["output.mime_type"]) == (stored, "text/plain")
+    assert attributes["input.value"] == "assess 1.2"
     assert attributes["session.id"] == attributes["gen_ai.conversation.id"]
+
+
+async def test_the_agent_spans_output_is_the_report_stored_not_the_models_claim(
+    otel: Telemetry,
+) -> None:
+    filed = ReportFiled(release_id="1.2", severity="high", findings=["a"], report_id="r-7")
+    inner = FakeAgent(
+        [filed, RunFinished(reason="answered", steps=2, final_text="All done!", usage=Usage())]
+    )
+    await _run(TracedAgent(inner, tracer=otel.tracer, capture_content=True))
+    attributes = otel.one("invoke_agent detective").attributes or {}
+    output = json.loads(str(attributes["output.value"]))
+    assert (output["report_id"], output["severity"], output["findings"]) == ("r-7", "high", ["a"])
+    assert "All done!" not in str(attributes["gen_ai.output.messages"])
+    assert attributes["output.mime_type"] == "application/json"
 
 
 async def test_without_an_sdk_the_conversation_still_gets_a_trace_id() -> None:

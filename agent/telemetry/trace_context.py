@@ -8,17 +8,36 @@ days later, in another process, still lands in the same trace file.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from agent.telemetry.wrapping import STATUS_DESCRIPTION_LIMIT
 
 _propagator = TraceContextTextMapPropagator()
 _ids = RandomIdGenerator()
+
+
+# OpenInference's names (what Arize Phoenix reads): the span's kind, its input and output.
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+INPUT_VALUE, INPUT_MIME_TYPE = "input.value", "input.mime_type"
+OUTPUT_VALUE, OUTPUT_MIME_TYPE = "output.value", "output.mime_type"
+JSON_MIME_TYPE = "application/json"
 
 
 def workflow_span(
@@ -29,9 +48,12 @@ def workflow_span(
     release_id: str,
     context: Context | None = None,
     attributes: Mapping[str, Any] | None = None,
+    input_value: Mapping[str, Any] | None = None,
 ) -> Span:
     """The root of a run's spans (an assessment, an eval trial): an `invoke_workflow` span,
-    which OpenInference (Phoenix) shows as a CHAIN, with the release and the run on it.
+    an OpenInference CHAIN, with the release and the run on it and, as its input, the
+    release (`input_value`, JSON; the release id alone when not given). `end_workflow` gives
+    it its output and status.
 
     No `gen_ai.agent.*` attribute here: it would make viewers take the span for an agent."""
     values: dict[str, Any] = {
@@ -41,12 +63,30 @@ def workflow_span(
         "session.id": conversation_id,
         "detective.run.id": conversation_id,
         "detective.release.id": release_id,
+        OPENINFERENCE_SPAN_KIND: "CHAIN",
+        INPUT_VALUE: _json(input_value if input_value is not None else {"release_id": release_id}),
+        INPUT_MIME_TYPE: JSON_MIME_TYPE,
     }
     if attributes:
         values.update(attributes)
     return tracer.start_span(
         f"invoke_workflow {workflow}", context=context, kind=SpanKind.INTERNAL, attributes=values
     )
+
+
+def end_workflow(span: Span, *, output: Mapping[str, Any], error: str | None) -> None:
+    """The run's outcome on its root span: the output (the verdict and its state, JSON) and
+    the status, ERROR with `error` as its description for a run that failed or stored no
+    verdict, so that a trace list shows it as failed. The caller ends the span."""
+    span.set_attributes({OUTPUT_VALUE: _json(output), OUTPUT_MIME_TYPE: JSON_MIME_TYPE})
+    if error:
+        span.set_status(Status(StatusCode.ERROR, error[:STATUS_DESCRIPTION_LIMIT]))
+    else:
+        span.set_status(Status(StatusCode.OK))
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def new_trace_id() -> str:

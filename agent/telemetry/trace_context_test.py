@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 from opentelemetry import trace
 
 from agent.telemetry.trace_context import (
     conversation_parent,
     current_traceparent,
+    end_workflow,
     new_trace_id,
     parse_trace_id,
+    workflow_span,
 )
 from agent.testing.telemetry import (
     Telemetry,
@@ -51,3 +55,26 @@ def test_conversation_parent_ignores_an_invalid_traceparent() -> None:
     remote = trace.get_current_span(parent).get_span_context()
     assert trace.format_trace_id(remote.trace_id) == stored
     assert remote.is_remote
+
+
+@pytest.mark.parametrize(("error", "code"), [(None, "OK"), ("no verdict was stored", "ERROR")])
+def test_a_workflow_root_is_a_chain_with_the_release_in_and_the_verdict_out(
+    otel: Telemetry, error: str | None, code: str
+) -> None:
+    root = workflow_span(
+        otel.tracer,
+        "assessment",
+        conversation_id="run-1",
+        release_id="v1.0.0",
+        input_value={"release_id": "v1.0.0", "changes": ["Fix typo"]},
+    )
+    end_workflow(root, output={"state": "filed", "verdict": {"severity": "high"}}, error=error)
+    root.end()
+    span = otel.one("invoke_workflow assessment")
+    attributes = dict(span.attributes or {})
+    assert attributes["openinference.span.kind"] == "CHAIN"
+    assert json.loads(str(attributes["input.value"]))["changes"] == ["Fix typo"]
+    assert json.loads(str(attributes["output.value"]))["verdict"] == {"severity": "high"}
+    assert attributes["output.mime_type"] == "application/json"
+    assert span.status.status_code.name == code
+    assert span.status.description == error

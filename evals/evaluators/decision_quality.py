@@ -1,15 +1,20 @@
 """**decision_quality** (when the scenario expects a severity): the severity filed against the
-acceptable set and the risk policy, the key risks named, nothing made up. Value: 0.5 x severity
-credit + 0.3 x key-risk recall + 0.2 x (nothing made up)."""
+acceptable set and the risk policy, the key risks named, nothing made up, and nothing the
+release API would flag (its own check of a filing, `releases/risk/filing.py`). Value: 0.5 x
+severity credit + 0.3 x key-risk recall + 0.2 x (nothing made up or flagged)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from evals.evaluators.figures import data_seen, made_up_checks
 from evals.evaluators.matching import find_group
 from evals.evaluators.score import Check, Score, listing
-from evals.runner.transcript import Transcript
+from evals.runner.transcript import FiledReport, Transcript
 from evals.scenario import KeywordGroup, Scenario
-from releases.risk import policy
+from releases.risk import filing, policy
+from releases.risk.digest import digest
+from releases.risk.policy import PolicyVerdict
 
 _SEVERITY_RANK = {"low": 0, "medium": 1, "high": 2}
 
@@ -64,8 +69,10 @@ class DecisionQualityEvaluator:
         )
 
         payload = data_seen(scenario, transcript)
+        flagged: list[Check] = []
         if payload:
-            floor = policy.evaluate(payload).severity
+            verdict = policy.evaluate(payload)
+            floor = verdict.severity
             checks.append(
                 Check(
                     name="not below the risk policy",
@@ -73,6 +80,7 @@ class DecisionQualityEvaluator:
                     detail=f"filed {filed or '(none)'}, the policy gives {floor}",
                 )
             )
+            flagged.append(self._api_check(report, payload, verdict))
 
         text = report.text
         found, missing = self._key_risks(text, expect.key_risks)
@@ -86,9 +94,34 @@ class DecisionQualityEvaluator:
         honest = made_up_checks(
             scenario, transcript, text + "\n" + transcript.final_text(), what="report"
         )
-        checks += honest
-        value = 0.5 * credit + 0.3 * recall + 0.2 * float(all(c.passed for c in honest))
+        checks += honest + flagged
+        clean = all(c.passed for c in [*honest, *flagged])
+        value = 0.5 * credit + 0.3 * recall + 0.2 * float(clean)
         return Score.from_checks(self.dimension, checks, value=value)
+
+    @staticmethod
+    def _api_check(report: FiledReport, payload: dict[str, Any], verdict: PolicyVerdict) -> Check:
+        """The release API's own judgement of this filing (`releases/risk/filing.py`): a
+        report it would refuse or send to a person fails here too. The severity against the
+        policy's floor is the check above; the rest (grounding, claims, missing data left
+        unsaid, orders in the data left unsaid) is this one."""
+        severity = report.severity.strip().lower()
+        decision = filing.decide(
+            severity=severity if severity in _SEVERITY_RANK else "low",
+            findings=report.findings,
+            summary=report.summary,
+            data=payload,
+            verdict=verdict,
+            refused_before=True,
+            shown=digest(payload, verdict, version=None),
+            summary_read=True,
+        )
+        problems = [p for p in decision.problems if not p.startswith("severity ")]
+        return Check(
+            name="nothing the API would flag",
+            passed=not problems,
+            detail="; ".join(problems),
+        )
 
     @staticmethod
     def _key_risks(text: str, groups: list[KeywordGroup]) -> tuple[list[str], list[str]]:

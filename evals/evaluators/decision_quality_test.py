@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from evals.evaluators.decision_quality import DecisionQualityEvaluator, severity_credit
+from evals.runner.transcript import Transcript
 from evals.scenario import Suite
+from releases.risk import filing, policy
+from releases.risk.digest import digest
 from tests.transcripts import TESTDATA, case
 
 
@@ -21,3 +24,53 @@ def test_severity_credit(suite: Suite) -> None:
 def test_decision_quality_does_not_apply_without_a_severity(suite: Suite) -> None:
     _, transcript = case(TESTDATA / "good_release_not_found.json")
     assert DecisionQualityEvaluator().evaluate(suite.get("release_not_found"), transcript) is None
+
+
+def _with_report(transcript: Transcript, *findings: str) -> Transcript:
+    report = transcript.filed_report()
+    assert report is not None
+    return transcript.model_copy(
+        update={"report": report.model_copy(update={"findings": list(findings), "summary": ""})}
+    )
+
+
+def test_a_report_the_api_would_flag_fails_its_trial(suite: Suite) -> None:
+    scenario = suite.get("high_payment_failures")  # error rate 7 %, failing payment tests
+    _, good = case(TESTDATA / "good_high_payment.json")
+    honest = DecisionQualityEvaluator().evaluate(scenario, good)
+    assert honest is not None and honest.passed, honest.checks
+    # Figures right, the claim in words false: the API's grounding contradicts it.
+    flagged = _with_report(
+        good, "Metrics stable", "8 failed tests, among them payment capture", "Error rate 7 %"
+    )
+    score = DecisionQualityEvaluator().evaluate(scenario, flagged)
+    assert score is not None and not score.passed
+    failed = {c.name: c.detail for c in score.failed_checks}
+    assert "nothing the API would flag" in failed
+    assert "Metrics stable" in failed["nothing the API would flag"]
+
+
+def test_the_policys_own_sentences_pass_the_apis_check_on_every_scenario(suite: Suite) -> None:
+    """A small model copies the policy's evidence: those sentences must never be flagged."""
+    checked = 0
+    for scenario in suite.scenarios:
+        payload = scenario.release_payload()
+        if not payload:
+            continue
+        verdict = policy.evaluate(payload)
+        decision = filing.decide(
+            severity=verdict.severity,
+            findings=verdict.evidence(),
+            summary="",
+            data=payload,
+            verdict=verdict,
+            refused_before=False,
+            shown=digest(payload, verdict, version=1),
+            summary_read=True,
+        )
+        flagged = [p for p in decision.problems if "addressed to the assessor" not in p]
+        assert flagged == [], scenario.id
+        labels = {part.label for part in decision.grounding.parts}
+        assert labels == {"figures found in the data"}, (scenario.id, labels)
+        checked += 1
+    assert checked >= 20

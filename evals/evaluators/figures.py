@@ -58,7 +58,9 @@ def ungrounded(scenario: Scenario, transcript: Transcript, text: str) -> list[st
         problem
         for line in text.splitlines()
         if line.strip()
-        for problem in ground_text("text", line, data, verdict, extra_known=known).problems
+        for problem in ground_text(
+            "text", line, data, verdict, extra_known=known, summary_read=bool(data)
+        ).problems
     ]
 
 

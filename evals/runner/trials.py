@@ -53,12 +53,12 @@ from opentelemetry import trace
 
 from agent.cancel import CancelToken
 from agent.config import AgentSettings, build_agent, build_model_provider
-from agent.events import AgentEvent
+from agent.events import AgentEvent, ReportFiled, RunFailed
 from agent.messages import Message as AgentMessage
 from agent.messages import Usage
 from agent.providers.protocol import ModelRequest, Provider
 from agent.retry import RetryingProvider, RetryPolicy
-from agent.telemetry import workflow_span
+from agent.telemetry import end_workflow, workflow_span
 from agent.tls import async_client
 from evals import services
 from evals.evaluators.judge import LLMJudge
@@ -369,6 +369,20 @@ class SuiteRunner:
                         if event.kind in TERMINAL_KINDS:
                             terminal = event
         finally:
+            # A trial may rightly file nothing (a release that does not exist): only a run
+            # that failed is an error here.
+            filings = [e for e in events if isinstance(e, ReportFiled)]
+            end_workflow(
+                root,
+                output={
+                    "run_end": terminal.kind if terminal is not None else None,
+                    "state": "filed" if filings else "no report",
+                    "severity": filings[-1].severity if filings else None,
+                },
+                error=getattr(terminal, "message", None) or "the trial failed"
+                if terminal is None or isinstance(terminal, RunFailed)
+                else None,
+            )
             root.end()
             limit.cancel()
             await agent.aclose()

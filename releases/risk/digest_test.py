@@ -34,7 +34,7 @@ def test_the_policy_travels_beside_the_data() -> None:
     assert (policy["version"], policy["severity_floor"]) == (3, "high")
     rate = next(s for s in policy["signals"] if s["signal"] == "Error rate")
     assert (rate["figure"], rate["level"]) == (0.07, "high")
-    assert "above 0.05" in rate["threshold"]
+    assert "high above 5 %" in rate["threshold"]
 
 
 def test_hundreds_of_changes_become_counts_and_the_risky_one_stays_verbatim() -> None:
@@ -91,7 +91,7 @@ def test_the_evidence_is_the_raised_signals_sentences_highest_first() -> None:
     release = {**SMALL, "tests": {"passed": 9, "failed": 1, "failing_tests": ["test_copy"]}}
     policy = digest(release, evaluate(release), version=1)["policy"]
     assert policy["evidence"] == [
-        "error_rate 0.07 (7 %) is above 0.05",
+        "Error rate 7 %, above the 5 % limit for high",
         "1 failed test: test_copy",
     ]
     # What the model acts on comes last, nearest to where it starts writing.
@@ -104,8 +104,8 @@ def test_a_release_nothing_raises_has_each_signals_reading_as_evidence() -> None
     assert policy["severity_floor"] == "low"
     assert policy["evidence"] == [
         "0 failed tests",
-        "error_rate 0.004 (0.4 %) is below 0.02",
-        "response_time_p95 380 ms",
+        "Error rate 0.4 %, below the 2 % limit for medium",
+        "p95 latency 380 ms, within the 1,000 ms limit",
     ]
 
 

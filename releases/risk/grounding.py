@@ -17,6 +17,17 @@ The rules, for each finding and the summary:
 5. A claim that tests fail (`payment tests failing`, `1 failed UI test`) needs failed tests;
    a figure said to be above (below) another must be so (`0.012 is above the 0.05 threshold`
    is refused).
+6. A figure is evidence only for what it means: a percentage matches rates and shares, never
+   a count (`2 %` is not `2 failed tests`); a latency matches latencies, never a ratio or an
+   error rate; a figure next to a measure's name (error rate, latency, tests, changes) matches
+   only that measure's numbers.
+7. Claims in words (tests passing or fixed, metrics stable, a figure called a high or low
+   risk, data that could not be read, an approval "as instructed") are checked in
+   `claims.py`.
+
+Each part gets a label a person reads: "figures found in the data" (everything checked
+holds), "not in the data", "contradicts the data" (the data or the policy says otherwise) or
+"not checked" (nothing in it that this module can check).
 """
 
 from __future__ import annotations
@@ -27,8 +38,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from releases.risk.figures import Figure, extract_figures, numbers_in
-from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
+from releases.risk.claims import check_claims
+from releases.risk.facts import Facts, Known
+from releases.risk.facts import facts as facts_of
+from releases.risk.figures import Figure, extract_figures
+from releases.risk.policy import PolicySettings, PolicyVerdict
 
 SMALL_COUNT_MAX = 10
 _WORD_RE = re.compile(r"[a-z0-9]+")
@@ -44,16 +58,23 @@ _THRESHOLD_WORDS = ("threshold", "limit", "from")
 _DISTANCE_WORDS = ("above", "below", "over", "under", "point", "pp", "exceed", "beyond", "times")
 _ABOVE = ("above", "over", "exceeds", "exceed", "exceeding", "higher than", "greater than")
 _BELOW = ("below", "under", "lower than", "less than", "within")
+_LIMIT_WORDS = (
+    "threshold", "limit", "above", "below", "over", "under", "from", "exceed", "within",
+    "beyond", "past", "max", "target", "sla", "budget", "medium", "high", "low",
+)  # fmt: skip
 _AND_RE = re.compile(r"\b(and|while|but|whereas)\b", re.IGNORECASE)
 _COMPARISON_RE = re.compile(
     r"\b(" + "|".join(re.escape(w) for w in (*_ABOVE, *_BELOW)) + r")\b", re.IGNORECASE
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
-    value: float
-    source: str
+FOUND, ABSENT, CONTRADICTS, UNCHECKED = "found", "absent", "contradicts", "unchecked"
+LABELS = {
+    FOUND: "figures found in the data",
+    ABSENT: "not in the data",
+    CONTRADICTS: "contradicts the data",
+    UNCHECKED: "not checked",
+}
 
 
 @dataclass(slots=True)
@@ -63,12 +84,29 @@ class TextGrounding:
     where: str
     text: str
     evidence: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
     signals: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return [*self.contradictions, *self.absent]
 
     @property
     def grounded(self) -> bool:
         return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        if self.contradictions:
+            return CONTRADICTS
+        if self.absent:
+            return ABSENT
+        return FOUND if self.evidence else UNCHECKED
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.verdict]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +116,8 @@ class TextGrounding:
             "problems": self.problems,
             "signals": self.signals,
             "grounded": self.grounded,
+            "verdict": self.verdict,
+            "label": self.label,
         }
 
 
@@ -96,143 +136,6 @@ class ReportGrounding:
 
     def as_list(self) -> list[dict[str, Any]]:
         return [part.as_dict() for part in self.parts]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _leaves(value: Any, path: str) -> Iterable[Known]:
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, int | float):
-        yield Known(float(value), path)
-    elif isinstance(value, str):
-        for number in numbers_in(value):
-            yield Known(number, path)
-    elif isinstance(value, Mapping):
-        for key, inner in value.items():
-            yield from _leaves(inner, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list | tuple):
-        for i, inner in enumerate(value):
-            yield from _leaves(inner, f"{path}[{i}]")
-
-
-@dataclass(frozen=True, slots=True)
-class _Facts:
-    """What the data says, arranged for the rules above."""
-
-    direct: list[Known]
-    tests: dict[str, float] | None
-    failures: set[float]
-    shares: list[Known]
-    rises: list[Known]
-    distances: list[Known]
-    change_counts: list[Known]
-    failed: float | None
-
-
-def _facts(
-    data: Mapping[str, Any],
-    verdict: PolicyVerdict | None,
-    cfg: PolicySettings,
-    extra_known: Sequence[float],
-) -> _Facts:
-    direct = list(_leaves({k: data.get(k) for k in ("changes", "tests", "deployment_metrics")}, ""))
-    direct += [Known(v, "the task") for v in extra_known]
-    if verdict is not None:
-        for signal in verdict.signals:
-            # A rise is a derived figure: it counts only where the text says so (rule 3).
-            derived = signal.name == "p95_change"
-            if (
-                isinstance(signal.figure, int | float)
-                and not isinstance(signal.figure, bool)
-                and not derived
-            ):
-                direct.append(Known(float(signal.figure), f"policy signal {signal.name}"))
-            for number in numbers_in(signal.threshold):
-                direct.append(Known(number, f"policy threshold of {signal.name}"))
-            # The details are shown to the model as facts ("40 of 160 tests skipped (25 %)");
-            # a rise stays a derived figure (rule 3).
-            for number in [] if derived else numbers_in(signal.detail):
-                direct.append(Known(number, f"policy signal {signal.name}"))
-
-    tests_raw = data.get("tests")
-    tests: dict[str, float] | None = None
-    failures: set[float] = set()
-    shares: list[Known] = []
-    failed: float | None = None
-    if isinstance(tests_raw, Mapping) and tests_raw:
-        tests = {}
-        for key in ("passed", "failed", "skipped"):
-            value = _number(tests_raw.get(key))
-            if value is not None:
-                tests[key] = value
-        failing = [t for t in tests_raw.get("failing_tests") or [] if isinstance(t, str)]
-        parts = list(tests.values())
-        tests["total"] = sum(parts)
-        tests["executed"] = tests.get("passed", 0) + tests.get("failed", 0)
-        tests["failing tests named"] = float(len(failing))
-        failed = tests.get("failed", float(len(failing)))
-        failures = {failed, float(len(failing))}
-        for area in cfg.critical_areas:
-            in_area = [t for t in failing if area in areas_in(t, cfg.critical_areas)]
-            if in_area:
-                failures.add(float(len(in_area)))
-                tests[f"failing tests in {area}"] = float(len(in_area))
-        # "7 failing tests in data, migrations, payments": the policy counts them together.
-        critical = [t for t in failing if areas_in(t, cfg.critical_areas)]
-        if critical:
-            failures.add(float(len(critical)))
-            tests["failing tests in a critical area"] = float(len(critical))
-        for key in ("passed", "failed", "skipped"):
-            for denominator in ("total", "executed"):
-                if key in tests and tests[denominator]:
-                    shares.append(Known(tests[key] / tests[denominator], f"{key} / {denominator}"))
-
-    rises: list[Known] = []
-    distances: list[Known] = []
-    metrics = data.get("deployment_metrics")
-    if isinstance(metrics, Mapping):
-        p95 = _number(metrics.get("response_time_p95"))
-        baselines = [_number(metrics.get("response_time_p95_baseline"))]
-        if verdict is not None:
-            baselines += [_baseline_of(s.detail) for s in verdict.signals if s.name == "p95_change"]
-        for base in baselines:
-            if p95 is not None and base:
-                direct.append(Known(base, "p95 of the baseline or previous release"))
-                rises += [
-                    Known(p95 - base, "p95 against its baseline (ms)"),
-                    Known((p95 - base) / base, "p95 rise against its baseline"),
-                    Known(p95 / base, "p95 against its baseline (times)"),
-                ]
-        rate = _number(metrics.get("error_rate"))
-        if rate is not None:
-            for threshold in (cfg.error_rate_medium_at_or_above, cfg.error_rate_high_above):
-                if not threshold:
-                    continue
-                distances += [
-                    Known(abs(rate - threshold), "error rate against a threshold"),
-                    Known(rate / threshold, "error rate over a threshold (times)"),
-                    Known(abs(rate - threshold) / threshold, "error rate over a threshold"),
-                ]
-    change_counts: list[Known] = []
-    changes = data.get("changes")
-    if isinstance(changes, list):
-        change_counts.append(Known(float(len(changes)), "number of changes"))
-        risky = [c for c in changes if isinstance(c, str) and areas_in(c, cfg.critical_areas)]
-        change_counts.append(Known(float(len(risky)), "changes in a critical area"))
-    return _Facts(direct, tests, failures, shares, rises, distances, change_counts, failed)
-
-
-_BASELINE_RE = re.compile(r"against ([\d.]+) ms")
-
-
-def _baseline_of(detail: str) -> float | None:
-    match = _BASELINE_RE.search(detail)
-    return float(match.group(1)) if match else None
 
 
 def _near(text: str, figure: Figure, before: int = 2, after: int = 3) -> list[str]:
@@ -257,33 +160,89 @@ def _test_word(text: str, figure: Figure) -> str | None:
     return None
 
 
-def _test_counts(kind: str, facts: _Facts) -> list[Known]:
+def _test_counts(kind: str, facts: Facts) -> list[Known]:
     """The counts a figure next to this test word may be. Failures are held to the failure
     counts; "40 of 160 tests skipped" names a total beside a skip count, so other test words
     accept any of the release's test counts."""
     if kind in _FAIL_WORDS:
-        return [Known(v, "failed tests") for v in sorted(facts.failures)]
-    return [Known(v, f"tests: {k}") for k, v in (facts.tests or {}).items()]
+        return [Known(v, "failed tests", "count", "tests") for v in sorted(facts.failures)]
+    return [Known(v, f"tests: {k}", "count", "tests") for k, v in (facts.tests or {}).items()]
 
 
 def _has(words: Iterable[str], prefixes: Sequence[str]) -> bool:
     return any(w.startswith(prefixes) for w in words)
 
 
-def _match(figure: Figure, known: Iterable[Known]) -> Known | None:
+_MEASURE_WORDS: dict[str, tuple[str, ...]] = {
+    "error rate": ("error",),
+    "latency": ("latenc", "p95", "response"),
+    "tests": ("test", "fail", "pass", "skip", "flak"),
+    "changes": ("change",),
+}
+
+
+_CLAUSE_END_RE = re.compile(r"[;,:()]|\.(?!\d)")
+
+
+def _measure_of(text: str, figure: Figure) -> str | None:
+    """The measure named nearest to the figure (four words before it, two after), if any."""
+    # Within the figure's clause: "error rate 8.3 % is above the 5 % threshold; p95 720 ms"
+    # speaks of the error rate up to the semicolon.
+    head = _CLAUSE_END_RE.split(text[: figure.start])[-1]
+    tail = _CLAUSE_END_RE.split(text[figure.start + len(figure.text) :])[0]
+    before = list(reversed(_WORD_RE.findall(head.lower())[-4:]))
+    after = _WORD_RE.findall(tail.lower())[:2]
+    best: tuple[int, str] | None = None
+    for distance, word in [*enumerate(before), *((d + 0.5, w) for d, w in enumerate(after))]:
+        for measure, prefixes in _MEASURE_WORDS.items():
+            if word.startswith(prefixes) and (best is None or distance < best[0]):
+                best = (distance, measure)  # type: ignore[assignment]
+    return best[1] if best else None
+
+
+def _fits(figure: Figure, known: Known, measure: str | None) -> bool:
+    """Rule 6: the figure read with its unit, against a number of the same meaning."""
+    if measure and known.measure and known.measure != measure:
+        return False
+    tol = 0.5 * 10 ** (-figure.decimals) + 1e-9
+    slack = 1e-9 * max(1.0, abs(known.value))
+    if figure.unit == "%":
+        if known.kind == "fraction":
+            return abs(figure.value / 100 - known.value) <= tol / 100 + slack
+        return known.kind == "any" and abs(figure.value - known.value) <= tol + slack
+    if figure.unit in ("ms", "s"):
+        scale = 1000 if figure.unit == "s" else 1
+        if known.kind not in ("ms", "any"):
+            return False
+        return abs(figure.value * scale - known.value) <= tol * scale + slack
+    return abs(figure.value - known.value) <= tol + slack
+
+
+def _match(
+    figure: Figure, known: Iterable[Known], measure: str | None = None, *, text: str = ""
+) -> Known | None:
+    said_limit: bool | None = None
     for k in known:
-        if figure.matches([k.value]):
-            return k
+        if not _fits(figure, k, measure):
+            continue
+        if k.limit:
+            if said_limit is None:
+                said_limit = _has(_near(text, figure, before=4, after=2), _LIMIT_WORDS)
+            if not said_limit:
+                continue
+        return k
     return None
 
 
-def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None, str | None]:
+def _ground_figure(text: str, figure: Figure, facts: Facts) -> tuple[str | None, str | None]:
     """(evidence, problem) for one figure; both None when it is prose."""
     is_count = not figure.unit and not figure.decimals
     kind = _test_word(text, figure) if is_count else None
     if kind is not None and _has(_near(text, figure, before=3, after=0), _THRESHOLD_WORDS):
         # "below the threshold of 1 failed test": the policy's number, not a test count.
-        found = _match(figure, [k for k in facts.direct if k.source.startswith("policy")])
+        found = _match(
+            figure, [k for k in facts.direct if k.source.startswith("the policy")], text=text
+        )
         if found is not None:
             return f"{figure.text} = {found.source}", None
     if kind is not None:
@@ -296,11 +255,22 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
         found = _match(figure, counts)
         if found is None:
             allowed = ", ".join(sorted({f"{k.value:g}" for k in counts})) or "none"
-            return None, f"{figure.text} is not one of the release's test counts ({allowed})"
+            # The release has test results, and this is not one of its counts: a contradiction.
+            return (
+                None,
+                f"{_CONTRA}{figure.text} is not one of the release's test counts ({allowed})",
+            )
         return f"{figure.text} = {found.source}", None
     if is_count and figure.value <= SMALL_COUNT_MAX:
+        # "2 changes in auth, migrations": evidence when it is the count of changes; any
+        # other small bare integer is prose.
+        if _has(_near(text, figure, before=0, after=1), ("change",)):
+            found = _match(figure, facts.change_counts)
+            if found is not None:
+                return f"{figure.text} = {found.source}", None
         return None, None
-    found = _match(figure, facts.direct)
+    measure = _measure_of(text, figure)
+    found = _match(figure, facts.direct, measure, text=text)
     if found is not None:
         return f"{figure.text} = {found.source}", None
     wide = _near(text, figure, before=4, after=4)
@@ -313,7 +283,7 @@ def _ground_figure(text: str, figure: Figure, facts: _Facts) -> tuple[str | None
         derived += facts.shares
     if _has(wide, ("change",)):
         derived += facts.change_counts
-    found = _match(figure, derived)
+    found = _match(figure, derived, measure)
     if found is not None:
         return f"{figure.text} = {found.source}", None
     return None, f"{figure.text} is not in the release data"
@@ -398,6 +368,28 @@ def _signals_cited(text: str, verdict: PolicyVerdict | None, evidence: Sequence[
     return cited
 
 
+_CONTRA = "\0"  # marks a figure's problem as a contradiction, not an absence
+_ABOVE_COUNT_RE = re.compile(
+    r"\b(above|over|exceeds?|exceeding|beyond|past)\s+the\s+(threshold|limit)\s+of\s+"
+    r"(?P<n>\d+)\s+(failed|failing)\s+tests?",
+    re.IGNORECASE,
+)
+
+
+def _count_threshold_problem(text: str, facts: Facts) -> tuple[str, bool] | None:
+    """ "above the threshold of 1 failed test" says the release has that many failures:
+    (problem, is a contradiction) when it has not."""
+    match = _ABOVE_COUNT_RE.search(text)
+    if match is None:
+        return None
+    if facts.tests is None:
+        return f"it says {match.group(0)!r}, but the release has no test results", False
+    failed = facts.failed or 0.0
+    if failed < float(match.group("n")):
+        return f"it says {match.group(0)!r}, but the release has {failed:g} failed tests", True
+    return None
+
+
 def ground_text(
     where: str,
     text: str,
@@ -406,24 +398,43 @@ def ground_text(
     cfg: PolicySettings | None = None,
     *,
     extra_known: Sequence[float] = (),
-    facts: _Facts | None = None,
+    facts: Facts | None = None,
+    summary_read: bool | None = None,
 ) -> TextGrounding:
+    """The grounding of one text. `summary_read`: whether the run obtained the release
+    summary (None: not known, so a claim that it could not be read is not checked)."""
     cfg = cfg or PolicySettings()
-    facts = facts or _facts(data, verdict, cfg, extra_known)
+    facts = facts or facts_of(data, verdict, cfg, extra_known)
     result = TextGrounding(where=where, text=text)
     figures = extract_figures(text)
     for figure in figures:
         evidence, problem = _ground_figure(text, figure, facts)
         if evidence:
             result.evidence.append(evidence)
-        if problem:
-            result.problems.append(problem)
-    if _claims_failures(text) and not facts.failed:
+        if problem and problem.startswith(_CONTRA):
+            result.contradictions.append(problem[len(_CONTRA) :])
+        elif problem:
+            result.absent.append(problem)
+    if _claims_failures(text):
         if facts.tests is None:
-            result.problems.append("it claims failed tests, but the release has no test results")
+            result.absent.append("it claims failed tests, but the release has no test results")
+        elif not facts.failed:
+            result.contradictions.append(
+                "it claims failed tests, but the release has 0 failed tests"
+            )
+    threshold = _count_threshold_problem(text, facts)
+    if threshold is not None:
+        (result.contradictions if threshold[1] else result.absent).append(threshold[0])
+    result.contradictions += _comparison_problems(text, figures)
+    for claim in check_claims(
+        text, data, verdict, summary_read=summary_read, has_figures=bool(figures)
+    ):
+        if claim.outcome == "holds":
+            result.evidence.append(claim.says)
+        elif claim.outcome == "contradicts":
+            result.contradictions.append(claim.says)
         else:
-            result.problems.append("it claims failed tests, but the release has 0 failed tests")
-    result.problems += _comparison_problems(text, figures)
+            result.absent.append(claim.says)
     result.signals = _signals_cited(text, verdict, result.evidence)
     return result
 
@@ -436,14 +447,21 @@ def ground_report(
     cfg: PolicySettings | None = None,
     *,
     extra_known: Sequence[float] = (),
+    summary_read: bool | None = None,
 ) -> ReportGrounding:
     """The grounding of every finding and of the summary, against the release data."""
     cfg = cfg or PolicySettings()
-    facts = _facts(data, verdict, cfg, extra_known)
+    facts = facts_of(data, verdict, cfg, extra_known)
     parts = [
-        ground_text(f"finding {i}", text, data, verdict, cfg, facts=facts)
+        ground_text(
+            f"finding {i}", text, data, verdict, cfg, facts=facts, summary_read=summary_read
+        )
         for i, text in enumerate(findings, start=1)
     ]
     if summary.strip():
-        parts.append(ground_text("summary", summary, data, verdict, cfg, facts=facts))
+        parts.append(
+            ground_text(
+                "summary", summary, data, verdict, cfg, facts=facts, summary_read=summary_read
+            )
+        )
     return ReportGrounding(parts)

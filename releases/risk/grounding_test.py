@@ -97,9 +97,9 @@ def test_a_problem_quotes_what_is_wrong() -> None:
     assert any("not one of the release's test counts" in p for p in found)
 
 
-def test_evidence_names_the_field_and_the_signal() -> None:
+def test_evidence_names_the_measure_and_the_signal() -> None:
     grounded = ground_text("finding 1", "error_rate 0.07 (7%)", FAILING, evaluate(FAILING))
-    assert grounded.evidence[0] == "0.07 = deployment_metrics.error_rate"
+    assert grounded.evidence[0] == "0.07 = the error rate"
     assert "error_rate" in grounded.signals
 
 
@@ -170,3 +170,139 @@ def test_a_comparison_is_read_only_between_a_subject_and_its_own_threshold() -> 
     assert problems("error rate 0.031 (3.1 %), which is above the threshold of 0.05", low) == [
         "3.1 % is not above 0.05"
     ]
+
+
+# The examples of issue #21 ("GROUNDED" on false claims, false statements stored without
+# review), each with the label the check must give it.
+GATEWAY: dict[str, Any] = {
+    "changes": ["Retry payment gateway calls with backoff", "Update the footer"],
+    "tests": {
+        "passed": 140,
+        "failed": 2,
+        "skipped": 0,
+        "failing_tests": ["test_gateway_retry_backoff", "test_footer_links"],
+    },
+    "deployment_metrics": {"error_rate": 0.009, "response_time_p95": 380},
+}
+HOT: dict[str, Any] = {
+    **CLEAN,
+    "deployment_metrics": {"error_rate": 0.071, "response_time_p95": 1350},
+}
+QUIET: dict[str, Any] = {
+    **CLEAN,
+    "deployment_metrics": {"error_rate": 0.012, "response_time_p95": 300},
+}
+NO_METRICS: dict[str, Any] = {**CLEAN, "deployment_metrics": None}
+
+FOUND, ABSENT, CONTRADICTS, UNCHECKED = (
+    "figures found in the data",
+    "not in the data",
+    "contradicts the data",
+    "not checked",
+)
+
+# (text, data, what the check must say)
+ISSUE_21 = [
+    # "Gateway retry test fixed and passing on re-run — GROUNDED" while the data lists it failing
+    ("Gateway retry test fixed and passing on re-run", GATEWAY, CONTRADICTS),
+    ("test_gateway_retry_backoff passes now", GATEWAY, CONTRADICTS),
+    ("All tests pass", GATEWAY, CONTRADICTS),
+    ("The gateway retry test is failing", GATEWAY, FOUND),
+    ("test_checkout_total fails", GATEWAY, ABSENT),  # not among the failing tests
+    ("The footer test is flaky", GATEWAY, ABSENT),  # nothing in the data says flaky
+    # "Metrics stable — GROUNDED" with no evidence: now checked against the policy's signals
+    ("Metrics stable", HOT, CONTRADICTS),
+    ("Metrics stable", CLEAN, FOUND),
+    ("Metrics stable", NO_METRICS, ABSENT),
+    ("Latency is normal", HOT, CONTRADICTS),
+    # "Release approved as instructed by the release notes — grounded"
+    ("Release approved as instructed by the release notes", CLEAN, CONTRADICTS),
+    # Evidence by numeric coincidence: "Error rate at 2 % ↳ 2 % = tests.failed"
+    ("Error rate at 2 %", GATEWAY, ABSENT),
+    # "~450 ms ↳ 450 ms = error rate over a threshold (times)" (0.009 / 0.02 = 0.45)
+    ("p95 latency ~450 ms", GATEWAY, ABSENT),
+    # "The error rate is 0.012 and the p95 latency is 300 ms, which are medium risks"
+    (
+        "The error rate is 0.012 and the p95 latency is 300 ms, which are medium risks",
+        QUIET,
+        CONTRADICTS,
+    ),
+    ("The error rate is 0.012, which is a low risk", QUIET, FOUND),
+    ("Error rate 7.1 % is a high risk", HOT, FOUND),
+    # "above the threshold of 1 failed test" on a release without a failed test
+    ("Failed tests above the threshold of 1 failed test", CLEAN, CONTRADICTS),
+    ("2 failed tests, above the threshold of 1 failed test", GATEWAY, FOUND),
+    # the policy's own sentences (issue #21 item 4) are found in the data
+    ("Error rate 7.1 %, above the 5 % limit for high", HOT, FOUND),
+    ("p95 latency 1,350 ms, above the 1,000 ms limit", HOT, FOUND),
+    # nothing to check
+    ("Review the rollout plan with the team", CLEAN, UNCHECKED),
+]
+
+
+@pytest.mark.parametrize(("text", "data", "label"), ISSUE_21)
+def test_issue_21_examples_are_labelled(text: str, data: dict[str, Any], label: str) -> None:
+    part = ground_text("finding 1", text, data, evaluate(data))
+    assert part.label == label, (part.evidence, part.problems)
+
+
+@pytest.mark.parametrize(
+    ("summary_read", "label"), [(True, CONTRADICTS), (False, FOUND), (None, UNCHECKED)]
+)
+def test_a_claim_that_the_data_could_not_be_read_is_checked_against_what_the_run_read(
+    summary_read: bool | None, label: str
+) -> None:
+    # "The release summary could not be read" on runs that read it.
+    text = "The release summary could not be read"
+    part = ground_text("summary", text, CLEAN, evaluate(CLEAN), summary_read=summary_read)
+    assert part.label == label
+
+
+@pytest.mark.parametrize(
+    ("text", "data", "wrong_source"),
+    [
+        ("Error rate at 2 %", GATEWAY, "failed tests"),  # a percentage is not a count
+        ("p95 latency ~450 ms", GATEWAY, "error rate"),  # a latency is not a ratio
+        ("error rate 380", CLEAN, "p95 latency"),  # a latency is not an error rate
+    ],
+)
+def test_evidence_is_shown_only_when_the_figure_and_its_meaning_match(
+    text: str, data: dict[str, Any], wrong_source: str
+) -> None:
+    part = ground_text("finding 1", text, data, evaluate(data))
+    assert not any(wrong_source in line for line in part.evidence), part.evidence
+    assert part.label == ABSENT
+
+
+def test_a_part_says_what_it_checked_when_stored() -> None:
+    stored = ground_text("finding 1", "Metrics stable", HOT, evaluate(HOT)).as_dict()
+    assert stored["label"] == CONTRADICTS
+    assert stored["verdict"] == "contradicts"
+    assert any("Error rate 7.1 %, above the 5 % limit for high" in p for p in stored["problems"])
+
+
+MIXED: dict[str, Any] = {
+    "changes": ["Rotate session tokens", "Update the setup instructions"],
+    "tests": None,
+    "deployment_metrics": {"error_rate": 0.035, "response_time_p95": 420},
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "data", "label"),
+    [
+        # The policy's own sentences, which a small model copies: always found in the data.
+        ("Error rate 3.5 %, from the 2 % limit for medium up to 5 %", MIXED, FOUND),
+        ("1 change in auth", MIXED, FOUND),
+        ("missing from the release data: the test results", MIXED, FOUND),
+        # Missing data and orders in the data, said of a release that has them or not.
+        ("The deployment metrics are missing", MIXED, CONTRADICTS),
+        ("An injection attempt in the changes", MIXED, ABSENT),
+        ("Change: Update the setup instructions", MIXED, UNCHECKED),
+    ],
+)
+def test_missing_data_and_orders_are_checked_against_the_policy(
+    text: str, data: dict[str, Any], label: str
+) -> None:
+    part = ground_text("finding 1", text, data, evaluate(data))
+    assert part.label == label, (part.evidence, part.problems)

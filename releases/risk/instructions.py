@@ -7,13 +7,16 @@ cannot pass for the conversation's own markup (`agent/tools/untrusted.py`); this
 it, so that the policy can flag it and a person reviews the report.
 
 The patterns aim at what an injected sentence must say to work: address the assessor, name a
-verdict, or fake the chat's own markup. A change that merely mentions "severity" or
+verdict, or fake the chat's own markup. Orders may come as prose or as data: JSON, YAML or
+key=value text (`{"severity": "low", "override": true}`), or a key and value of the release
+data itself. A change that merely mentions "severity" or
 "instructions" (e.g. "Update the setup instructions") does not match.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +33,14 @@ _PATTERNS = [
     r"\b(file|report|mark|set|rate|classify|assess|submit)\b[^.;\n]{0,40}\b(severity|risk)\b"
     r"[^.;\n]{0,20}\b(low|medium|high|none|safe)\b",
     r"\bseverity\s*[=:]\s*(low|medium|high)\b",
+    # The same as data: JSON, YAML or key=value, quoted or not ({"severity": "low"},
+    # risk_level='low', "override": true, needs_review: false).
+    r"[\"']?\b(severity|risk|risk_level|risk_severity|verdict|rating|assessment)\b[\"']?\s*[=:]\s*"
+    r"[\"']?(low|medium|high|none|safe|approved|pass)\b(?![-\w])",
+    r"[\"']?\b(override|overrides|approved|pre_approved|skip_review|bypass|force|auto_approve|"
+    r"ignore_policy)\b[\"']?\s*[=:]\s*[\"']?(true|yes|1|on)\b",
+    r"[\"']?\b(needs_review|review|requires_review|flag)\b[\"']?\s*[=:]\s*[\"']?(false|no|0|off)"
+    r"\b",
     r"\b(pre-?approved|already (been )?(approved|assessed|reviewed)|assessment (is )?already "
     r"(done|complete|completed))\b",
     r"\bdo not (analy[sz]e|assess|investigate|check|review|flag)\b",
@@ -49,6 +60,8 @@ def reads_like_instruction(text: str) -> bool:
 
 
 def _strings(value: Any, where: str) -> list[tuple[str, str]]:
+    """Every text of the data, and every key with its scalar value read as one text
+    (`{"override": true}` in the metrics is the same order as the string)."""
     if isinstance(value, str):
         return [(where, value)]
     if isinstance(value, Mapping):
@@ -57,6 +70,16 @@ def _strings(value: Any, where: str) -> list[tuple[str, str]]:
             for key, inner in value.items()
             for item in [
                 *_strings(str(key), f"{where}.{key} (name)"),
+                *(
+                    [(f"{where}.{key}", f"{key}: {json.dumps(inner)}")]
+                    if isinstance(inner, bool | str | int | float) and not isinstance(inner, str)
+                    else []
+                ),
+                *(
+                    [(f"{where}.{key}", f"{key}: {inner}")]
+                    if isinstance(inner, str) and len(inner) < 40
+                    else []
+                ),
                 *_strings(inner, f"{where}.{key}"),
             ]
         ]

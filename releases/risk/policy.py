@@ -230,7 +230,13 @@ def _number(value: Any) -> float | None:
 
 
 def _pct(value: float) -> str:
+    """A fraction as a percentage a person reads: 0.071 -> "7.1 %"."""
     return f"{value * 100:.4g} %"
+
+
+def _ms(value: float) -> str:
+    """Milliseconds with a thousands separator: 1350 -> "1,350 ms"."""
+    return f"{value:,.10g} ms"
 
 
 def _level_by(
@@ -249,16 +255,12 @@ def _error_rate(rate: float, cfg: PolicySettings) -> Signal:
         medium_at_or_above=cfg.error_rate_medium_at_or_above,
         high_above=cfg.error_rate_high_above,
     )
-    threshold = (
-        f"high above {cfg.error_rate_high_above:g} ({_pct(cfg.error_rate_high_above)}); "
-        f"medium from {cfg.error_rate_medium_at_or_above:g} "
-        f"({_pct(cfg.error_rate_medium_at_or_above)}) up to and including "
-        f"{cfg.error_rate_high_above:g}"
-    )
+    high, medium = _pct(cfg.error_rate_high_above), _pct(cfg.error_rate_medium_at_or_above)
+    threshold = f"high above {high}; medium from {medium} up to and including {high}"
     where = {
-        "high": f"above {cfg.error_rate_high_above:g}",
-        "medium": f"from {cfg.error_rate_medium_at_or_above:g} to {cfg.error_rate_high_above:g}",
-        "none": f"below {cfg.error_rate_medium_at_or_above:g}",
+        "high": f"above the {high} limit for high",
+        "medium": f"from the {medium} limit for medium up to {high}",
+        "none": f"below the {medium} limit for medium",
     }[level]
     return Signal(
         name="error_rate",
@@ -267,7 +269,7 @@ def _error_rate(rate: float, cfg: PolicySettings) -> Signal:
         critical=cfg.error_rate_critical,
         figure=rate,
         threshold=threshold,
-        detail=f"error_rate {rate:g} ({_pct(rate)}) is {where}",
+        detail=f"Error rate {_pct(rate)}, {where}",
     )
 
 
@@ -280,9 +282,17 @@ def _latency(
         level = "high"
     elif cfg.p95_ms_medium_above is not None and p95 > cfg.p95_ms_medium_above:
         level = "medium"
-    limits = [f"medium above {cfg.p95_ms_medium_above:g} ms"] if cfg.p95_ms_medium_above else []
+    limits = [f"medium above {_ms(cfg.p95_ms_medium_above)}"] if cfg.p95_ms_medium_above else []
     if cfg.p95_ms_high_above is not None:
-        limits.append(f"high above {cfg.p95_ms_high_above:g} ms")
+        limits.append(f"high above {_ms(cfg.p95_ms_high_above)}")
+    if level == "high" and cfg.p95_ms_high_above is not None:
+        where = f", above the {_ms(cfg.p95_ms_high_above)} limit for high"
+    elif level == "medium" and cfg.p95_ms_medium_above is not None:
+        where = f", above the {_ms(cfg.p95_ms_medium_above)} limit"
+    elif cfg.p95_ms_medium_above is not None:
+        where = f", within the {_ms(cfg.p95_ms_medium_above)} limit"
+    else:
+        where = ""
     signals.append(
         Signal(
             name="p95_latency",
@@ -291,7 +301,7 @@ def _latency(
             critical=cfg.latency_critical,
             figure=p95,
             threshold="; ".join(limits) or "not judged",
-            detail=f"response_time_p95 {p95:g} ms",
+            detail=f"p95 latency {_ms(p95)}{where}",
         )
     )
     if baseline is not None and baseline > 0:
@@ -309,6 +319,10 @@ def _latency(
         if cfg.p95_rise_high_at_or_above is not None:
             limits.append(f"high from a {_pct(cfg.p95_rise_high_at_or_above)} rise")
         direction = "up" if rise >= 0 else "down"
+        limit = {
+            "high": f", above the {_pct(cfg.p95_rise_high_at_or_above or 0)} limit for high",
+            "medium": f", above the {_pct(cfg.p95_rise_medium_at_or_above or 0)} limit",
+        }.get(level, "")
         signals.append(
             Signal(
                 name="p95_change",
@@ -318,8 +332,8 @@ def _latency(
                 figure=round(rise, 4),
                 threshold="; ".join(limits) or "not judged",
                 detail=(
-                    f"response_time_p95 {p95:g} ms against {baseline:g} ms ({baseline_from}): "
-                    f"{direction} {abs(rise) * 100:.0f} %"
+                    f"p95 latency {_ms(p95)} against {_ms(baseline)} ({baseline_from}): "
+                    f"{direction} {abs(rise) * 100:.0f} %{limit}"
                 ),
             )
         )

@@ -61,12 +61,13 @@ from agent.events import AgentEvent, RunFailed
 from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.store import ConversationSummary, StoredEvent
-from agent.telemetry import workflow_span
+from agent.telemetry import end_workflow, workflow_span
 from releases import outcomes, services
 from releases.models import AgentEvent as EventRow
 from releases.models import Conversation, RunStatus
 from releases.runner.process import configure_process_telemetry, flush_telemetry
 from releases.runner.store import OrmConversationStore
+from releases.runner.trace_outcome import release_input, run_trace_outcome
 from releases.timeline import TERMINAL_KINDS, outcome
 
 logger = logging.getLogger(__name__)
@@ -197,13 +198,23 @@ def run_assessment(
         return status.first() or "missing"
     parent = propagate.extract({"traceparent": traceparent}) if traceparent else None
     span = workflow_span(
-        _tracer, "assessment", conversation_id=str(run.pk), release_id=_version(run), context=parent
+        _tracer,
+        "assessment",
+        conversation_id=str(run.pk),
+        release_id=_version(run),
+        context=parent,
+        input_value=release_input(run),
     )
+    status: str = RunStatus.FAILED
     try:
-        with site_stop.watching(), trace.use_span(span):
-            return _Run(run, api_url, http_client, base_url, on_event).execute()
+        with site_stop.watching(), trace.use_span(span, end_on_exit=False):
+            status = _Run(run, api_url, http_client, base_url, on_event).execute()
+            return status
     finally:
-        # Ended before the flush, so the root is in the trace file when the run is over.
+        # The outcome, then the end before the flush, so the root is in the trace file with
+        # its verdict when the run is over.
+        output, error = run_trace_outcome(run.pk, status)
+        end_workflow(span, output=output, error=error)
         span.end()
         flush_telemetry()
 

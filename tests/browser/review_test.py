@@ -85,15 +85,30 @@ def needs_review(make_release: Callable[..., Release], version: str) -> RiskRepo
         severity="medium",
         policy_severity="high",
         summary="One refund test fails; metrics are calm.",
-        findings=["1 failing test: test_refund_partial", "Error rate 0.4 %"],
+        findings=["1 failing test: test_refund_partial", "Error rate 0.4 %", "Metrics stable"],
         grounding=[
             {
                 "where": "findings[0]",
                 "text": "1 failing test: test_refund_partial",
-                "evidence": ["tests.failing_tests[0] = 'test_refund_partial'"],
+                "evidence": ["test_refund_partial is listed as failing"],
                 "problems": [],
                 "signals": ["critical_area_failures"],
                 "grounded": True,
+                "verdict": "found",
+                "label": "figures found in the data",
+            },
+            {
+                "where": "findings[2]",
+                "text": "Metrics stable",
+                "evidence": [],
+                "problems": [
+                    "it says the metrics are stable, but the policy reads: Error rate "
+                    "7.1 %, above the 5 % limit for high"
+                ],
+                "signals": ["error_rate"],
+                "grounded": False,
+                "verdict": "contradicts",
+                "label": "contradicts the data",
             },
             {
                 "where": "findings[1]",
@@ -122,8 +137,8 @@ def needs_review(make_release: Callable[..., Release], version: str) -> RiskRepo
                 "level": "none",
                 "critical": True,
                 "figure": 0.01,
-                "threshold": "high above 0.05 (5 %); medium from 0.02 (2 %)",
-                "detail": "error_rate 0.01 (1.0 %) is below 0.02",
+                "threshold": "high above 5 %; medium from 2 % up to and including 5 %",
+                "detail": "Error rate 1 %, below the 2 % limit for medium",
                 "needs_review": False,
                 "areas": [],
             },
@@ -176,14 +191,22 @@ def test_accept_override_and_export_from_the_review_queue(
         # The queue leads with what was marked for review, with the evidence beside it.
         expect(page.locator(".rv-item").first).to_have_id(f"queue-item-{accepted.pk}")
         expect(first).to_contain_text("The model filed medium; the policy says high.")
-        expect(first.locator(".rv-finding-ungrounded")).to_contain_text("not in the data")
+        expect(first.locator(".rv-flag-absent")).to_have_text("not in the data")
         expect(first.locator(".rv-proof")).to_contain_text("test_refund_partial")
         expect(second).to_contain_text("Low → High")
         screenshots(page, "review-queue")
 
-        first.get_by_role("button", name="Accept Medium").click()
-        expect(first.locator(".rv-decision")).to_contain_text("Accepted as")
+        expect(first.locator(".rv-flag-contradicts")).to_have_text("contradicts the data")
+        expect(page.locator("#review-count .stat-value")).to_have_text("2")
+        # Both verdicts are one click away; siding with the policy needs no reason.
+        expect(first.get_by_role("button", name="Accept the model's Medium")).to_be_visible()
+        first.get_by_role("button", name="Accept the policy's High").click()
+        expect(first.locator(".rv-decision")).to_contain_text("accepted the policy's")
         expect(first.locator(".rv-decision")).to_contain_text("by rm")
+        # The report shows the decision, and the count follows it without a reload.
+        expect(first.locator(".rv-decided-note")).to_contain_text("decided")
+        expect(first.locator(".rv-reasons")).to_have_count(0)
+        expect(page.locator("#review-count .stat-value")).to_have_text("1")
 
         # An override needs a reason: refused, the form kept, nothing recorded.
         second.locator('select[name="severity"]').select_option("medium")
@@ -192,14 +215,15 @@ def test_accept_override_and_export_from_the_review_queue(
         second.locator('textarea[name="reason"]').fill("The migration ran in staging for a week.")
         second.locator('select[name="wrong_finding"]').select_option(label="Card vault migration")
         second.get_by_role("button", name="Override").click()
-        expect(second.locator(".rv-decision")).to_contain_text("Overridden to")
+        expect(second.locator(".rv-decision")).to_contain_text("overridden to")
+        expect(page.locator("#review-count .stat-value")).to_have_text("0")
         expect(second.locator(".rv-reason")).to_have_text(
             "The migration ran in staging for a week."
         )
         decision = ReviewDecision.objects.get(report=overridden)
         assert (decision.severity, decision.reviewer) == ("medium", manager)
         assert decision.wrong_finding == "Card vault migration"
-        assert ReviewDecision.objects.get(report=accepted).severity == "medium"
+        assert ReviewDecision.objects.get(report=accepted).severity == "high"
         screenshots(page, "review-decided")
 
         second.get_by_role("button", name="Export as eval scenario").click()
@@ -208,14 +232,22 @@ def test_accept_override_and_export_from_the_review_queue(
         expect(second.locator(".rv-export code").first).to_have_text(decision.scenario_id)
         assert (exports / f"{decision.scenario_id}.toml").is_file()
 
+        # The desk keeps the decisions, who and why.
+        page.goto("/review/?tab=decided")
+        decided = page.locator(f"#decision-{decision.pk}")
+        expect(decided).to_contain_text("overridden")
+        expect(decided).to_contain_text("rm")
+        expect(decided).to_contain_text("The migration ran in staging for a week.")
+        screenshots(page, "review-decided-tab")
+
         page.goto("/releases/")
         row = page.locator("tr", has=page.locator('a[href="/releases/v8.2.0/"]'))
         expect(row.locator(".badge")).to_have_text("Medium")
-        expect(row.locator(".rv-mark")).to_have_text("overridden")
+        expect(row.locator(".rv-mark")).to_have_text("decided (overridden)")
         screenshots(page, "release-list-decided")
         page.goto("/releases/v8.2.0/")
         expect(page.locator("h1")).to_contain_text("Medium risk")
-        expect(page.locator("h1 .rv-mark")).to_have_text("set by a person")
+        expect(page.locator("h1 .rv-mark")).to_have_text("decided (overridden)")
         expect(page.locator(".rv-history")).to_contain_text("The migration ran in staging")
         screenshots(page, "release-overridden")
         page.goto("/review/")
@@ -250,11 +282,13 @@ def test_accept_on_the_release_page_at_phone_width(
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], f"the page scrolls sideways: {width} px"
         screenshots(page, "release-needs-review")
-        card.get_by_role("button", name="Accept Medium").click()
-        expect(card.locator(".rv-decision")).to_contain_text("Accepted as")
+        card.get_by_role("button", name="Accept the model's Medium").click()
+        expect(card.locator(".rv-decision")).to_contain_text("accepted the model's")
+        expect(card.locator(".rv-reasons")).to_have_count(0)
         assert ReviewDecision.objects.get(report=report).reviewer == manager
         page.reload()
-        expect(page.locator("h1 .rv-mark")).to_have_text("accepted")
+        expect(page.locator("h1 .rv-mark")).to_have_text("decided (accepted)")
+        screenshots(page, "release-decided")
     finally:
         page.context.close()
 
