@@ -28,9 +28,9 @@ BENCHMARKS: dict[str, str] = {
     "throughput": "bench.throughput",
     "pages": "bench.pages",
     "memory": "bench.memory",
+    "judge": "bench.judge",
     "git": "bench.git_range",
     "junit": "bench.junit_ingest",
-    "judge": "bench.judge",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

@@ -10,6 +10,10 @@ from django.urls import URLPattern, include, path
 from releases.views import home
 from sources.api import api as ingestion_api
 
+# The API's own pages (its browsable docs, the OpenAPI document, its root) are pages of the
+# site: for a signed-in user, like every other page.
+SIGNED_IN_API_PAGES = frozenset({"openapi-view", "openapi-json", "api-root"})
+
 
 def _api_urls() -> list[URLPattern]:
     """The ingestion API's routes. Its endpoints check their own token, so the site's login
@@ -17,7 +21,8 @@ def _api_urls() -> list[URLPattern]:
     its views itself (vitalik/django-ninja#1461), so they are marked here."""
     patterns, _app_name, _namespace = ingestion_api.urls
     for pattern in patterns:
-        pattern.callback.login_required = False  # type: ignore[union-attr]
+        if pattern.name not in SIGNED_IN_API_PAGES:
+            pattern.callback.login_required = False  # type: ignore[union-attr]
     return patterns
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import QuerySet, URLField
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -149,6 +149,9 @@ class AgentEventInline(ReadOnlyAdminMixin, admin.TabularInline):
 # ---- model admins ------------------------------------------------------------------------------
 
 
+PROVENANCE = ["environment", ("git_from_ref", "git_to_ref"), "head_sha", "pipeline_url"]
+
+
 @admin.register(Release)
 class ReleaseAdmin(admin.ModelAdmin):
     list_display = [
@@ -166,22 +169,10 @@ class ReleaseAdmin(admin.ModelAdmin):
     search_fields = ["version", "title"]
     list_select_related = ["service"]
     date_hierarchy = "created_at"
-    formfield_overrides = PRETTY_JSON_OVERRIDES
+    formfield_overrides = {**PRETTY_JSON_OVERRIDES, URLField: {"assume_scheme": "https"}}
     fieldsets = [
         (None, {"fields": ["service", "version", "title", "created_at", "updated_at"]}),
-        (
-            "Where it came from",
-            {
-                "fields": [
-                    "environment",
-                    ("git_from_ref", "git_to_ref"),
-                    "head_sha",
-                    "pipeline_url",
-                    "deployed_at",
-                ],
-                "classes": ["collapse"],
-            },
-        ),
+        ("Where it came from", {"fields": [*PROVENANCE, "deployed_at"], "classes": ["collapse"]}),
         (
             "Release data",
             {
@@ -197,11 +188,6 @@ class ReleaseAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Release]:
         return with_severity_shown(releases_with_latest_report(super().get_queryset(request)))
-
-    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "pipeline_url":
-            kwargs["assume_scheme"] = "https"
-        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     @admin.display(description="risk", ordering="effective_severity")
     def latest_risk(self, release: Release) -> SafeString:

@@ -282,7 +282,12 @@ def post_junit(
 
 
 class MetricsQuery(ReleaseQuery):
-    window: MetricWindow = Field(MetricWindow.RELEASE, description="Whose window they measure.")
+    window: MetricWindow | None = Field(
+        None,
+        description="Whose window all the samples measure. Omitted: a release with a deploy "
+        "time has each sample counted in the window its timestamp lies in (release or "
+        "baseline); one without, in its own.",
+    )
     filename: str = Field("metrics.txt", max_length=255)
 
 
@@ -306,10 +311,11 @@ def post_metrics(
         samples = parse_metrics(data, source=query.filename)
     except MetricsFormatError as exc:
         raise IngestError(f"Refused: {exc}.", 400) from None
-    result = services.ingest_metrics(
+    results = services.ingest_metrics_file(
         release, samples, _origin(request), window=query.window, file_names=[query.filename]
     )
-    return _ingested(result)
+    # The release window's ingestion (or the only one) answers; its counts name the window.
+    return _ingested(results[0])
 
 
 # ---- assessing ---------------------------------------------------------------------------------

@@ -226,3 +226,22 @@ def test_a_release_typed_by_hand_keeps_its_figures_until_a_source_of_that_kind_a
     target.refresh_from_db()
     assert target.changes == ["Hand-written change"]
     assert target.test_results["passed"] == 2
+
+
+def test_a_metrics_file_is_split_by_the_deploy_time_when_no_window_is_named() -> None:
+    deployed = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    target, _ = services.upsert_release(ReleaseFields("v7", deployed_at=deployed), API)
+    during, week_before = int(deployed.timestamp()) + 600, int(deployed.timestamp()) - 7 * 86400
+    text = (
+        "# TYPE detective_error_rate gauge\n"
+        f"detective_error_rate 0.05 {during}\n"
+        f"detective_error_rate 0.01 {week_before + 600}\n"
+        f"detective_error_rate 0.9 {during + 86400}\n"  # in neither window: left out
+        "# EOF\n"
+    )
+    results = services.ingest_metrics_file(target, parse_metrics(text, source="m.om"), API)
+    assert [r.counts["window"] for r in results] == ["release", "baseline"]
+    target.refresh_from_db()
+    assert target.deployment_metrics["error_rate"] == pytest.approx(0.05)
+    assert target.deployment_metrics["error_rate_baseline"] == pytest.approx(0.01)
+    assert MetricSample.objects.filter(release=target).count() == 2

@@ -26,11 +26,20 @@ from sources.parsers.openmetrics import (
 MAX_NAMES = 25
 MAX_CHANGES = 40
 
-# Samples from Prometheus are stored under the summary's own keys (see parsers/prometheus.py);
-# files use the exporters' names. Both give the two figures.
+# Prometheus' window figures are stored as `<key>:window` and its per-step samples under the
+# summary's keys (services/metrics.py); files use the exporters' names. All give the figures,
+# the window's own figure first.
 NAMES = SummaryNames(
-    error_rate=(Scaled("error_rate"), *SummaryNames().error_rate),
-    response_time_p95=(Scaled("response_time_p95"), *SummaryNames().response_time_p95),
+    error_rate=(
+        Scaled("error_rate:window"),
+        Scaled("error_rate"),
+        *SummaryNames().error_rate,
+    ),
+    response_time_p95=(
+        Scaled("response_time_p95:window"),
+        Scaled("response_time_p95"),
+        *SummaryNames().response_time_p95,
+    ),
 )
 
 # Which commits a long range lists first: breaking ones, then those that change behaviour.

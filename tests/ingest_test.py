@@ -164,6 +164,9 @@ def test_git_two_junit_reports_and_metrics_end_in_the_summary_the_agent_reads(
         str(pytest_xml),
         "--metrics-file",
         str(metrics),
+        # Stamped a year before the deploy: outside both windows, so it is named one.
+        "--window",
+        "release",
     )
     assert "git v1.0.0..v1.1.0: already ingested, counted once" in again
     assert f"junit {pytest_xml.name}: already ingested, counted once" in again

@@ -29,7 +29,12 @@ from sources.services.base import (
 from sources.services.by_hand import HandSummary, save_by_hand
 from sources.services.commits import ingest_commits
 from sources.services.junit import ingest_junit
-from sources.services.metrics import ingest_metrics, ingest_prometheus, previous_release
+from sources.services.metrics import (
+    ingest_metrics,
+    ingest_metrics_file,
+    ingest_prometheus,
+    previous_release,
+)
 
 __all__ = [
     "BATCH",
@@ -47,6 +52,7 @@ __all__ = [
     "ingest_commits",
     "ingest_junit",
     "ingest_metrics",
+    "ingest_metrics_file",
     "ingest_prometheus",
     "previous_release",
     "release_for",

@@ -16,7 +16,7 @@ from sources.models import (
     SourceKind,
 )
 from sources.parsers import prometheus
-from sources.parsers.openmetrics import MetricSampleRecord
+from sources.parsers.openmetrics import MetricSampleRecord, file_release_metrics
 from sources.services.base import (
     BATCH,
     MAX_SAMPLES,
@@ -107,9 +107,10 @@ def ingest_prometheus(
 ) -> list[Ingested]:
     """The release's window (from its deploy time) and its baseline's (the previous release's,
     or the same window a week earlier) queried from Prometheus and stored, one ingestion per
-    window. Each window's figure (an instant query over the whole window) is stored under the
-    summary's key; the per-step samples beside it as `<key>:range`. No data, NaN or Inf: the
-    figure is missing."""
+    window. The per-step samples (range queries) are stored under the summary's keys
+    (`error_rate`, `response_time_p95` in ms: what a judge of the series compares), and each
+    window's figure (an instant query over the whole window) beside them as `<key>:window`,
+    which the summary reads first. No data, NaN or Inf: the figure is missing."""
     if release.deployed_at is None:
         raise IngestError(
             "The release has no deploy time, so it has no metrics window: set deployed_at "
@@ -137,22 +138,16 @@ def ingest_prometheus(
     ):
         end = min(measured.window.end, now or timezone.now())
         figures = [
-            MetricSampleRecord(key, (("over", "window"),), end, value)
+            MetricSampleRecord(f"{key}:window", (), end, value)
             for key, value in (
                 ("error_rate", measured.summary.error_rate),
                 ("response_time_p95", measured.summary.response_time_p95),
             )
         ]
-        steps = [
-            MetricSampleRecord(
-                f"{sample.name}:range", sample.labels, sample.timestamp, sample.value
-            )
-            for sample in measured.samples
-        ]
         results.append(
             ingest_metrics(
                 release,
-                [*figures, *steps],
+                [*figures, *measured.samples],
                 origin,
                 window=window,
                 file_names=[client.where],
@@ -160,3 +155,43 @@ def ingest_prometheus(
             )
         )
     return results
+
+
+def ingest_metrics_file(
+    release: Release,
+    samples: Iterable[MetricSampleRecord],
+    origin: Origin,
+    *,
+    window: str | None = None,
+    file_names: Sequence[str] = (),
+) -> list[Ingested]:
+    """A metrics file's samples. With a `window`, all of them measure it. Without one, a release
+    with a deploy time has them split as Prometheus' are (`file_release_metrics`): each sample
+    counts in the window its timestamp lies in (an undated one in the release's), the rest is
+    left out; a release without a deploy time takes them all as its own window's."""
+    samples = list(samples)
+    if window is not None or release.deployed_at is None:
+        chosen = window or MetricWindow.RELEASE
+        return [ingest_metrics(release, samples, origin, window=chosen, file_names=file_names)]
+    if not samples:
+        raise IngestError("No metric samples in what was sent.", 422)
+    previous = previous_release(release)
+    split = file_release_metrics(
+        samples,
+        deploy_time=release.deployed_at,
+        previous_deploy_time=previous.deployed_at if previous else None,
+    )
+    if not split.release.samples and not split.baseline.samples:
+        raise IngestError(
+            f"None of the {len(samples)} samples lies in the release's window or its baseline's "
+            f"(from {release.deployed_at:%Y-%m-%d %H:%M} UTC); pass the window to take them all.",
+            422,
+        )
+    return [
+        ingest_metrics(release, list(part.samples), origin, window=name, file_names=file_names)
+        for name, part in (
+            (MetricWindow.RELEASE, split.release),
+            (MetricWindow.BASELINE, split.baseline),
+        )
+        if part.samples
+    ]

@@ -44,8 +44,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--window",
             choices=MetricWindow.values,
-            default=MetricWindow.RELEASE,
-            help="Which window the metrics file measures (default: release).",
+            help="Which window the whole metrics file measures (default: each sample counts in "
+            "the window its timestamp lies in, from the deploy time).",
         )
         parser.add_argument("--prometheus", metavar="URL", help="Query this Prometheus.")
         parser.add_argument("--prometheus-timeout", type=float, default=prometheus.DEFAULT_TIMEOUT)
@@ -108,10 +108,11 @@ class Command(BaseCommand):
             if not path.is_file():
                 raise CommandError(f"{path}: no such file.")
             samples = parse_metrics_file(path)
-            result = services.ingest_metrics(
+            for result in services.ingest_metrics_file(
                 release, samples, origin, window=options["window"], file_names=[path.name]
-            )
-            self._say(f"metrics {path.name} ({options['window']})", result.created, result.counts)
+            ):
+                window = result.counts.get("window", "")
+                self._say(f"metrics {path.name} ({window})", result.created, result.counts)
         if options["prometheus"]:
             with prometheus.PrometheusClient(
                 options["prometheus"], timeout=options["prometheus_timeout"]
