@@ -188,6 +188,8 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
             "shop",
             "1.1.0",
         )
+        # Sent once the run had ended: the verdict's final state, as the API gave it.
+        assert (body["state"], body["severity"]) == (answer["state"], answer["severity"])
         assert delivered.get().attempt == 1
 
         # A token of another service sends nothing and says why.
