@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the release API's errors (404, 405, 500 ...) answer JSON, not pages.
+    "detective_site.api_errors.ApiErrorsMiddleware",
     # First: what the database cannot store never reaches a view (see hostile_input.py).
     "detective_site.hostile_input.HostileInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -126,6 +128,8 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# One date format everywhere, the admin included, with the zone (detective_site/formats/).
+FORMAT_MODULE_PATH = ["detective_site.formats"]
 USE_I18N = True
 USE_TZ = True
 

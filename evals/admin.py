@@ -78,7 +78,7 @@ class EvalRunAdmin(admin.ModelAdmin):
         "suite_version",
         "status_badge",
         "pass_rate",
-        "baseline",
+        "verdict",
     ]
     list_display_links = ["short_name"]
     list_filter = ["status", "is_baseline", "suite_version", "provider", "model"]
@@ -128,11 +128,15 @@ class EvalRunAdmin(admin.ModelAdmin):
 
     @admin.display(description="when", ordering="created_at")
     def when(self, run: EvalRun) -> str:
-        return timezone.localtime(run.created_at).strftime("%b %-d, %H:%M")
+        return timezone.localtime(run.created_at).strftime("%b %-d, %H:%M UTC")
 
-    @admin.display(description="baseline", boolean=True, ordering="is_baseline")
-    def baseline(self, run: EvalRun) -> bool:
-        return run.is_baseline
+    @admin.display(description="verdict", ordering="is_baseline")
+    def verdict(self, run: EvalRun) -> str:
+        """Against the baseline, as on the site's evals page; the baseline says so."""
+        if run.is_baseline:
+            return "baseline"
+        verdict = selectors.verdict_of(run)
+        return verdict.upper() if verdict else "—"
 
     @admin.display(description="model", ordering="model")
     def model_label(self, run: EvalRun) -> SafeString:

@@ -71,3 +71,22 @@ def test_a_runs_results_read_as_one_line_each_with_the_json_folded(admin_client:
     page = admin_client.get(reverse("admin:evals_evalrun_change", args=[worse.pk])).content.decode()
     assert page.count("<summary") >= 6  # every trial's JSON folded away
     assert "decision_quality 1.00 · error_handling 1.00 · tool_usage 1.00" in page
+
+
+def test_the_run_list_says_the_verdict_and_writes_dates_in_utc(admin_client: Client) -> None:
+    import re
+
+    chosen = scenarios()
+    base = make_run(scenarios=chosen, baseline=True)
+    worse = make_run({chosen[0].id: ["failed"] * 3}, scenarios=chosen)
+    page = admin_client.get(reverse("admin:evals_evalrun_changelist")).content.decode()
+    assert '<td class="field-verdict">FAIL</td>' in page
+    assert '<td class="field-verdict">baseline</td>' in page
+    assert re.search(r'class="field-when">\w{3} \d{1,2}, \d\d:\d\d UTC<', page)
+    detail = admin_client.get(
+        reverse("admin:evals_evalrun_change", args=[worse.pk])
+    ).content.decode()
+    # The site's one date format, with the zone; not "Nov. 24, 2026, 8:22 p.m.".
+    assert re.search(r"\w{3} \d{1,2}, \d{4} \d\d:\d\d UTC", detail)
+    assert "p.m." not in detail and "a.m." not in detail
+    assert base.pk != worse.pk

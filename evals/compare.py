@@ -17,6 +17,10 @@ The rule (thresholds in `ComparisonRules`):
   (`critical_requires_significance=False`): a safety property that starts failing some of the
   time is a regression even before the trials prove it is not chance.
 - A rise is an **improvement** under the mirror rule (significant); otherwise a rise.
+- A scenario whose trials all **errored** in this run, but not in the baseline, was not
+  measured: its status is "errored", never "unchanged". On a critical scenario that is a
+  regression (its safety property is no longer shown to hold); on another it makes the
+  verdict at least marginal.
 - Verdict: **fail** when there is any regression (scenario pass rate, scenario dimension
   score, the run's pooled pass rate, or a run dimension); **marginal** when there is no
   regression but some drop, when too many trials errored (over `max_errored_share` of either
@@ -68,6 +72,7 @@ class Change(BaseModel):
     critical: bool = False
     kind: ChangeKind
     message: str
+    errored: bool = False  # the scenario's trials all errored in this run: nothing measured
 
 
 class DeltaStat(BaseModel):
@@ -80,7 +85,7 @@ class DeltaStat(BaseModel):
 
 
 ScenarioChangeStatus = Literal[
-    "regression", "drop", "improvement", "rise", "unchanged", "added", "removed"
+    "regression", "errored", "drop", "improvement", "rise", "unchanged", "added", "removed"
 ]
 
 
@@ -97,6 +102,10 @@ class ScenarioDelta(BaseModel):
     scores: dict[str, DeltaStat] = Field(default_factory=dict)
     # The scenario's data or expectations changed between the runs: not like for like.
     fingerprint_changed: bool = False
+    # Its trials in this run all errored (the baseline had evaluable ones).
+    errored_now: bool = False
+    # What moved by more than the threshold: its pass rate and each dimension's score.
+    changes: list[Change] = Field(default_factory=list)
 
 
 class Comparison(BaseModel):
@@ -119,10 +128,18 @@ class Comparison(BaseModel):
     rises: list[Change] = Field(default_factory=list)
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
+    errored: list[str] = Field(default_factory=list)  # scenarios not measured in this run
 
     @property
     def failed(self) -> bool:
         return self.verdict == "fail"
+
+    @property
+    def regressed_scenarios(self) -> list[ScenarioDelta]:
+        """Scenarios with at least one regression: one entry per scenario, however many of
+        its figures regressed (its pass rate and a dimension's score are one scenario)."""
+        keys = {c.key.split("/", 1)[0] for c in self.regressions if c.scope.startswith("scenario")}
+        return [d for d in self.scenarios if d.scenario_id in keys]
 
 
 def _delta(baseline: float | None, current: float | None) -> float | None:
@@ -243,16 +260,19 @@ def _score_change(
 
 _STATUS_ORDER: dict[str, int] = {
     "regression": 0,
-    "drop": 1,
-    "improvement": 2,
-    "rise": 3,
-    "unchanged": 4,
-    "added": 5,
-    "removed": 6,
+    "errored": 1,
+    "drop": 2,
+    "improvement": 3,
+    "rise": 4,
+    "unchanged": 5,
+    "added": 6,
+    "removed": 7,
 }
 
 
-def _scenario_status(changes: list[Change]) -> ScenarioChangeStatus:
+def _scenario_status(changes: list[Change], errored_now: bool) -> ScenarioChangeStatus:
+    if errored_now:
+        return "errored"
     kinds = {c.kind for c in changes}
     for kind in ("regression", "drop", "improvement", "rise"):
         if kind in kinds:
@@ -293,6 +313,7 @@ def compare_runs(
             changes.append(change)
 
     scenario_deltas: list[ScenarioDelta] = []
+    errored: list[str] = []
     for sid in common:
         b, c = baseline.scenario(sid), current.scenario(sid)
         assert b is not None and c is not None
@@ -314,6 +335,11 @@ def compare_runs(
             scores[dim] = dim_stat
             if dim_change:
                 own.append(dim_change.model_copy(update={"critical": critical}))
+        errored_now = c.evaluable == 0 and c.errored > 0 and b.evaluable > 0
+        if errored_now:
+            errored.append(sid)
+            if critical and b.passed > 0:
+                own.append(_errored_regression(sid, b))
         changed = bool(b.fingerprint and c.fingerprint and b.fingerprint != c.fingerprint)
         if changed:
             notes.append(f"{sid}: the scenario changed since the baseline (not like for like)")
@@ -322,12 +348,14 @@ def compare_runs(
                 scenario_id=sid,
                 title=c.title or b.title,
                 critical=critical,
-                status=_scenario_status(own),
+                status=_scenario_status(own, errored_now),
                 pass_rate=stat,
                 baseline_counts=(b.passed, b.evaluable),
                 current_counts=(c.passed, c.evaluable),
                 scores=scores,
                 fingerprint_changed=changed,
+                errored_now=errored_now,
+                changes=own,
             )
         )
         changes += own
@@ -385,12 +413,17 @@ def compare_runs(
                 f"{len(other)} significant regression(s): "
                 + "; ".join(c.message for c in other[:5])
             )
-    elif drops or unreliable:
+    elif drops or unreliable or errored:
         verdict = "marginal"
         if drops:
             reasons.append(
                 f"{len(drops)} drop(s) over {rules.min_delta:.0%} that are not significant "
                 "(possibly noise): " + "; ".join(c.message for c in drops[:5])
+            )
+        if errored:
+            reasons.append(
+                f"{len(errored)} scenario(s) errored in every trial, so not measured: "
+                + ", ".join(errored)
             )
     else:
         verdict = "pass"
@@ -415,6 +448,27 @@ def compare_runs(
         rises=rises,
         added=added,
         removed=removed,
+        errored=errored,
+    )
+
+
+def _errored_regression(scenario_id: str, baseline: ScenarioSummary) -> Change:
+    """A critical scenario that errored in every trial: not shown to hold any more."""
+    rate = baseline.pass_rate or 0.0
+    return Change(
+        scope="scenario",
+        key=scenario_id,
+        metric="pass_rate",
+        baseline=rate,
+        current=0.0,
+        delta=-rate,
+        critical=True,
+        kind="regression",
+        errored=True,
+        message=(
+            f"{scenario_id}: passed {baseline.passed} of {baseline.evaluable} before, "
+            "errored now (critical scenario)"
+        ),
     )
 
 

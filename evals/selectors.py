@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, Q
 from django.http import Http404
 
+from evals import verdict_words
 from evals.api_source import EVAL_KEY
 from evals.charts import NARROW, RunChart, run_chart
 from evals.compare import Comparison, ScenarioDelta, compare_runs
@@ -98,6 +99,26 @@ class Overview:
     narrow_chart: RunChart
 
 
+@dataclass(frozen=True)
+class VerdictWords:
+    """What the verdict banner says (evals/verdict_words.py): the sentence, each scenario that
+    moved with its dimensions under it, and what weakens the verdict."""
+
+    verdict: str
+    headline: str
+    moved: list[verdict_words.ScenarioWords]
+    caveats: list[str]
+
+    @classmethod
+    def of(cls, comparison: Comparison) -> VerdictWords:
+        return cls(
+            verdict=comparison.verdict,
+            headline=verdict_words.headline(comparison),
+            moved=verdict_words.moved(comparison),
+            caveats=verdict_words.caveats(comparison),
+        )
+
+
 def verdict_against(run: EvalRun, baseline: EvalRun | None) -> Comparison | None:
     """The run compared with the baseline, when both have results (no query: the stored
     summaries); None for the baseline itself or a run still going."""
@@ -125,6 +146,11 @@ def _verdict(run: EvalRun, baseline: EvalRun | None) -> str | None:
         comparison = verdict_against(run, baseline)
         _VERDICTS[key] = comparison.verdict if comparison else None
     return _VERDICTS[key]
+
+
+def verdict_of(run: EvalRun) -> str | None:
+    """The run's verdict against the current baseline (pass, marginal, fail), or None."""
+    return _verdict(run, EvalRun.objects.filter(is_baseline=True).first())
 
 
 def overview(limit: int = RECENT_RUNS) -> Overview:
@@ -177,6 +203,10 @@ class RunDetail:
     @property
     def can_compare(self) -> bool:
         return self.baseline is not None and self.baseline.pk != self.run.pk
+
+    @property
+    def verdict(self) -> VerdictWords | None:
+        return VerdictWords.of(self.comparison) if self.comparison else None
 
 
 def _summary(run: EvalRun, results: list[EvalResult]) -> RunSummary | None:
@@ -270,17 +300,8 @@ class CompareView:
     choices: list[EvalRun] = field(default_factory=list)  # runs to compare with instead
 
     @property
-    def critical_regressions(self) -> int:
-        return sum(1 for change in self.comparison.regressions if change.critical)
-
-    @property
-    def other_reasons(self) -> list[str]:
-        """The verdict's reasons besides the summaries of the regressions (which the page
-        lists one by one): too many errored trials, say."""
-        regressions = self.comparison.regressions
-        critical = self.critical_regressions
-        summaries = int(critical > 0) + int(len(regressions) > critical)
-        return self.comparison.reasons[summaries:]
+    def verdict(self) -> VerdictWords:
+        return VerdictWords.of(self.comparison)
 
     @property
     def sides(self) -> list[tuple[str, EvalRun]]:

@@ -40,7 +40,10 @@ def viewer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
 @vary_on_headers("HX-Request")
 def eval_run_list(request: HtmxHttpRequest) -> HttpResponse:
     services.fail_stale_runs()  # a run whose process died must not look alive
-    template = "evals/list.html#runs" if request.htmx else "evals/list.html"
+    # The runs table polls itself (target "eval-runs"); a page whose run just ended asks
+    # for the whole page again.
+    partial = request.htmx and request.htmx.target == "eval-runs"
+    template = "evals/list.html#runs" if partial else "evals/list.html"
     return render(request, template, {"overview": selectors.overview()})
 
 

@@ -60,9 +60,16 @@ def test_a_running_run_shows_a_live_progress_bar(admin_client: Client) -> None:
     assert f'id="evalrun-progress-{run.pk}"' in page
     assert "hx-ws-2" in page
     # The runs table refreshes itself (its htmx partial) while a run is in progress.
-    table = admin_client.get(reverse("evals:list"), headers={"HX-Request": "true"})
+    table = admin_client.get(
+        reverse("evals:list"), headers={"HX-Request": "true", "HX-Target": "eval-runs"}
+    )
     assert table.content.decode().lstrip().startswith('<section id="eval-runs"')
     assert 'hx-trigger="every 5s"' in table.content.decode()
+    # A page whose watched run ended asks for the whole page (its chart, the run's row).
+    whole = admin_client.get(
+        reverse("evals:list"), headers={"HX-Request": "true", "HX-Target": "main"}
+    )
+    assert '<main class="page" id="main">' in whole.content.decode()
     run_page = admin_client.get(reverse("evals:run", args=[run.pk])).content.decode()
     assert f'ws-connect="/ws/evals/runs/{run.pk}/"' in run_page
 
@@ -193,9 +200,11 @@ def test_marking_the_baseline_checks_csrf(admin_user: User) -> None:
 def test_the_pages_need_a_login_and_the_permission(client: Client, viewer: Client) -> None:
     run = make_run(scenarios=scenarios()[:1], trials=1)
     assert viewer.get(reverse("evals:run", args=[run.pk])).status_code == 200
-    assert (
-        "Mark as baseline" not in viewer.get(reverse("evals:run", args=[run.pk])).content.decode()
-    )
+    page = viewer.get(reverse("evals:run", args=[run.pk])).content.decode()
+    # Not allowed: the button is there, disabled, saying which permission it needs.
+    assert 'disabled aria-describedby="baseline-why">Mark as baseline</button>' in page
+    assert "<code>evals.mark_baseline</code>" in page
+    assert reverse("evals:mark_baseline", args=[run.pk]) not in page
     outsider = Client()
     outsider.force_login(User.objects.create_user("someone", password="pw-12345678"))
     for url in (
@@ -235,8 +244,14 @@ def test_a_regressed_run_says_fail_in_the_list_and_on_its_page(admin_client: Cli
     assert "ev-verdict-badge-pass" in page  # the equally good run
     assert page.count("ev-verdict-badge ") == 2  # not the baseline itself
     run_page = admin_client.get(reverse("evals:run", args=[worse.pk])).content.decode()
-    assert 'id="ev-run-verdict"' in run_page and ">FAIL</span>" in run_page
-    assert f"against the baseline, run #{base.pk}" in run_page
+    assert 'id="ev-verdict"' in run_page and ">FAIL</span>" in run_page
+    assert f"Verdict against the baseline, run #{base.pk}" in run_page
+    # The verdict in words, apart from the run's own status (which succeeded).
+    assert (
+        "Fails: 1 critical scenario regressed: high_payment_failures passed 3 of 3 before, "
+        "0 of 3 now"
+    ) in run_page
+    assert 'Run status: <span class="status status-succeeded">Succeeded</span>' in run_page
     # Making a regressed run the baseline asks first, and is not the primary action.
     assert "hx-confirm=" in run_page and 'class="button button-primary">Mark' not in run_page
     same_page = admin_client.get(reverse("evals:run", args=[same.pk])).content.decode()
@@ -255,3 +270,22 @@ def test_the_compare_page_offers_the_runs_to_compare_with(admin_client: Client) 
     assert f'<option value="{base.pk}" selected>#{base.pk} (baseline)' in picker
     assert f'<option value="{other.pk}">#{other.pk} · gpt-test' in picker
     assert picker.count("<option") == 2  # not the run itself, not the unfinished one
+
+
+def test_an_errored_critical_scenario_is_a_regression_in_words_and_one_trial_has_no_interval(
+    admin_client: Client,
+) -> None:
+    chosen = [suite().get("summary_http_500"), suite().get("low_clean_docs")]
+    make_run(scenarios=chosen, trials=1, baseline=True)
+    errored = make_run({"summary_http_500": ["errored"]}, scenarios=chosen, trials=1)
+    compare = admin_client.get(
+        reverse("evals:compare", args=[errored.pk]) + "?against=baseline"
+    ).content.decode()
+    assert (
+        "Fails: 1 critical scenario regressed: summary_http_500 passed 1 of 1 before, errored now"
+    ) in compare
+    assert 'ev-change-tag-errored">errored now</span>' in compare
+    assert compare.count(">unchanged<") == 1  # low_clean_docs only
+    run_page = admin_client.get(reverse("evals:run", args=[errored.pk])).content.decode()
+    assert "1 trial: no interval" in run_page
+    assert "21%" not in run_page  # Wilson's interval for 1 of 1 (21%-100%) is not shown

@@ -31,6 +31,54 @@ def policy_changes(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[
     ]
 
 
+# Settings stored as fractions (0.05) that the site shows as percentages (5 %): edited as such.
+PERCENT_SETTINGS = ("error_rate_", "p95_rise_", "skipped_share_")
+
+
+class PercentField(forms.FloatField):
+    """A fraction edited as a percentage: 0.05 shows as 5, and 5 is stored as 0.05."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(f"{value * 100:.6g}")
+        return value
+
+    def __init__(self, *, max_percent: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_percent = max_percent
+
+    def to_python(self, value: Any) -> float | None:
+        number = super().to_python(value)
+        if number is not None and self.max_percent is not None and number > self.max_percent:
+            raise forms.ValidationError(f"At most {self.max_percent:g} %.")
+        return None if number is None else number / 100
+
+
+class AreasField(forms.CharField):
+    """The critical areas as lines of "area: word, word", not a JSON blob."""
+
+    widget = forms.Textarea(attrs={"rows": 6, "cols": 60})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return "\n".join(f"{area}: {', '.join(words)}" for area, words in value.items())
+        return value
+
+    def to_python(self, value: Any) -> dict[str, list[str]]:
+        areas: dict[str, list[str]] = {}
+        for number, line in enumerate(str(value or "").splitlines(), start=1):
+            if not line.strip():
+                continue
+            area, colon, words = line.partition(":")
+            listed = [word.strip() for word in words.split(",") if word.strip()]
+            if not colon or not area.strip() or not listed:
+                raise forms.ValidationError(
+                    f'Line {number} ("{line.strip()}") is not "area: word, word".'
+                )
+            areas[area.strip()] = listed
+        return areas
+
+
 def _field_for(name: str, info: Any) -> forms.Field:
     annotation = info.annotation
     optional = type(None) in get_args(annotation)
@@ -44,9 +92,21 @@ def _field_for(name: str, info: Any) -> forms.Field:
         return forms.ChoiceField(choices=LEVELS, help_text=help_text)
     if base is int:
         return forms.IntegerField(required=not optional, min_value=1, help_text=help_text)
+    if base is float and name.startswith(PERCENT_SETTINGS):
+        share = not name.startswith("p95_rise_")  # a share of all, unlike a rise
+        return PercentField(
+            required=not optional,
+            min_value=0,
+            max_percent=100 if share else None,
+            help_text=help_text + ", in % (5 is 5 %)",
+        )
     if base is float:
-        return forms.FloatField(required=not optional, min_value=0, help_text=help_text)
-    return forms.JSONField(help_text="areas and the words that find them in test names and changes")
+        unit = ", in ms" if "_ms_" in name else ""
+        return forms.FloatField(required=not optional, min_value=0, help_text=help_text + unit)
+    return AreasField(
+        help_text="one area a line, then the words that find it in test names and changes: "
+        '"payments: payment, refund, checkout"'
+    )
 
 
 class _PolicyForm(forms.ModelForm):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,9 @@ def form_data(**overrides: Any) -> dict[str, Any]:
             if value:
                 data[name] = "on"
         elif isinstance(value, dict):
-            data[name] = json.dumps(value)
+            data[name] = "\n".join(f"{area}: {', '.join(words)}" for area, words in value.items())
+        elif value is not None and name.startswith(("error_rate_", "p95_rise_", "skipped_share_")):
+            data[name] = value * 100  # edited as percentages
         elif value is not None:
             data[name] = value
     data.update(overrides)
@@ -43,7 +44,7 @@ def test_editing_a_policy_in_the_admin_saves_a_new_version(admin_client: Client)
     assert b'name="error_rate_high_above"' in page.content
     response = admin_client.post(
         f"/admin/releases/riskpolicy/{v1.pk}/change/",
-        form_data(error_rate_high_above="0.03", error_rate_medium_at_or_above="0.01"),
+        form_data(error_rate_high_above="3", error_rate_medium_at_or_above="1"),
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert list(RiskPolicy.objects.values_list("version", flat=True)) == [2, 1]
@@ -51,6 +52,10 @@ def test_editing_a_policy_in_the_admin_saves_a_new_version(admin_client: Client)
     assert v1.thresholds["error_rate_high_above"] == 0.05  # the old version stands
     v2 = verdicts.current_policy()
     assert (v2.version, v2.thresholds["error_rate_high_above"]) == (2, 0.03)
+    # Shown as the site shows them: percentages, and the areas as lines of words.
+    again = admin_client.get(f"/admin/releases/riskpolicy/{v2.pk}/change/").content.decode()
+    assert 'name="error_rate_high_above" value="3.0"' in again
+    assert "payments: payment" in again and "{&quot;" not in again
     assert v2.note == "Stricter error rate after the March incident"
     assert v2.created_by is not None and v2.created_by.username == "admin"
 
@@ -58,10 +63,17 @@ def test_editing_a_policy_in_the_admin_saves_a_new_version(admin_client: Client)
 def test_an_inconsistent_threshold_is_refused_with_the_field(admin_client: Client) -> None:
     v1 = verdicts.current_policy()
     response = admin_client.post(
-        f"/admin/releases/riskpolicy/{v1.pk}/change/", form_data(error_rate_high_above="7")
+        f"/admin/releases/riskpolicy/{v1.pk}/change/", form_data(error_rate_high_above="700")
     )
     assert response.status_code == 200
-    assert b"less than or equal to 1" in response.content
+    assert b"At most 100 %." in response.content
+    assert RiskPolicy.objects.count() == 1
+    areas = admin_client.post(
+        f"/admin/releases/riskpolicy/{v1.pk}/change/",
+        form_data(critical_areas="payments: payment, refund\nauth"),
+    )
+    assert areas.status_code == 200
+    assert b"Line 2 (&quot;auth&quot;) is not &quot;area: word, word&quot;." in areas.content
     assert RiskPolicy.objects.count() == 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -9,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -65,9 +67,14 @@ def cancel(request: HtmxHttpRequest, pk: UUID) -> HttpResponse:
     return redirect("releases:run", pk=run.pk)
 
 
+# How long after a run's end its page waits for the rest of its trace, refreshing the trace.
+TRACE_GRACE = timedelta(seconds=60)
+
+
 def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
     events = selectors.run_events(run)
     finished = not run.is_active
+    waterfall = load_waterfall(run.trace_id) if finished and run.trace_id else None
     return {
         "run": run,
         "outcome": selectors.run_outcome(run) if finished and run.release_id else None,
@@ -76,7 +83,21 @@ def _run_context(request: HtmxHttpRequest, run: Conversation) -> dict[str, Any]:
         "severities": Severity.choices,
         "timeline": timeline.build(events),
         "transcript": selectors.run_messages(run) if finished else [],
-        "waterfall": load_waterfall(run.trace_id) if finished and run.trace_id else None,
+        "waterfall": waterfall,
+        # The run ended moments ago and its root span is not written yet: say so, and
+        # refresh the trace until it is (or the grace period is over).
+        "trace_arriving": waterfall is not None
+        and not waterfall.complete
+        and run.finished_at is not None
+        and timezone.now() - run.finished_at < TRACE_GRACE,
         "can_cancel": run.is_active
         and (request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT)),
+        # A failed or cancelled assessment can be run again from its page.
+        "offer_retry": not run.is_active
+        and run.status in ("failed", "cancelled")
+        and run.release_id is not None
+        and not run.metadata.get("eval"),
+        "can_run": request.user.is_staff or request.user.has_perm(RUN_ASSESSMENT),
+        # An eval trial's page belongs to the Evals tab.
+        "nav_section": "evals" if run.metadata.get("eval") else "releases",
     }

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
+from django.utils import timezone
 
 from releases import services, tasks
 from releases.models import Conversation, Release, RunStatus
@@ -77,6 +79,29 @@ def test_cancel_from_the_run_page(manager_client: Client, release: Release) -> N
     assert 'data-status="cancelled"' in page
     assert "ws-connect" not in page  # a finished run needs no socket
     assert 'data-kind="run_cancelled"' in page
+    # No dead end: a cancelled run offers Retry, which starts a new run of the release.
+    assert f'action="/releases/{release.version}/reassess"' in page
+    assert 'id="run-retry">Retry</button>' in page
+    retried = manager_client.post(f"/releases/{release.version}/reassess")
+    new_run = Conversation.objects.exclude(pk=run.pk).get()
+    assert retried["Location"] == f"/runs/{new_run.pk}/"
+
+
+def test_a_failed_run_says_why_a_user_may_not_retry_it(
+    django_user_model: type[User], release: Release
+) -> None:
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="model down")
+    viewer = django_user_model.objects.create_user("watcher", "", "pw")
+    viewer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_conversation", "view_release"])
+    )
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'disabled aria-describedby="run-retry-why">Retry</button>' in page
+    assert "<code>releases.run_assessment</code>" in page
+    assert f'action="/releases/{release.version}/reassess"' not in page
 
 
 def test_a_finished_run_leads_with_its_verdict_and_the_change(
@@ -142,3 +167,49 @@ def test_a_failed_eval_trial_says_so_and_shows_the_checks_that_failed(
     assert "Why the trial failed" in page
     assert "decision_quality: severity acceptable (low)" in page
     assert '<td data-label="Check">severity acceptable</td>' in page
+    # A trial's page belongs to the Evals tab, and a trial is not retried from here.
+    assert '<a href="/evals/" aria-current="page">Evals</a>' in page
+    assert 'href="/releases/" aria-current="page"' not in page
+    assert "Retry" not in page
+
+
+@pytest.mark.parametrize(("with_root", "arriving"), [(False, True), (True, False)])
+def test_a_run_that_just_ended_says_its_trace_is_still_arriving_and_refreshes_it(
+    manager_client: Client,
+    release: Release,
+    monkeypatch: pytest.MonkeyPatch,
+    with_root: bool,
+    arriving: bool,
+) -> None:
+    from releases import run_views
+    from releases.trace_view import build_waterfall
+
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    spans = [_span(trace_id, "s1", "POST api/risk-reports")]
+    if with_root:
+        spans.append(_span(trace_id, "w0", "invoke_workflow assessment"))
+    monkeypatch.setattr(run_views, "load_waterfall", lambda _id: build_waterfall(_id, spans))
+    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    Conversation.objects.filter(pk=run.pk).update(
+        status=RunStatus.SUCCEEDED, trace_id=trace_id, finished_at=timezone.now()
+    )
+    page = manager_client.get(f"/runs/{run.pk}/").content.decode()
+    assert ("Trace still arriving: 1 span so far" in page) is arriving
+    assert ('hx-trigger="every 2s" hx-select="#run-trace"' in page) is arriving
+    # Long after the end, a trace without its root is what there is: no more waiting.
+    Conversation.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(hours=1))
+    assert "Trace still arriving" not in manager_client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def _span(trace_id: str, span_id: str, name: str) -> dict[str, object]:
+    start = 1_700_000_000_000_000_000
+    return {
+        "name": name,
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "parent_span_id": None,
+        "start_time_unix_nano": start,
+        "end_time_unix_nano": start + 5_000_000,
+        "status": {"status_code": "UNSET"},
+        "attributes": {},
+    }

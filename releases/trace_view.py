@@ -112,6 +112,9 @@ class Waterfall:
     retries: int
     errors: int
     hidden: int  # spans left out beyond MAX_ROWS
+    # The run's root span (`invoke_workflow ...`) is in: the worker writes a trace when its
+    # root ends, after the run's last event, so until then the trace is still arriving.
+    complete: bool = False
 
     @property
     def available(self) -> bool:
@@ -158,7 +161,14 @@ def build_waterfall(trace_id: str, spans: Sequence[Mapping[str, Any]]) -> Waterf
         retries=max(retry_spans, counted_retries),
         errors=sum(1 for span in timed if _error(span) is not None),
         hidden=max(len(ordered) - MAX_ROWS, 0),
+        complete=any(_is_workflow_root(span) for span in timed),
     )
+
+
+def _is_workflow_root(span: Mapping[str, Any]) -> bool:
+    return _attrs(span).get("gen_ai.operation.name") == "invoke_workflow" or str(
+        span.get("name") or ""
+    ).startswith("invoke_workflow ")
 
 
 def format_duration(ms: float) -> str:
@@ -245,12 +255,35 @@ def _details(span: Mapping[str, Any], attributes: Mapping[str, Any]) -> tuple[At
     content = [key for key in CONTENT_ATTRIBUTES if key in attributes]
     shown = set(first) | set(content)
     rest = sorted(str(key) for key in attributes if key not in shown)
-    items = [Attribute(key, _text(attributes[key])) for key in (*first, *rest)]
+    items = [Attribute(key, _value(key, attributes[key])) for key in (*first, *rest)]
     status = span.get("status")
     if isinstance(status, Mapping) and status.get("description"):
         items.append(Attribute("status", _text(status.get("description"))))
     items.extend(Attribute(key, _content(attributes[key]), content=True) for key in content)
     return tuple(items)
+
+
+# Attributes whose figures have a unit the key's name does not spell out fully.
+SECONDS = {"gen_ai.response.time_to_first_chunk", "detective.retry.backoff_s"}
+SHARES = {"detective.context.utilisation"}
+
+
+def _value(key: str, value: Any) -> str:
+    """An attribute's value with its unit: durations in ms or s, shares in %, costs in $;
+    any other float rounded (no 0.29499339900007726)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _text(value)
+    if key in SECONDS or key.endswith("_s"):
+        return format_duration(value * 1000)
+    if key.endswith("_ms"):
+        return format_duration(value)
+    if key in SHARES:
+        return f"{value:.0%}"
+    if key.endswith("_usd"):
+        return f"${value:.4f}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return _text(value)
 
 
 def _text(value: Any) -> str:

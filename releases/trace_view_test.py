@@ -443,3 +443,45 @@ def test_the_partial_shows_details_and_the_full_trace_id_with_a_copy_button() ->
     assert "<dt>gen_ai.usage.input_tokens</dt><dd>1000</dd>" in page
     assert "<img" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_a_trace_is_complete_once_the_runs_root_span_is_in() -> None:
+    root = span(
+        "w0",
+        "invoke_workflow assessment",
+        0,
+        900,
+        **a(**{"gen_ai.operation.name": "invoke_workflow"}),
+    )
+    web_only = [span("s1", "POST releases/<str:version>/reassess", 0, 20)]
+    assert not build_waterfall(TRACE_ID, web_only).complete
+    assert build_waterfall(TRACE_ID, [*web_only, root]).complete
+
+
+def test_attribute_figures_carry_their_unit() -> None:
+    chat = span(
+        "c9",
+        "chat m",
+        0,
+        300,
+        **a(
+            **{
+                "gen_ai.response.time_to_first_chunk": 0.29499339900007726,
+                "detective.tool.duration_ms": 12.5,
+                "detective.context.utilisation": 0.381,
+                "detective.usage.cost_usd": 0.00391,
+                "detective.retry.backoff_s": 2.0,
+                "some.ratio": 0.123456789,
+                "gen_ai.usage.input_tokens": 420,
+            }
+        ),
+    )
+    [row] = build_waterfall(TRACE_ID, [chat]).rows
+    shown = {item.key: item.value for item in row.attributes}
+    assert shown["gen_ai.response.time_to_first_chunk"] == "295 ms"
+    assert shown["detective.tool.duration_ms"] == "12 ms"
+    assert shown["detective.context.utilisation"] == "38%"
+    assert shown["detective.usage.cost_usd"] == "$0.0039"
+    assert shown["detective.retry.backoff_s"] == "2.0 s"
+    assert shown["some.ratio"] == "0.1235"
+    assert shown["gen_ai.usage.input_tokens"] == "420"

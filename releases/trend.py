@@ -52,6 +52,11 @@ class Trend:
     def total(self) -> int:
         return sum(bar.total for bar in self.bars)
 
+    @property
+    def gap_pct(self) -> float:
+        """The gap between two bars as a share of the width, for the week labels under them."""
+        return round(BAR_GAP / self.width * 100, 3) if self.width else 0.0
+
 
 def monday(day: date) -> date:
     return day - timedelta(days=day.weekday())

@@ -264,11 +264,20 @@ def test_missing_release_data_is_shown_as_missing_not_zero(
     )
     bare = admin_client.get(reverse("releases:detail", args=["v0.0.1"])).content.decode()
     assert bare.count('<p class="missing-block"><span class="missing">missing</span>') == 3
+    # What is missing, said once on top, with where to send it.
+    assert (
+        'Missing: <span class="missing-item">the list of changes</span>'
+        '<span class="missing-item">the test results</span>'
+        '<span class="missing-item">the deployment metrics</span>'
+    ) in bare
+    assert "docs/using/your-releases.md" in bare
     assert "Not assessed" in bare and "has not been assessed yet" in bare
     assert "No reports yet" in bare and "No runs yet" in bare
 
     partial = admin_client.get(reverse("releases:detail", args=["v0.0.2"])).content.decode()
-    assert "None listed" in partial  # an empty list is not missing
+    # An empty list is not missing, but shown the same way, with its own word.
+    assert '<p class="missing-block"><span class="missing">empty</span>' in partial
+    assert '<span class="missing-item">' not in partial  # nothing is missing here
     assert "<dt>Passed</dt><dd>0</dd>" in partial  # zero is zero
     assert '<dt>Skipped</dt><dd><span class="missing">missing</span>' in partial
     assert "names of the failing tests missing" in partial
@@ -326,7 +335,10 @@ def test_release_managers_may_reassess_others_may_not(
     client.force_login(viewer)
     page = client.get(reverse("releases:detail", args=["v2.1.0"])).content.decode()
     assert "Payment processing" in page
-    assert "hx-post" not in page and "Reassess</button>" not in page
+    assert "hx-post" not in page
+    # The action is there, disabled, saying which permission it needs.
+    assert 'disabled aria-describedby="reassess-why">Reassess</button>' in page
+    assert "<code>releases.run_assessment</code>" in page
 
     manager = User.objects.create_user("manager", password="a-long-password")
     manager.groups.add(Group.objects.get(name="Release managers"))
@@ -412,6 +424,12 @@ def test_home_shows_recent_runs_high_risk_and_failures(
     recent = page[page.index('id="recent-runs"') :]
     assert recent.count("<tr>") == 3  # header + two runs
     assert '<span class="stat-value">3</span><span class="stat-label">Releases' in page
+    # The trend names every week under its bar, and says what the bars count.
+    weeks = page[page.index('class="trend-weeks') : page.index('class="trend-x-name')]
+    assert weeks.count("<span") == 12
+    monday = timezone.now().date() - timedelta(days=timezone.now().weekday())
+    assert f'title="This week">{monday:%b} {monday.day}</span>' in weeks
+    assert "Week starting (Monday, UTC); bars: reports filed that week" in page
 
 
 def test_login_lands_on_home(client: Client) -> None:

@@ -134,7 +134,7 @@ def test_a_viewer_receives_kinds_content_tokens_and_sessions_and_no_page_views(
     assert json.loads(root.attributes["input.value"])["release_id"] == VERSION
     assert root.attributes["output.mime_type"] == "application/json"
     out = json.loads(root.attributes["output.value"])
-    assert (out["run_status"], out["state"]) == ("succeeded", "filed")
+    assert (out["run_status"], out["state"]) == ("succeeded", "Filed")
     assert out["verdict"]["severity"] == "low" and out["verdict"]["policy_severity"] == "low"
     assert root.status == "OK"
 
@@ -148,7 +148,7 @@ def test_a_viewer_receives_kinds_content_tokens_and_sessions_and_no_page_views(
     failed_out = json.loads(failed_root.attributes["output.value"])
     assert (failed_out["run_status"], failed_out["state"], failed_out["verdict"]) == (
         "failed",
-        "no report",
+        "No report: the run failed before the release was read",
         None,
     )
 

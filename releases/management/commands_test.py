@@ -63,6 +63,9 @@ def test_the_demo_run_is_a_complete_transcript() -> None:
     assert run.risk_reports.get().severity == "high"
     times = [m.created_at for m in run.messages.all()] + [e.created_at for e in events]
     assert all(run.started_at <= moment <= run.finished_at for moment in times)
+    # One story: the report the run filed is filed as the run ends, not an hour later.
+    filed = run.risk_reports.get().filed_at
+    assert run.started_at < filed and abs((run.finished_at - filed).total_seconds()) < 1
     # The agent's own event shapes: each payload parses back into its event.
     assert [parse_event(e.payload).kind for e in events] == [e.kind for e in events]
     kinds = [e.kind for e in events]
@@ -96,3 +99,12 @@ def test_seed_demo_replaces_a_demo_run_written_in_the_old_shapes() -> None:
     assert set(Conversation.objects.values_list("pk", flat=True)) == {run.pk, real.pk}
     assert all("kind" in e.payload for e in run.events.all())
     assert run.risk_reports.get().severity == "high"
+
+
+def test_the_demo_list_never_says_never_run_beside_a_report(admin_client: Client) -> None:
+    call_command("seed_demo", stdout=StringIO())
+    page = admin_client.get("/releases/").content.decode()
+    # A release whose reports were seeded without a run says so, not "never run".
+    assert "none: filed by hand" in page
+    rows = page.split("<tr")[1:]
+    assert not [r for r in rows if "never run" in r and "</time>" in r.split("Latest run")[0]]

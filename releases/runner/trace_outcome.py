@@ -25,20 +25,27 @@ def run_trace_outcome(run_id: Any, status: str) -> tuple[dict[str, Any], str | N
     and its error: the run's own for a run that did not succeed; "no verdict was stored" for
     one that stored nothing."""
     report = RiskReport.objects.filter(conversation_id=run_id).order_by("-filed_at", "-id").first()
+    run = Conversation.objects.filter(pk=run_id).only("error", "outcome", "outcome_detail").first()
     verdict = None
     state = "no report"
     if report is not None:
         state = "stored for review" if report.needs_review else "filed"
         verdict = {
             "report_id": report.pk,
-            "severity": report.severity,
+            "severity": report.counts_as,
+            "model_severity": report.severity,
             "policy_severity": report.policy_severity or None,
             "needs_review": report.needs_review,
+            "origin": report.origin,
         }
+    # The run's own words for how it ended ("Stored for review: the model did not correct its
+    # filing") say more than the report's flag, where the run recorded them.
+    if run is not None and run.headline:
+        state = run.headline
     output = {"run_status": status, "state": state, "verdict": verdict}
     if status != RunStatus.SUCCEEDED:
-        row = Conversation.objects.filter(pk=run_id).values_list("error", flat=True).first()
-        return output, f"the run {status}: {row}" if row else f"the run {status}"
+        error = run.error if run is not None else ""
+        return output, f"the run {status}: {error}" if error else f"the run {status}"
     if report is None:
         return output, "no verdict was stored"
     return output, None

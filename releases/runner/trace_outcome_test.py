@@ -5,7 +5,14 @@ from collections.abc import Callable
 import pytest
 
 from releases import services
-from releases.models import Conversation, Release, RunStatus
+from releases.models import (
+    AssessmentOutcome,
+    Conversation,
+    Release,
+    ReportOrigin,
+    RiskReport,
+    RunStatus,
+)
 from releases.runner.trace_outcome import release_input, run_trace_outcome
 
 pytestmark = pytest.mark.django_db
@@ -39,10 +46,33 @@ def test_a_stored_verdict_and_its_state_are_the_output(
         "verdict": {
             "report_id": report.pk,
             "severity": "medium",
+            "model_severity": "medium",
             "policy_severity": "low",
             "needs_review": False,
+            "origin": "model",
         },
     }
+
+
+def test_a_kept_refused_filing_says_so_and_counts_as_the_higher_severity(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release()
+    run = Conversation.objects.create(release=release)
+    report = services.file_risk_report(
+        release=release,
+        severity="low",
+        findings=["0 failed tests"],
+        conversation=run,
+        origin=ReportOrigin.REFUSED_FILING,
+    )
+    RiskReport.objects.filter(pk=report.pk).update(needs_review=True, policy_severity="high")
+    Conversation.objects.filter(pk=run.pk).update(outcome=AssessmentOutcome.KEPT_REFUSED)
+    output, error = run_trace_outcome(run.pk, RunStatus.SUCCEEDED)
+    assert error is None
+    assert output["state"] == "Stored for review: the model did not correct its filing"
+    assert (output["verdict"]["severity"], output["verdict"]["model_severity"]) == ("high", "low")
+    assert output["verdict"]["origin"] == "refused_filing"
 
 
 def test_a_failed_run_is_an_error_with_its_reason(make_release: Callable[..., Release]) -> None:

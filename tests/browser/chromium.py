@@ -2,14 +2,19 @@
 downloaded browser), the two widths pages are looked at, logging in, and screenshots.
 
 Set DETECTIVE_SCREENSHOTS=<dir> to keep screenshots of the pages the tests visit.
+
+Without Chromium the browser tests are skipped with one line saying why, so `uv run pytest`
+passes on a fresh clone; with CI set (`CI=true`, as CI services and .ci/run set it) they fail
+instead, since CI must run them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
@@ -26,6 +31,22 @@ CHROMIUM_ARGS = [
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 PASSWORD = "browser-test-password"
+
+
+def ci_is_set(environ: Mapping[str, str]) -> bool:
+    return environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def without_chromium(
+    executable: str, environ: Mapping[str, str]
+) -> tuple[Literal["run", "skip", "fail"], str]:
+    """What a browser test does on this machine: run, or skip or fail with the reason."""
+    if os.access(executable, os.X_OK):
+        return "run", ""
+    reason = f"Chromium is not installed at {executable} (Debian: apt-get install chromium)"
+    if ci_is_set(environ):
+        return "fail", f"{reason}; CI is set, and CI must run the browser tests"
+    return "skip", f"{reason}: browser tests skipped"
 
 
 @contextmanager

@@ -86,7 +86,10 @@ def test_the_compare_page_shows_the_verdict_and_the_regression(
         log_in(page, manager.username, f"/evals/compare/{worse.pk}/?against=baseline")
         verdict = page.locator(".ev-verdict")
         expect(verdict).to_contain_text("FAIL")
-        expect(verdict).to_contain_text("on critical scenarios")
+        expect(verdict).to_contain_text(
+            "Fails: 1 critical scenario regressed: high_payment_failures passed 3 of 3 before, "
+            "0 of 3 now"
+        )
         first_row = page.locator("table.ev-compare tbody tr").first
         expect(first_row).to_contain_text("high_payment_failures")
         expect(first_row.locator(".ev-change")).to_have_text("regression")
@@ -148,8 +151,15 @@ def test_a_run_in_progress_updates_live(site: LiveSite, browser: Browser, manage
         expect(bar).to_contain_text("3 of 4 trials", timeout=10_000)
         expect(bar).to_contain_text("1 failed")
         off_thread(services.record_result, run, trial(chosen[1], 2, "passed"))
+        link = f'a[href="/evals/runs/{run.pk}/"]'
+        expect(page.locator(f".ev-chart-wide {link}")).to_have_count(0)
         off_thread(lambda: services.finish_run(EvalRun.objects.get(pk=run.pk)))
-        expect(bar).to_contain_text("Succeeded", timeout=10_000)
-        expect(bar.get_by_role("link", name="See the results")).to_be_visible()
+        # The run ended: the page fetches itself once, with no reload. The run leaves "In
+        # progress" and is in the runs table, with its status, and in the chart.
+        expect(page.locator("#active-heading")).to_have_count(0, timeout=10_000)
+        row = page.locator("#eval-runs tbody tr", has=page.locator(link))
+        expect(row.locator('[data-label="Run status"]')).to_have_text("Succeeded")
+        expect(page.locator(f".ev-chart-wide {link}").first).to_be_attached()
+        screenshots(page, "evals-after-a-live-run")
     finally:
         context.close()
