@@ -236,18 +236,16 @@ class ReleaseDetail:
 
 
 def find_release(version: str, service: str | None = None) -> Release | None:
-    """The release of this version of the service named by its slug or its name (any case);
-    None: the default service."""
-    named = Q(service__slug=service) | Q(service__name__iexact=service) if service else None
-    found = Release.objects.select_related("service").filter(version=version)
-    return found.filter(named or Q(service__slug=DEFAULT_SERVICE_SLUG)).first()
+    """This version of the service named by its slug or name (any case); None: the default."""
+    slug = Q(service__slug=service or DEFAULT_SERVICE_SLUG)
+    wanted = slug | Q(service__name__iexact=service) if service else slug
+    return Release.objects.select_related("service").filter(wanted, version=version).first()
 
 
 def release_or_404(version: str, service: str | None = None) -> Release:
+    slug = service or DEFAULT_SERVICE_SLUG
     return get_object_or_404(
-        Release.objects.select_related("service"),
-        version=version,
-        service__slug=service or DEFAULT_SERVICE_SLUG,
+        Release.objects.select_related("service"), version=version, service__slug=slug
     )
 
 

@@ -174,8 +174,10 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
         assert f"(exit {asked.returncode})" in summary.read_text()
 
         # The worker delivers the filed verdict to the receiver, signed.
+        delivered = WebhookDelivery.objects.filter(succeeded=True, status_code=200)
         deadline = time.monotonic() + 60
-        while not receiver.received and time.monotonic() < deadline:
+        # The worker logs the attempt once the receiver has answered.
+        while not delivered.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert receiver.received, site.log_text()
         got = receiver.received[0]
@@ -186,7 +188,9 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
             "shop",
             "1.1.0",
         )
-        assert WebhookDelivery.objects.filter(succeeded=True, status_code=200).exists()
+        # Sent once the run had ended: the verdict's final state, as the API gave it.
+        assert (body["state"], body["severity"]) == (answer["state"], answer["severity"])
+        assert delivered.get().attempt == 1
 
         # A token of another service sends nothing and says why.
         refused = client(

@@ -74,19 +74,42 @@ def test_filing_a_verdict_queues_one_delivery_per_endpoint_that_wants_it(
     assert receiver.received == []
     args = tasks_queued[0].args_kwargs["args"]
     assert args[2:5] == [Event.FILED, "shop", "1.4.0"]
-    body = json.loads(args[5])
-    assert (
-        body
-        == {
-            **release_verdict(release).as_json(),
-            "event": "verdict.filed",
-            "service": "shop",
-            "release_path": "/services/shop/releases/1.4.0/",
-        }
-        or body["release_path"] == release.get_absolute_url()
-    )
-    assert body["severity"] == "high"
+    assert (args[5], args[7]) == ("", release.pk)  # the body is made when it is sent
+    assert run_queued(tasks_queued[0]) == "delivered"
+    body = json.loads(receiver.received[0].body)
+    assert body == {
+        **release_verdict(release).as_json(),
+        "event": "verdict.filed",
+        "service": "shop",
+        "release_path": release.get_absolute_url(),
+        "url": f"http://detective.example{release.get_absolute_url()}",
+    }
+    assert "shop" in body["release_path"]
+    assert (body["state"], body["severity"]) == ("assessed", "high")
     assert body["findings"][0]["text"] == "Checkout errors tripled"
+
+
+def test_a_filed_verdict_waits_for_its_run_to_end(
+    release: Release, receiver: Receiver, django_capture_on_commit_callbacks: Any
+) -> None:
+    from releases import tasks as releases_tasks
+    from releases.models import RunStatus
+
+    endpoint(receiver.url)
+    run = releases_services.start_assessment(
+        release, None, enqueue=releases_tasks.enqueue_assessment
+    )
+    releases_services.mark_running(run.pk)
+    file_report(release, django_capture_on_commit_callbacks)
+    [first] = queued()
+    assert "its run has not ended" in run_queued(first)
+    assert receiver.received == []
+    [_, again] = queued()
+    assert again.args_kwargs["args"][8] == 3
+    assert timezone.now() < again.run_after < timezone.now() + timedelta(seconds=4)
+    assert releases_services.finish_run(run.pk, status=RunStatus.SUCCEEDED)
+    assert run_queued(again) == "delivered"
+    assert json.loads(receiver.received[0].body)["state"] == "assessed"
 
 
 def test_deciding_a_verdict_queues_a_decided_event(
@@ -101,7 +124,8 @@ def test_deciding_a_verdict_queues_a_decided_event(
             report, person, decision="override", severity="low", reason="a known flaky test"
         )
     [task] = queued()
-    body = json.loads(task.args_kwargs["args"][5])
+    assert run_queued(task) == "delivered"
+    body = json.loads(receiver.received[0].body)
     assert body["event"] == "verdict.decided"
     assert body["state"] == "decided"
     assert body["severity"] == "low"
