@@ -75,10 +75,10 @@ def releases(count: int, prefix: str = "v9.", **_: Any) -> dict[str, Any]:
 
 
 def queue(version: str, **_: Any) -> dict[str, Any]:
-    from releases import services, tasks
-    from releases.models import Release
+    from releases import selectors, services, tasks
 
-    release = Release.objects.get(version=version)
+    release = selectors.find_release(version)
+    assert release is not None, f"no release {version}"
     run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     return {"run": str(run.pk), "status": run.status}
 

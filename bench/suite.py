@@ -29,6 +29,8 @@ BENCHMARKS: dict[str, str] = {
     "pages": "bench.pages",
     "memory": "bench.memory",
     "judge": "bench.judge",
+    "git": "bench.git_range",
+    "junit": "bench.junit_ingest",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

@@ -81,6 +81,18 @@ def one_of_each(db: None, admin_user: object) -> None:
     )
     Group.objects.get_or_create(name="Release managers")
     noop.enqueue()
+    from sources.services import Origin, ReleaseFields, create_token, upsert_release
+
+    token, _secret = create_token("ci", None)
+    upsert_release(ReleaseFields(version="v2.1.0", environment="production"), Origin("api", token))
+    from webhooks.models import Event, WebhookDelivery, WebhookEndpoint
+
+    hook = WebhookEndpoint.objects.create(
+        name="chat", url="https://hooks.example/d", secret="whsec-0123456789abcdef"
+    )
+    WebhookDelivery.objects.create(
+        endpoint=hook, event=Event.FILED, service="default", version="v2.1.0", attempt=1
+    )
 
 
 def test_every_model_of_both_apps_is_in_the_admin() -> None:
@@ -157,7 +169,15 @@ def test_the_admin_form_refuses_a_release_version_outside_the_format(
     request = rf.get("/admin/releases/release/add/")
     request.user = admin_user
     form_class = admin.site._registry[Release].get_form(request)
-    data = {"version": version, "title": "", "created_at_0": "2026-11-24", "created_at_1": "10:00"}
+    from releases.models import Service
+
+    data = {
+        "service": Service.default().pk,
+        "version": version,
+        "title": "",
+        "created_at_0": "2026-11-24",
+        "created_at_1": "10:00",
+    }
     form = form_class(data)
     assert not form.is_valid()
     assert "version" in form.errors

@@ -53,7 +53,7 @@ def test_a_module_over_600_lines_says_why_at_its_top() -> None:
 def test_the_architecture_page_maps_every_room() -> None:
     page = (PROJECT / "docs" / "developing" / "architecture.md").read_text(encoding="utf-8")
     where = page.split("## Where things are", 1)[1].split("\n## ", 1)[0]
-    for room in ROOMS:
+    for room in (name for name in ROOMS if "." not in name):
         folder = f"`{room}.py`" if (PROJECT / f"{room}.py").is_file() else f"`{room}/`"
         assert f"| {folder} |" in where, f"{room} is not in docs/developing/architecture.md's map"
 
@@ -74,6 +74,9 @@ def test_the_architecture_page_maps_every_room() -> None:
         ("agent/x.py", "from django.db import models\n", "django.db"),
         ("agent/x.py", "import channels.layers\n", "channels.layers"),
         ("local_model/x.py", "from agent import loop\n", "agent.loop"),
+        ("detective_client/x.py", "from agent import loop\n", "agent.loop"),
+        ("detective_client/x.py", "from releases.models import Release\n", "releases.models"),
+        ("detective_client/x.py", "from django.db import models\n", "django.db"),
         ("detective_site/x.py", "from bench import suite\n", "bench.suite"),
     ],
 )
@@ -109,6 +112,9 @@ def test_what_the_directions_allow_is_not_reported(tmp_path: Path) -> None:
             "bench/x.py": "from detective_site import x\n",
             "agent/loop.py": "import httpx\n",
             "local_model/serve.py": "import subprocess\n",
+            "detective_client/cli.py": "import httpx\nfrom detective_client import git\n",
+            "detective_client/git.py": "import subprocess\n",
+            "bench/y.py": "from detective_client import git\n",
             "detective_site/settings.py": "DEBUG = False\n",
             # Tests may reach into whatever they check.
             "releases/x_test.py": "import evals\nimport bench\n",
@@ -123,6 +129,42 @@ def test_a_folder_the_map_does_not_know_is_reported(tmp_path: Path) -> None:
     root = tree(tmp_path, {"reports/x.py": "import agent\n"})
     [problem] = violations(root)
     assert "reports/ is not a room of the map" in str(problem)
+
+
+@pytest.mark.parametrize(
+    ("text", "imported"),
+    [
+        ("from sources import models\n", "sources.models"),
+        ("from django.db import models\n", "django.db"),
+        ("from releases.models import Release\n", "releases.models"),
+    ],
+)
+def test_a_plain_room_inside_a_django_room_keeps_its_own_directions(
+    tmp_path: Path, text: str, imported: str
+) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "sources/parsers/junit.py": text,
+            "sources/models.py": "",
+            "sources/services.py": "from sources.parsers import junit\n",
+            "releases/models.py": "",
+        },
+    )
+    [problem] = violations(root)
+    assert (problem.path, problem.imported) == ("sources/parsers/junit.py", imported)
+
+
+def test_the_outer_room_may_import_its_plain_room(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "sources/parsers/junit.py": "from xml.etree import ElementTree\n",
+            "sources/parsers/openmetrics.py": "from sources.parsers import junit\n",
+            "sources/services.py": "from sources.parsers.junit import parse\n",
+        },
+    )
+    assert violations(root) == []
 
 
 def test_relative_imports_are_resolved(tmp_path: Path) -> None:

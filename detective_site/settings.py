@@ -41,6 +41,8 @@ INSTALLED_APPS = [
     "template_partials.apps.SimpleAppConfig",
     "releases",
     "evals",
+    "webhooks",
+    "sources",
     # For its commands: `up`, `local_model`.
     "detective_site",
     "bench",  # `manage.py bench`

@@ -5,9 +5,25 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import URLPattern, include, path
 
 from releases.views import home
+from sources.api import api as ingestion_api
+
+# The API's own pages (its browsable docs, the OpenAPI document, its root) are pages of the
+# site: for a signed-in user, like every other page.
+SIGNED_IN_API_PAGES = frozenset({"openapi-view", "openapi-json", "api-root"})
+
+
+def _api_urls() -> list[URLPattern]:
+    """The ingestion API's routes. Its endpoints check their own token, so the site's login
+    (LoginRequiredMiddleware) must not send them to the login page: django-ninja cannot mark
+    its views itself (vitalik/django-ninja#1461), so they are marked here."""
+    patterns, _app_name, _namespace = ingestion_api.urls
+    for pattern in patterns:
+        if pattern.name not in SIGNED_IN_API_PAGES:
+            pattern.callback.login_required = False  # type: ignore[union-attr]
+    return patterns
 
 
 @login_not_required
@@ -21,6 +37,8 @@ urlpatterns = [
     path("", home, name="home"),
     path("", include("releases.urls")),
     path("api/", include("releases.api_urls")),
+    path("api/", include((_api_urls(), "ingest"))),
+    path("sources/", include("sources.urls")),
     path("evals/", include("evals.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -24,6 +24,11 @@ PUBLIC = {"login", "admin:login"}
 # The release API wants a bearer token (the verdict also a session with the permission to
 # view releases): no login page, a 401 (405 for a GET of what only takes POST).
 API = {"api:release_summary", "api:risk_reports", "api:release_verdict"}
+# The ingestion API (sources/api.py) wants an ingestion token; every call is a POST.
+API |= {
+    f"ingest:{name}"
+    for name in ("put_release", "post_commits", "post_junit", "post_metrics", "assess_release")
+}
 
 
 def sample_path(pattern: RoutePattern | RegexPattern) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import QuerySet, URLField
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -15,6 +15,7 @@ from releases import (
 from releases.admin_display import (
     MISSING,
     PRETTY_JSON_OVERRIDES,
+    ReadOnlyAdminMixin,
     change_link,
     changelist_link,
     excerpt,
@@ -39,20 +40,6 @@ from releases.selectors import (
     with_severity_shown,
 )
 from releases.templatetags.release_format import milliseconds, percent
-
-
-class ReadOnlyAdminMixin:
-    """For the durable record (runs, events, reports, decisions): visible, never added, edited
-    or deleted by hand. A correction is a new decision on the review desk."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class LatestSeverityFilter(admin.SimpleListFilter):
@@ -163,10 +150,14 @@ class AgentEventInline(ReadOnlyAdminMixin, admin.TabularInline):
 # ---- model admins ------------------------------------------------------------------------------
 
 
+PROVENANCE = ["environment", ("git_from_ref", "git_to_ref"), "head_sha", "pipeline_url"]
+
+
 @admin.register(Release)
 class ReleaseAdmin(admin.ModelAdmin):
     list_display = [
         "version",
+        "service",
         "title",
         "latest_risk",
         "tests",
@@ -175,12 +166,14 @@ class ReleaseAdmin(admin.ModelAdmin):
         "created_at",
     ]
     list_display_links = ["version", "title"]
-    list_filter = [LatestSeverityFilter, "created_at"]
+    list_filter = [LatestSeverityFilter, "service", "created_at"]
     search_fields = ["version", "title"]
+    list_select_related = ["service"]
     date_hierarchy = "created_at"
-    formfield_overrides = PRETTY_JSON_OVERRIDES
+    formfield_overrides = {**PRETTY_JSON_OVERRIDES, URLField: {"assume_scheme": "https"}}
     fieldsets = [
-        (None, {"fields": ["version", "title", "created_at", "updated_at"]}),
+        (None, {"fields": ["service", "version", "title", "created_at", "updated_at"]}),
+        ("Where it came from", {"fields": [*PROVENANCE, "deployed_at"], "classes": ["collapse"]}),
         (
             "Release data",
             {

@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -146,3 +147,17 @@ class PrettyJSONFormField(forms.JSONField):
 PRETTY_JSON_OVERRIDES: dict[type[models.Field], dict[str, Any]] = {
     models.JSONField: {"form_class": PrettyJSONFormField},
 }
+
+
+class ReadOnlyAdminMixin:
+    """For the durable record (runs, events, reports, decisions): visible, never added, edited
+    or deleted by hand. A correction is a new decision on the review desk."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

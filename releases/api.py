@@ -22,12 +22,11 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
-from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from releases import eval_hooks, selectors, services, validation, verdicts
+from releases import eval_hooks, selectors, services, token_hooks, validation, verdicts
 from releases.models import Conversation, Release, RiskReport
 from releases.risk.filing import FilingDecision
 
@@ -69,6 +68,13 @@ class Caller:
             self.run.release is not None and self.run.release.version == version
         )
 
+    def release(self, version: str) -> Release | None:
+        """The release this caller means by `version`: a run's own release (whatever its
+        service), else the default service's release of that version."""
+        if self.run is not None and self.run.release is not None:
+            return self.run.release if self.run.release.version == version else None
+        return selectors.find_release(version) if validation.is_valid_version(version) else None
+
 
 def _error(status: int, message: str, **extra: Any) -> JsonResponse:
     response = JsonResponse({"error": message, **extra}, status=status)
@@ -77,10 +83,14 @@ def _error(status: int, message: str, **extra: Any) -> JsonResponse:
     return response
 
 
-def _caller(request: HttpRequest) -> Caller | JsonResponse:
+def _bearer(request: HttpRequest) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _caller(request: HttpRequest) -> Caller | JsonResponse:
+    token = _bearer(request)
+    if not token:
         return _error(401, "Authentication required: send Authorization: Bearer <token>.")
     key = settings.DETECTIVE_API_KEY
     if key and hmac.compare_digest(token.encode(), key.encode()):
@@ -106,11 +116,7 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
         )
     if not caller.may_touch(version):
         return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
-    release = (
-        Release.objects.filter(version=version).first()
-        if validation.is_valid_version(version)
-        else None
-    )
+    release = caller.release(version)
     if release is None:
         return _error(404, f"No release {version!r}.")
     # The data as it is, and beside it the policy's signals (the model reads them instead of
@@ -122,8 +128,10 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
 @csrf_exempt
 @require_GET
 def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
-    """The release's verdict (`selectors.release_verdict`), with the link to its page. A
-    bearer token as for the other calls, or a signed-in user who may view releases."""
+    """The release's verdict (`selectors.release_verdict`), with the link to its page: of the
+    service `?service=` names (its slug or name; the default service when absent). A bearer
+    token as for the other calls, an ingestion token (a CI job's, `token_hooks`; one made for
+    a service reads that service only), or a signed-in user who may view releases."""
     user = getattr(request, "user", None)
     browsing = (
         "Authorization" not in request.headers
@@ -131,20 +139,27 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
         and user.is_authenticated
         and user.has_perm(VIEW_RELEASE)
     )
+    scope: token_hooks.TokenScope | None = None
     if not browsing:
         caller = _caller(request)
         if isinstance(caller, JsonResponse):
-            return caller
-        if not caller.may_touch(version):
+            scope = token_hooks.scope_for(_bearer(request))
+            if scope is None:
+                return caller
+        elif not caller.may_touch(version):
             return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
+    named = request.GET.get("service", "").strip()
     release = (
-        Release.objects.filter(version=version).first()
+        selectors.find_release(version, named or None)
         if validation.is_valid_version(version)
         else None
     )
     if release is None:
-        return _error(404, f"No release {version!r}.")
-    page = reverse("releases:detail", kwargs={"version": release.version})
+        of = f" of the service {named!r}" if named else ""
+        return _error(404, f"No release {version!r}{of}.")
+    if scope is not None and scope.service_id not in (None, release.service_id):
+        return _error(403, f"This token may read {scope.service_name or 'one service'} only.")
+    page = release.get_absolute_url()
     return JsonResponse(
         {**selectors.release_verdict(release).as_json(), "url": request.build_absolute_uri(page)}
     )
@@ -177,7 +192,7 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
             403,
             f"This token may file a report for release {version} only, not {report.release_id}.",
         )
-    release = Release.objects.filter(version=report.release_id).first()
+    release = caller.release(report.release_id)
     if release is None:
         return _error(404, f"No release {report.release_id!r}.")
     checked = services.file_checked_report(

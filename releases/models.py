@@ -12,9 +12,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from releases.schemas import (
@@ -57,6 +58,43 @@ class RunStatus(models.TextChoices):
         return [cls.SUCCEEDED, cls.FAILED, cls.CANCELLED]
 
 
+# The service that releases belong to when nobody names one: the demo's, and every release typed
+# in by hand. Its releases keep the short addresses (/releases/<version>/).
+DEFAULT_SERVICE_SLUG = "default"
+DEFAULT_SERVICE_NAME = "Default service"
+
+
+class Service(models.Model):
+    """What is released: a release is identified by its service and its version."""
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_default(self) -> bool:
+        return self.slug == DEFAULT_SERVICE_SLUG
+
+    @classmethod
+    def default(cls) -> Service:
+        service, _ = cls.objects.get_or_create(
+            slug=DEFAULT_SERVICE_SLUG, defaults={"name": DEFAULT_SERVICE_NAME}
+        )
+        return service
+
+
+def default_service_id() -> int:
+    """The default for Release.service: a release created without a service is the default
+    service's (made on first use, should its data migration's row have been deleted)."""
+    return Service.default().pk
+
+
 class AssessmentOutcome(models.TextChoices):
     """What an assessment ended with, beside its status: which verdict it stored, if any."""
 
@@ -78,9 +116,14 @@ DATA_FIELDS = ("changes", "test_results", "deployment_metrics")
 
 
 class Release(models.Model):
+    service = models.ForeignKey(
+        Service,
+        on_delete=models.PROTECT,
+        related_name="releases",
+        default=default_service_id,
+    )
     version = models.CharField(
         max_length=VERSION_MAX_LENGTH,
-        unique=True,
         validators=[validate_version],
         help_text=f"e.g. v2.1.0 or 1.0.0-rc.1: {VERSION_FORMAT}.",
     )
@@ -111,11 +154,34 @@ class Release(models.Model):
         help_text='e.g. {"error_rate": 0.02, "response_time_p95": 450} (p95 in ms). '
         f"Known metrics: {KNOWN_METRICS}. Empty means missing.",
     )
+    # Where the release came from; all optional (a release typed in by hand has none of it).
+    environment = models.CharField(max_length=64, blank=True, help_text="e.g. production, staging.")
+    git_from_ref = models.CharField(
+        "git from", max_length=255, blank=True, help_text="The range's start, e.g. v2.0.0."
+    )
+    git_to_ref = models.CharField(
+        "git to", max_length=255, blank=True, help_text="The range's end, e.g. v2.1.0."
+    )
+    head_sha = models.CharField(
+        "head SHA",
+        max_length=64,
+        blank=True,
+        validators=[RegexValidator(r"\A[0-9a-f]{7,64}\Z", "A SHA is 7 to 64 hex digits.")],
+    )
+    pipeline_url = models.URLField("pipeline run", max_length=500, blank=True)
+    deployed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["service", "version"],
+                name="release_unique_service_version",
+                violation_error_message="This service already has a release of this version.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.version
@@ -126,6 +192,11 @@ class Release(models.Model):
         Uniqueness is left to the database's constraint."""
         self.clean_fields()
         super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        if self.service.is_default:
+            return reverse("releases:detail", args=[self.version])
+        return reverse("releases:service_detail", args=[self.service.slug, self.version])
 
     def clean_fields(self, exclude: Any = None) -> None:
         """The data fields' own validators run first: Django's JSONField check encodes the
@@ -147,6 +218,11 @@ class Release(models.Model):
             errors.update(error.message_dict)
         if errors:
             raise ValidationError(errors)
+
+    def get_reassess_url(self) -> str:
+        if self.service.is_default:
+            return reverse("releases:reassess", args=[self.version])
+        return reverse("releases:service_reassess", args=[self.service.slug, self.version])
 
     def as_summary(self) -> dict[str, Any]:
         """The release summary in the shape the agent's get_release_summary tool returns.

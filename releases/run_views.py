@@ -8,14 +8,14 @@ from uuid import UUID
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from releases import selectors, services, tasks, timeline
-from releases.models import Conversation, Release, Severity
+from releases.models import Conversation, Severity
 from releases.trace_view import load_waterfall
 from releases.views import HtmxHttpRequest
 
@@ -38,10 +38,10 @@ def _run_or_404(request: HtmxHttpRequest, pk: UUID) -> Conversation:
 
 
 @require_POST
-def reassess(request: HtmxHttpRequest, version: str) -> HttpResponse:
+def reassess(request: HtmxHttpRequest, version: str, service: str | None = None) -> HttpResponse:
     """Start an assessment of the release (or join the one under way) and show it."""
     _require_run_permission(request)
-    release = get_object_or_404(Release, version=version)
+    release = selectors.release_or_404(version, service)
     run = services.start_assessment(release, request.user, enqueue=tasks.enqueue_assessment)
     url = reverse("releases:run", args=[run.pk])
     if request.htmx:

@@ -76,6 +76,9 @@ TEST_RESULTS_SCHEMA: dict[str, Any] = {
         "failed": COUNT,
         "skipped": COUNT,
         "failing_tests": {"type": "array", "maxItems": MAX_ITEMS, "items": TEXT},
+        # From JUnit XML (sources/summary.py): tests that passed only on a rerun.
+        "flaky": COUNT,
+        "flaky_tests": {"type": "array", "maxItems": MAX_ITEMS, "items": TEXT},
     },
     "additionalProperties": False,
 }

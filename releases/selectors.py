@@ -30,6 +30,7 @@ from django.utils import timezone
 from releases import eval_hooks
 from releases.eval_hooks import TrialVerdict
 from releases.models import (
+    DEFAULT_SERVICE_SLUG,
     AgentEvent,
     Conversation,
     Message,
@@ -234,9 +235,23 @@ class ReleaseDetail:
         return self.reports[::-1]
 
 
-def release_detail(version: str) -> ReleaseDetail:
+def find_release(version: str, service: str | None = None) -> Release | None:
+    """This version of the service named by its slug or name (any case); None: the default."""
+    slug = Q(service__slug=service or DEFAULT_SERVICE_SLUG)
+    wanted = slug | Q(service__name__iexact=service) if service else slug
+    return Release.objects.select_related("service").filter(wanted, version=version).first()
+
+
+def release_or_404(version: str, service: str | None = None) -> Release:
+    slug = service or DEFAULT_SERVICE_SLUG
+    return get_object_or_404(
+        Release.objects.select_related("service"), version=version, service__slug=slug
+    )
+
+
+def release_detail(version: str, service: str | None = None) -> ReleaseDetail:
     """A release with its report, decision and run history: five queries. Raises Http404."""
-    release = get_object_or_404(Release, version=version)
+    release = release_or_404(version, service)
     reports = list(
         release.risk_reports.select_related("conversation", "policy")
         .prefetch_related(Prefetch("decisions", queryset=_decisions()))

@@ -27,7 +27,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import verdicts, workers
+from releases import signals, verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -108,6 +108,7 @@ def file_risk_report(
         report.filed_at = filed_at
     report.full_clean()
     report.save()
+    signals.send_on_commit(signals.verdict_filed, RiskReport, report=report)
     return report
 
 
@@ -660,7 +661,7 @@ def decide_report(
             raise ReviewError("Say why: an override needs a reason.")
     else:
         raise ReviewError("Accept the report or override it.")
-    return ReviewDecision.objects.create(
+    recorded = ReviewDecision.objects.create(
         report=report,
         reviewer=reviewer if reviewer is not None and reviewer.is_authenticated else None,
         decision=decision,
@@ -670,6 +671,8 @@ def decide_report(
         model_severity=report.severity,
         policy_severity=report.policy_severity,
     )
+    signals.send_on_commit(signals.verdict_decided, ReviewDecision, decision=recorded)
+    return recorded
 
 
 def review_label(decision: ReviewDecision) -> Label:

@@ -14,6 +14,17 @@ urlpatterns = [
     path("releases/", views.release_list, name="list"),
     path("releases/<version:version>/", views.release_detail, name="detail"),
     path("releases/<version:version>/reassess", run_views.reassess, name="reassess"),
+    # Another service's releases: the default service's keep the short addresses above.
+    path(
+        "services/<slug:service>/releases/<version:version>/",
+        views.release_detail,
+        name="service_detail",
+    ),
+    path(
+        "services/<slug:service>/releases/<version:version>/reassess",
+        run_views.reassess,
+        name="service_reassess",
+    ),
     path("runs/<uuid:pk>/", run_views.run_detail, name="run"),
     path("runs/<uuid:pk>/cancel", run_views.cancel, name="run_cancel"),
     path("review/", review_views.review_queue, name="review"),

@@ -80,8 +80,10 @@ def release_list(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 @view_releases_required
-def release_detail(request: HtmxHttpRequest, version: str) -> HttpResponse:
-    detail = selectors.release_detail(version)
+def release_detail(
+    request: HtmxHttpRequest, version: str, service: str | None = None
+) -> HttpResponse:
+    detail = selectors.release_detail(version, service)
     context = {
         "detail": detail,
         "can_reassess": request.user.has_perm(RUN_ASSESSMENT),

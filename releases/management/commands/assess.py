@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from releases import runner, selectors, services
-from releases.models import AgentEvent, Release, RiskReport, RunStatus
+from releases.models import AgentEvent, RiskReport, RunStatus
 from releases.runner.in_process import in_process_api
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold green"}
@@ -31,6 +31,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("version", help="The release to assess, e.g. v2.1.0.")
+        parser.add_argument("--service", help="The release's service (default: the default one).")
         parser.add_argument("--provider", help="LLM provider (default: DETECTIVE_PROVIDER).")
         parser.add_argument("--model", help="Model name (default: DETECTIVE_MODEL).")
         parser.add_argument(
@@ -45,7 +46,7 @@ class Command(BaseCommand):
         # The raw stream: Django's wrapper would end every text delta with a newline.
         console = Console(file=self.stdout._out, highlight=False, soft_wrap=True)
         version: str = options["version"]
-        release = Release.objects.filter(version=version).first()
+        release = selectors.find_release(version, options["service"])
         if release is None:
             raise CommandError(f"Release {version!r} not found.")
         problem = runner.configuration_problem(

@@ -1,0 +1,330 @@
+"""`python -m detective_client` against the local HTTP double (conftest.py): what it sends,
+what it refuses to send, and the verdict's exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from detective_client.cli import main, pipeline_url
+from detective_client.conftest import TOKEN, Double
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def verdict_json(state: str, severity: str | None, **extra: Any) -> dict[str, Any]:
+    return {
+        "version": "1.4.0",
+        "state": state,
+        "state_label": state.replace("_", " "),
+        "severity": severity,
+        "model_severity": severity,
+        "policy_severity": None,
+        "policy_version": 3,
+        "decision": None,
+        "findings": [],
+        "summary": "",
+        "review_reasons": [],
+        **extra,
+    }
+
+
+def run(double: Double | None, *argv: str, **env: str) -> tuple[int, str, str]:
+    environment = {"DETECTIVE_TOKEN": TOKEN, **env}
+    if double is not None:
+        environment.setdefault("DETECTIVE_URL", double.url)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), environment=environment, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def sh(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=CI", "-c", "user.email=ci@example.com", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    sh(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("one\n")
+    sh(repo, "add", ".")
+    sh(repo, "commit", "-q", "-m", "feat: one")
+    sh(repo, "tag", "v1.3.0")
+    (repo / "a.txt").write_text("one\ntwo\n")
+    sh(repo, "commit", "-q", "-am", "fix(a): two")
+    (repo / "b.txt").write_text("b\n")
+    sh(repo, "add", ".")
+    sh(repo, "commit", "-q", "-m", "feat(b)!: b")
+    sh(repo, "tag", "v1.4.0")
+    return repo
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "unit.xml").write_text(
+        '<testsuite name="u" tests="1"><testcase name="t"/></testsuite>'
+    )
+    (folder / "e2e.xml").write_text(
+        '<testsuite name="e" tests="1"><testcase name="x"/></testsuite>'
+    )
+    return folder
+
+
+# ---- ingest ------------------------------------------------------------------------------------
+
+
+def test_ingest_sends_the_release_then_each_source(
+    double: Double, checkout: Path, reports: Path, tmp_path: Path
+) -> None:
+    metrics = tmp_path / "metrics.txt"
+    metrics.write_text('http_requests_total{code="500"} 3\n# EOF\n')
+    code, _, err = run(
+        double,
+        "ingest", "1.4.0", "--service", "shop", "--environment", "production",
+        "--git-repo", str(checkout), "--git-range", "v1.3.0..v1.4.0",
+        "--junit", str(reports), "--metrics-file", str(metrics),
+        "--deployed-at", "2026-11-24T10:00:00Z", "--assess",
+        GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY="acme/shop", GITHUB_RUN_ID="42",
+    )  # fmt: skip
+    assert code == 0, err
+    assert double.paths() == [
+        "POST /api/releases",
+        "POST /api/releases/1.4.0/commits",
+        "POST /api/releases/1.4.0/junit",
+        "POST /api/releases/1.4.0/junit",
+        "POST /api/releases/1.4.0/metrics",
+        "POST /api/releases/1.4.0/assess",
+    ]
+    head = sh(checkout, "rev-parse", "v1.4.0")
+    release = json.loads(double.received[0].body)
+    assert release == {
+        "service": "shop",
+        "version": "1.4.0",
+        "environment": "production",
+        "git": {"from_ref": "v1.3.0", "to_ref": "v1.4.0", "head_sha": head},
+        "pipeline_url": "https://github.com/acme/shop/actions/runs/42",
+        "deployed_at": "2026-11-24T10:00:00+00:00",
+    }  # fmt: skip
+    commits = json.loads(double.received[1].body)["commits"]
+    assert [c["message"] for c in commits] == ["feat(b)!: b", "fix(a): two"]
+    assert all(r.headers["Authorization"] == f"Bearer {TOKEN}" for r in double.received)
+    assert {r.query["service"] for r in double.received[1:]} == {"shop"}
+    junit = double.received[2:4]
+    assert [r.query["filename"] for r in junit] == ["e2e.xml", "unit.xml"]
+    assert junit[1].body == (reports / "unit.xml").read_bytes()
+    assert junit[0].headers["Content-Type"] == "application/xml"
+    assert double.received[4].body == metrics.read_bytes()
+    assert double.received[4].query == {"service": "shop", "filename": "metrics.txt"}
+    assert "release shop 1.4.0: created" in err
+    assert "commits: 2 sent" in err
+    assert "assessment queued: /runs/r1/" in err and "JUnit: unit.xml sent" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--junit", "absent.xml"], "the JUnit file absent.xml does not exist"),
+        (["--git-range", "v1.3.0..v9"], "the ref 'v9' does not exist"),
+        (["--git-range", "v1.4.0..v1.4.0"], "holds no commits"),
+        (["--metrics-file", "none.txt"], "the metrics file none.txt does not exist"),
+        (["--deployed-at", "2026-11-24 10:00"], "needs a UTC offset"),
+        (["--deployed-at", "monday"], "is not an ISO 8601 time"),
+    ],
+)
+def test_ingest_sends_nothing_when_a_source_is_wrong(
+    double: Double, checkout: Path, argv: list[str], message: str
+) -> None:
+    code, _, err = run(
+        double, "ingest", "1.4.0", "--service", "shop", "--git-repo", str(checkout), *argv
+    )
+    assert code == 1
+    assert message in err
+    assert double.received == []
+
+
+def test_ingest_shows_the_servers_reason_for_a_refusal(double: Double, reports: Path) -> None:
+    double.refuse[("POST", "/junit")] = (
+        400,
+        {"error": "unit.xml line 3: not well-formed", "file": "unit.xml", "line": 3},
+    )
+    code, _, err = run(double, "ingest", "1.4.0", "--service", "shop", "--junit", str(reports))
+    assert code == 1
+    assert "answered 400: unit.xml line 3: not well-formed" in err
+    assert '"line": 3' in err
+
+
+def test_ingest_without_a_token_or_with_a_wrong_one(double: Double) -> None:
+    code, _, err = run(double, "ingest", "1.4.0", "--service", "shop", DETECTIVE_TOKEN="")
+    assert (code, double.received) == (1, [])
+    assert "set DETECTIVE_TOKEN" in err
+    code, _, err = run(double, "ingest", "1.4.0", "--service", "shop", DETECTIVE_TOKEN="stale")
+    assert code == 1
+    assert "answered 401: a valid ingestion token is required" in err
+
+
+def test_the_pipeline_url_comes_from_gitlab_too() -> None:
+    assert pipeline_url({"CI_PIPELINE_URL": "https://gitlab.com/a/b/-/pipelines/7"}) == (
+        "https://gitlab.com/a/b/-/pipelines/7"
+    )
+    assert pipeline_url({}) is None
+
+
+# ---- verdict -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def known(double: Double) -> Double:
+    double.releases[("shop", "1.4.0")] = {"service": "shop", "version": "1.4.0"}
+    return double
+
+
+@pytest.mark.parametrize(
+    ("state", "severity", "fail_on", "expected"),
+    [
+        ("assessed", "low", "high", 0),
+        ("assessed", "medium", "high", 0),
+        ("assessed", "high", "high", 1),
+        ("assessed", "medium", "medium", 1),
+        ("assessed", "low", "medium", 0),
+        ("decided", "high", "high", 1),
+        ("decided", "low", "medium", 0),
+        ("needs_person", "high", "high", 2),
+        ("needs_person", "low", "high", 2),
+        ("failed", None, "high", 3),
+        ("not_assessed", None, "high", 3),
+        ("running", "low", "high", 3),
+    ],
+)
+def test_the_exit_code_follows_the_verdict(
+    known: Double, state: str, severity: str | None, fail_on: str, expected: int
+) -> None:
+    known.verdicts = [(200, verdict_json(state, severity))]
+    code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--fail-on", fail_on)
+    assert code == expected
+    assert f"shop 1.4.0: severity {severity or 'none'}" in out
+    assert f"(exit {expected})" in out
+    [asked] = known.received
+    assert (asked.method, asked.path, asked.query) == (
+        "GET",
+        "/api/releases/1.4.0/verdict",
+        {"service": "shop"},
+    )
+
+
+def test_wait_asks_again_until_the_run_ends(known: Double) -> None:
+    known.verdicts = [
+        (200, verdict_json("not_assessed", None)),
+        (200, verdict_json("running", None)),
+        (200, verdict_json("assessed", "high")),
+    ]
+    code, _, _ = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--wait", "30", "--interval", "0.01"
+    )
+    assert code == 1
+    assert len(known.received) == 3
+
+
+def test_a_wait_that_runs_out_is_no_verdict(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("running", None))]
+    code, _, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--wait", "0.2", "--interval", "0.05"
+    )
+    assert code == 3
+    assert "still running after 0.2 s" in err
+    assert len(known.received) >= 2
+
+
+def test_an_unknown_release_is_no_verdict(known: Double) -> None:
+    code, _, err = run(known, "verdict", "9.9.9", "--service", "shop")
+    assert code == 3
+    assert "no verdict: no release 9.9.9 of 'shop'" in err
+
+
+def test_a_server_error_is_no_verdict_with_its_reason(known: Double) -> None:
+    known.verdicts = [(500, {"error": "database is locked"})]
+    code, _, err = run(known, "verdict", "1.4.0", "--service", "shop")
+    assert code == 3
+    assert "answered 500: database is locked" in err
+
+
+def test_an_unreachable_server_is_no_verdict_with_a_clear_message() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, _, err = run(
+        None, "verdict", "1.4.0", "--service", "shop", DETECTIVE_URL=f"http://127.0.0.1:{port}"
+    )
+    assert code == 3
+    assert f"cannot reach Detective at http://127.0.0.1:{port}/" in err
+
+
+def test_json_and_markdown(known: Double, tmp_path: Path) -> None:
+    known.verdicts = [
+        (
+            200,
+            verdict_json(
+                "needs_person",
+                "high",
+                findings=[
+                    {
+                        "text": "Checkout errors tripled",
+                        "evidence": ["error_rate 3.1 %"],
+                        "problems": [],
+                    }
+                ],
+                review_reasons=["the model and the policy disagree"],
+                url="http://detective.example/releases/1.4.0/",
+            ),
+        )
+    ]
+    summary = tmp_path / "verdict.md"
+    code, out, _ = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--json", "--markdown", str(summary)
+    )
+    assert code == 2
+    assert json.loads(out)["findings"][0]["text"] == "Checkout errors tripled"
+    text = summary.read_text()
+    assert text.startswith("### ⏸️ Detective: shop 1.4.0\n")
+    assert "- **Severity that counts:** HIGH" in text
+    assert "- **Gate:** waits for a person's decision (exit 2)" in text
+    assert "- Checkout errors tripled\n  - evidence: error\\_rate 3.1 %" in text
+    assert "- the model and the policy disagree" in text
+    assert "[The release in Detective](http://detective.example/releases/1.4.0/)" in text
+
+
+def test_python_dash_m_runs_the_client(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("assessed", "medium"))]
+    done = subprocess.run(
+        [sys.executable, "-m", "detective_client", "verdict", "1.4.0", "--service", "shop",
+         "--fail-on", "medium"],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        env={"DETECTIVE_URL": known.url, "DETECTIVE_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "at or above the bar (medium)" in done.stdout
+
+
+def test_markdown_to_standard_output(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("assessed", "low"))]
+    code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--markdown", "-")
+    assert code == 0
+    assert "### ✅ Detective: shop 1.4.0\n" in out
+    assert "- **Gate:** below the bar (high) (exit 0)" in out

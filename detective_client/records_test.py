@@ -1,0 +1,96 @@
+"""The records' JSON: a round trip, and a clear error naming the field for each bad value."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from detective_client.records import CommitRecord, FileChangeRecord, RecordError
+
+SHA = "a" * 40
+
+
+def commit_json(**changes: Any) -> dict[str, Any]:
+    value: dict[str, Any] = {
+        "sha": SHA,
+        "author_name": "Ada",
+        "author_email": "ada@example.com",
+        "authored_at": "2026-11-20T10:00:00+01:00",
+        "message": "feat: x",
+        "files": [
+            {"path": "a.py", "old_path": None, "added": 3, "deleted": 1},
+            {"path": "logo.png", "old_path": "img/logo.png", "added": None, "deleted": None},
+        ],
+        "parents": ["b" * 40],
+    }
+    value.update(changes)
+    return value
+
+
+def test_a_commit_round_trips() -> None:
+    commit = CommitRecord(
+        sha=SHA,
+        author_name="Ada",
+        author_email="ada@example.com",
+        authored_at=datetime(2026, 11, 20, 10, tzinfo=timezone(timedelta(hours=1))),
+        message="feat: x",
+        files=(
+            FileChangeRecord("a.py", None, 3, 1),
+            FileChangeRecord("logo.png", "img/logo.png", None, None),
+        ),
+        parents=("b" * 40,),
+    )
+    assert commit.to_json() == commit_json()
+    assert CommitRecord.from_json(commit_json()) == commit
+    assert CommitRecord.from_json(commit_json()).authored_at == datetime(
+        2026, 11, 20, 9, tzinfo=UTC
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "error"),
+    [
+        ({"sha": "xyz"}, "commit.sha: expected 40 or 64 lowercase hex digits"),
+        ({"sha": 12}, "commit.sha: expected a string, got int"),
+        ({"authored_at": "yesterday"}, "commit.authored_at: not an ISO 8601 date"),
+        ({"authored_at": "2026-11-20T10:00:00"}, "commit.authored_at: needs a UTC offset"),
+        ({"files": "a.py"}, "commit.files: expected a list, got str"),
+        ({"parents": [""]}, r"commit.parents\[0\]: must not be empty"),
+        ({"extra": 1}, "commit: unknown field extra"),
+        (
+            {"files": [{"path": "a", "old_path": None, "added": "3", "deleted": 1}]},
+            r"commit.files\[0\].added: expected a whole number or null, got '3'",
+        ),
+        (
+            {"files": [{"path": "a", "old_path": None, "added": True, "deleted": 1}]},
+            r"commit.files\[0\].added: expected a whole number",
+        ),
+        (
+            {"files": [{"path": "a", "old_path": None, "added": -1, "deleted": 1}]},
+            r"commit.files\[0\].added: must not be negative",
+        ),
+        (
+            {"files": [{"path": "a", "old_path": None, "added": None, "deleted": 1}]},
+            r"commit.files\[0\]: added and deleted are both numbers or both null",
+        ),
+        (
+            {"files": [{"path": "", "old_path": None, "added": 1, "deleted": 1}]},
+            r"commit.files\[0\].path: must not be empty",
+        ),
+        ({"files": [{"path": "a"}]}, r"commit.files\[0\]: missing field old_path, added, del"),
+    ],
+)
+def test_a_bad_field_is_named(changes: dict[str, Any], error: str) -> None:
+    with pytest.raises(RecordError, match=error):
+        CommitRecord.from_json(commit_json(**changes))
+
+
+def test_a_missing_field_and_a_non_object_are_refused() -> None:
+    value = commit_json()
+    del value["message"]
+    with pytest.raises(RecordError, match="commit: missing field message"):
+        CommitRecord.from_json(value)
+    with pytest.raises(RecordError, match=r"commits\[2\]: expected an object, got list"):
+        CommitRecord.from_json([], where="commits[2]")

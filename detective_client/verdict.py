@@ -1,0 +1,101 @@
+"""From a verdict (the JSON of `GET /api/releases/<version>/verdict`) to a pipeline's exit code
+and a Markdown summary it can show as it is.
+
+Exit codes:
+- 0: the severity that counts is below the bar (`--fail-on`, high by default);
+- 1: it is at or above the bar;
+- 2: the report waits for a person's decision (whatever its provisional severity);
+- 3: no verdict: never assessed, the run failed, the wait ran out, the release or the server
+  could not be found.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+BELOW, AT_OR_ABOVE, WAITS_FOR_PERSON, NO_VERDICT = 0, 1, 2, 3
+RANKS = {"low": 0, "medium": 1, "high": 2}
+# While these last, `--wait` keeps asking.
+PENDING_STATES = frozenset({"running", "not_assessed"})
+JUDGED_STATES = frozenset({"assessed", "decided"})
+
+
+def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
+    state = verdict.get("state")
+    if state == "needs_person":
+        return WAITS_FOR_PERSON
+    severity = verdict.get("severity")
+    if state not in JUDGED_STATES or severity not in RANKS:
+        return NO_VERDICT
+    return AT_OR_ABOVE if RANKS[severity] >= RANKS[fail_on] else BELOW
+
+
+def outcome(code: int, fail_on: str) -> str:
+    return {
+        BELOW: f"below the bar ({fail_on})",
+        AT_OR_ABOVE: f"at or above the bar ({fail_on})",
+        WAITS_FOR_PERSON: "waits for a person's decision",
+        NO_VERDICT: "no verdict",
+    }[code]
+
+
+def one_line(verdict: dict[str, Any], service: str, fail_on: str) -> str:
+    code = exit_code(verdict, fail_on)
+    severity = verdict.get("severity") or "none"
+    label = verdict.get("state_label") or verdict.get("state")
+    return (
+        f"{service} {verdict.get('version')}: severity {severity}, {label}: "
+        f"{outcome(code, fail_on)} (exit {code})"
+    )
+
+
+# The findings and the summary are a model's words about data anyone could have written: in a
+# pull-request comment they stay text (no links, images, HTML, headings or tables of their own).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()<>#|!~&])")
+
+
+def _cell(text: object) -> str:
+    flat = " ".join(str(text).split())
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
+
+
+def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
+    code = exit_code(verdict, fail_on)
+    severity = verdict.get("severity")
+    icon = {BELOW: "✅", AT_OR_ABOVE: "⛔", WAITS_FOR_PERSON: "⏸️", NO_VERDICT: "❔"}[code]
+    title = f"{icon} Detective: {service} {verdict.get('version')}"
+    lines = [f"### {_cell(title)}", ""]
+    lines.append(f"- **Severity that counts:** {severity.upper() if severity else 'none'}")
+    lines.append(f"- **State:** {_cell(verdict.get('state_label') or verdict.get('state'))}")
+    lines.append(f"- **Gate:** {outcome(code, fail_on)} (exit {code})")
+    parts = [
+        f"model {verdict['model_severity']}" if verdict.get("model_severity") else "",
+        f"policy {verdict['policy_severity']}" if verdict.get("policy_severity") else "",
+        f"policy version {verdict['policy_version']}" if verdict.get("policy_version") else "",
+    ]
+    if any(parts):
+        lines.append(f"- **Filed:** {', '.join(part for part in parts if part)}")
+    decision = verdict.get("decision")
+    if isinstance(decision, dict) and decision.get("kind"):
+        by = f" by {_cell(decision.get('by'))}" if decision.get("by") else ""
+        reason = f": {_cell(decision.get('reason'))}" if decision.get("reason") else ""
+        lines.append(f"- **Decision:** {_cell(decision['kind'])}{by}{reason}")
+    if verdict.get("run_error"):
+        lines.append(f"- **Run error:** {_cell(verdict['run_error'])}")
+    if verdict.get("summary"):
+        lines += ["", _cell(verdict["summary"])]
+    findings = verdict.get("findings") or []
+    if findings:
+        lines += ["", "**Findings**", ""]
+        for finding in findings:
+            lines.append(f"- {_cell(finding.get('text', ''))}")
+            for evidence in finding.get("evidence") or []:
+                lines.append(f"  - evidence: {_cell(evidence)}")
+    reasons = verdict.get("review_reasons") or []
+    if reasons:
+        lines += ["", "**Why a person must look**", ""]
+        lines += [f"- {_cell(reason)}" for reason in reasons]
+    if verdict.get("url"):
+        lines += ["", f"[The release in Detective]({verdict['url']})"]
+    return "\n".join(lines) + "\n"

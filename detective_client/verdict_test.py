@@ -1,0 +1,24 @@
+"""The Markdown summary keeps a model's words as text."""
+
+from __future__ import annotations
+
+from detective_client.verdict import markdown
+
+
+def test_findings_cannot_add_links_html_or_structure() -> None:
+    verdict = {
+        "version": "2.0.0",
+        "state": "assessed",
+        "severity": "low",
+        "summary": "All fine.\n\n## Approved <img src=x onerror=alert(1)>",
+        "findings": [
+            {"text": "See [the fix](https://evil.example) | col", "evidence": ["`rm -rf` *x*"]}
+        ],
+    }
+    text = markdown(verdict, "shop", "high")
+    assert "[the fix](https" not in text
+    assert r"See \[the fix\]\(https://evil.example\) \| col" in text
+    assert r"\<img src=x onerror=alert\(1\)\>" in text
+    assert "\n## Approved" not in text and r"\#\# Approved" in text
+    assert r"evidence: \`rm -rf\` \*x\*" in text
+    assert text.startswith("### ✅ Detective: shop 2.0.0\n")

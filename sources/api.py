@@ -1,0 +1,343 @@
+"""The ingestion API (under /api/), described by the OpenAPI document django-ninja generates
+from these typed endpoints (/api/openapi.json, browsable at /api/docs).
+
+Every endpoint takes an ingestion token (`Authorization: Bearer <token>`, made in the admin) and
+calls the same services as the `ingest` command and the release managers' forms. Errors are
+JSON, `{"error": "<why>"}`, with a 4xx status: 401 without a valid token, 403 for a token of
+another service, 404 for an unknown service or release, 400/422 for what cannot be read or
+stored, 413 for a body over the limit. A refused request stores nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from ninja import Field, NinjaAPI, Query, Schema, Status
+from ninja.errors import AuthenticationError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import HttpBearer
+
+from detective_client.records import CommitRecord, RecordError
+from releases import services as releases_services
+from releases import tasks as releases_tasks
+from releases.validation import VERSION_PATTERN
+from sources import selectors, services
+from sources.models import IngestionToken, MetricWindow
+from sources.parsers import junit
+from sources.parsers.openmetrics import MAX_BYTES as METRICS_MAX_BYTES
+from sources.parsers.openmetrics import MetricsFormatError, parse_metrics
+from sources.services import IngestError, Origin, ReleaseFields
+
+Version = Annotated[str, Field(pattern=rf"^{VERSION_PATTERN}$", examples=["v2.1.0"])]
+
+
+class TokenAuth(HttpBearer):
+    """An ingestion token. (HttpBearer's own reading would log a malformed header, with the
+    secret in it, when DEBUG is on; this one logs nothing.)"""
+
+    def __call__(self, request: HttpRequest) -> IngestionToken | None:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return self.authenticate(request, token.strip())
+
+    def authenticate(self, request: HttpRequest, token: str) -> IngestionToken | None:
+        return selectors.token_for(token)
+
+
+api = NinjaAPI(
+    title="Detective ingestion API",
+    version="1",
+    description=(
+        "Send a release's sources to Detective: the release itself, its commits (as the "
+        "`detective_client` reads them from git), JUnit XML reports and metrics. Authenticate "
+        "with an ingestion token made in the admin: `Authorization: Bearer <token>`."
+    ),
+    urls_namespace="ingest",
+    auth=TokenAuth(),
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+class Error(Schema):
+    error: str
+
+
+ERRORS: dict[int, Any] = dict.fromkeys((400, 401, 403, 404, 413, 422), Error)
+
+
+def _error(request: HttpRequest, status: int, message: str) -> HttpResponse:
+    return api.create_response(request, {"error": message}, status=status)
+
+
+@api.exception_handler(IngestError)
+def _ingest_error(request: HttpRequest, exc: IngestError) -> HttpResponse:
+    return _error(request, exc.status, exc.message)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = _error(
+        request, 401, "Authentication required: send Authorization: Bearer <ingestion token>."
+    )
+    response["WWW-Authenticate"] = 'Bearer realm="detective"'
+    return response
+
+
+@api.exception_handler(NinjaValidationError)
+def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    problems = [
+        f"{'.'.join(str(part) for part in error.get('loc', ()))}: {error.get('msg')}"
+        for error in exc.errors
+    ]
+    return _error(request, 422, "Invalid request: " + "; ".join(problems) + ".")
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return _error(request, 413, "The body is too large; send the commits in several requests.")
+
+
+def _origin(request: HttpRequest) -> Origin:
+    return Origin("api", token=request.auth)  # type: ignore[attr-defined]
+
+
+# ---- releases ----------------------------------------------------------------------------------
+
+
+class GitIn(Schema):
+    from_ref: str = Field("", max_length=255, examples=["v2.0.0"])
+    to_ref: str = Field("", max_length=255, examples=["v2.1.0"])
+    head_sha: str = Field("", max_length=64, examples=["3f2c1e9a7b"])
+
+
+class ReleaseIn(Schema):
+    service: str | None = Field(None, description="The service's name or slug; none: default.")
+    version: Version
+    title: str | None = Field(None, max_length=200)
+    environment: str | None = Field(None, max_length=64, examples=["production"])
+    git: GitIn | None = None
+    pipeline_url: str | None = Field(None, max_length=500)
+    deployed_at: datetime | None = Field(None, description="ISO 8601 with its offset.")
+
+
+class ReleaseOut(Schema):
+    service: str
+    version: str
+    created: bool
+    url: str
+
+
+@api.post(
+    "/releases",
+    response={200: ReleaseOut, 201: ReleaseOut, **ERRORS},
+    summary="Create or update a release (idempotent by service and version)",
+)
+def put_release(request: HttpRequest, body: ReleaseIn) -> Status[dict[str, Any]]:
+    fields = ReleaseFields(
+        version=body.version,
+        service=body.service,
+        title=body.title,
+        environment=body.environment,
+        git_from_ref=body.git.from_ref if body.git else None,
+        git_to_ref=body.git.to_ref if body.git else None,
+        head_sha=body.git.head_sha if body.git else None,
+        pipeline_url=body.pipeline_url,
+        deployed_at=body.deployed_at,
+    )
+    release, created = services.upsert_release(fields, _origin(request))
+    out = {
+        "service": release.service.slug,
+        "version": release.version,
+        "created": created,
+        "url": request.build_absolute_uri(release.get_absolute_url()),
+    }
+    return Status(201 if created else 200, out)
+
+
+class IngestedOut(Schema):
+    created: bool = Field(description="False: the same content was already ingested.")
+    ingestion: int
+    counts: dict[str, Any]
+    summary: dict[str, Any] = Field(description="The release's summary, as the agent reads it.")
+
+
+def _ingested(result: services.Ingested) -> Status[dict[str, Any]]:
+    release = result.ingestion.release
+    release.refresh_from_db()
+    body = {
+        "created": result.created,
+        "ingestion": result.ingestion.pk,
+        "counts": result.counts,
+        "summary": release.as_summary(),
+    }
+    return Status(201 if result.created else 200, body)
+
+
+class ReleaseQuery(Schema):
+    service: str | None = Field(None, description="The service's name or slug; none: default.")
+
+
+# ---- commits -----------------------------------------------------------------------------------
+
+
+class FileChangeIn(Schema):
+    path: str
+    old_path: str | None = None
+    added: int | None = Field(None, description="None for a binary file.")
+    deleted: int | None = None
+
+
+class CommitIn(Schema):
+    sha: str = Field(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})$")
+    author_name: str
+    author_email: str
+    authored_at: str = Field(description="ISO 8601 with its offset.")
+    message: str
+    files: list[FileChangeIn]
+    parents: list[str]
+
+
+class CommitsIn(Schema):
+    commits: list[CommitIn] = Field(description="As detective_client.git.read_range gives them.")
+
+
+@api.post(
+    "/releases/{version}/commits",
+    response={200: IngestedOut, 201: IngestedOut, **ERRORS},
+    summary="Send the commits of the release's git range",
+)
+def post_commits(
+    request: HttpRequest, version: Version, body: CommitsIn, query: Query[ReleaseQuery]
+) -> Status[dict[str, Any]]:
+    release = services.release_for(version, query.service, _origin(request))
+    try:
+        commits = [
+            CommitRecord.from_json(commit.dict(), f"commits[{index}]")
+            for index, commit in enumerate(body.commits)
+        ]
+    except RecordError as exc:
+        raise IngestError(f"Invalid commit: {exc}.", 422) from None
+    result = services.ingest_commits(release, commits, _origin(request))
+    return _ingested(result)
+
+
+# ---- JUnit XML and metrics: the file as the body -----------------------------------------------
+
+
+def _raw_body(request: HttpRequest, limit: int) -> bytes:
+    """The body as sent, refused (413) before it is read when it says it is over the limit."""
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    if declared > limit:
+        raise IngestError(f"The body is larger than {limit:,} bytes.", 413)
+    data = request.read(limit + 1)
+    if len(data) > limit:
+        raise IngestError(f"The body is larger than {limit:,} bytes.", 413)
+    return data
+
+
+class FileQuery(ReleaseQuery):
+    filename: str = Field("report.xml", max_length=255, description="Recorded with it.")
+
+
+XML_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/xml": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+TEXT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@api.post(
+    "/releases/{version}/junit",
+    response={200: IngestedOut, 201: IngestedOut, **ERRORS},
+    summary="Upload one JUnit XML report (the file as the body)",
+    description=(
+        "pytest (xunit1, xunit2), Maven Surefire (reruns as attempts), jest-junit and nested "
+        f"suites. At most {junit.MAX_BYTES:,} bytes; DTDs and entities are refused. The same "
+        "report twice is stored once; a rerun's report makes new attempts of its tests."
+    ),
+    openapi_extra=XML_BODY,
+)
+def post_junit(
+    request: HttpRequest, version: Version, query: Query[FileQuery]
+) -> Status[dict[str, Any]]:
+    release = services.release_for(version, query.service, _origin(request))
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    if declared > junit.MAX_BYTES:
+        raise IngestError(f"The body is larger than {junit.MAX_BYTES:,} bytes.", 413)
+    result = services.ingest_junit(release, request, query.filename, _origin(request))
+    return _ingested(result)
+
+
+class MetricsQuery(ReleaseQuery):
+    window: MetricWindow | None = Field(
+        None,
+        description="Whose window all the samples measure. Omitted: a release with a deploy "
+        "time has each sample counted in the window its timestamp lies in (release or "
+        "baseline); one without, in its own.",
+    )
+    filename: str = Field("metrics.txt", max_length=255)
+
+
+@api.post(
+    "/releases/{version}/metrics",
+    response={200: IngestedOut, 201: IngestedOut, **ERRORS},
+    summary="Send metrics as OpenMetrics or Prometheus text (the file as the body)",
+    description=(
+        "NaN and Inf are stored as missing, never zero. The error rate and p95 come from "
+        "`detective_error_rate`, `detective_response_time_p95_ms` (or `_seconds`), or "
+        "`http_requests_total` and the histogram `http_request_duration_seconds`."
+    ),
+    openapi_extra=TEXT_BODY,
+)
+def post_metrics(
+    request: HttpRequest, version: Version, query: Query[MetricsQuery]
+) -> Status[dict[str, Any]]:
+    release = services.release_for(version, query.service, _origin(request))
+    data = _raw_body(request, METRICS_MAX_BYTES)
+    try:
+        samples = parse_metrics(data, source=query.filename)
+    except MetricsFormatError as exc:
+        raise IngestError(f"Refused: {exc}.", 400) from None
+    results = services.ingest_metrics_file(
+        release, samples, _origin(request), window=query.window, file_names=[query.filename]
+    )
+    # The release window's ingestion (or the only one) answers; its counts name the window.
+    return _ingested(results[0])
+
+
+# ---- assessing ---------------------------------------------------------------------------------
+
+
+class AssessmentOut(Schema):
+    run: str
+    status: str = Field(description="queued or running: a worker does it; ask for the verdict.")
+    url: str = Field(description="The run's page.")
+
+
+@api.post(
+    "/releases/{version}/assess",
+    response={202: AssessmentOut, **ERRORS},
+    summary="Assess the release (queued for a worker; the run already queued or running, if any)",
+)
+def assess_release(
+    request: HttpRequest, version: Version, query: Query[ReleaseQuery]
+) -> Status[dict[str, Any]]:
+    release = services.release_for(version, query.service, _origin(request))
+    run = releases_services.start_assessment(
+        release, None, enqueue=releases_tasks.enqueue_assessment
+    )
+    page = request.build_absolute_uri(reverse("releases:run", args=[run.pk]))
+    return Status(202, {"run": str(run.pk), "status": run.status, "url": page})

@@ -1,0 +1,130 @@
+"""`manage.py ingest VERSION`: a release's sources from this machine, through the same services
+as the API. Everything given is ingested in one transaction: an error in any source (a ref that
+does not exist, an empty range, a malformed report, a Prometheus that does not answer) stops the
+command with the reason and stores nothing of this run."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from detective_client import git
+from sources import services
+from sources.models import MetricWindow
+from sources.parsers import prometheus
+from sources.parsers.openmetrics import MetricsFormatError, parse_metrics_file
+from sources.services import IngestError, Origin, ReleaseFields
+
+
+def _moment(value: str) -> datetime:
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        raise ValueError("give the offset, e.g. 2026-11-20T10:00:00+00:00")
+    return moment
+
+
+class Command(BaseCommand):
+    help = "Ingest a release's git range, JUnit XML reports and metrics (and assess it)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("version", help="The release, e.g. v2.1.0 (created when new).")
+        parser.add_argument("--service", help="Its service (default: the default service).")
+        parser.add_argument("--environment", help="e.g. production.")
+        parser.add_argument("--deployed-at", type=_moment, help="ISO 8601 with its offset.")
+        parser.add_argument("--pipeline-url", help="The CI run that built it.")
+        parser.add_argument("--git-repo", type=Path, help="A local checkout.")
+        parser.add_argument("--git-range", help="FROM..TO, e.g. v2.0.0..v2.1.0.")
+        parser.add_argument("--junit", nargs="+", type=Path, default=[], metavar="FILE")
+        parser.add_argument("--metrics-file", type=Path, help="OpenMetrics or Prometheus text.")
+        parser.add_argument(
+            "--window",
+            choices=MetricWindow.values,
+            help="Which window the whole metrics file measures (default: each sample counts in "
+            "the window its timestamp lies in, from the deploy time).",
+        )
+        parser.add_argument("--prometheus", metavar="URL", help="Query this Prometheus.")
+        parser.add_argument("--prometheus-timeout", type=float, default=prometheus.DEFAULT_TIMEOUT)
+        parser.add_argument("--assess", action="store_true", help="Assess it afterwards.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if bool(options["git_repo"]) != bool(options["git_range"]):
+            raise CommandError("--git-repo and --git-range go together.")
+        origin = Origin("command")
+        try:
+            with transaction.atomic():
+                release = self._ingest(options, origin)
+        except IngestError as exc:
+            raise CommandError(exc.message) from None
+        except git.GitError as exc:
+            raise CommandError(f"git: {exc}") from None
+        except MetricsFormatError as exc:
+            raise CommandError(f"Refused: {exc}.") from None
+        self.stdout.write(f"Summary of {release.service.slug} {release.version}:")
+        for name, value in release.as_summary().items():
+            self.stdout.write(f"  {name}: {value}")
+        if options["assess"]:
+            call_command(
+                "assess", release.version, service=release.service.slug, stdout=self.stdout
+            )
+
+    def _ingest(self, options: dict[str, Any], origin: Origin) -> Any:
+        from_ref = to_ref = head = None
+        commits = None
+        if options["git_repo"]:
+            commits = git.read_range(options["git_repo"], options["git_range"])
+            start, end = git.split_range(options["git_range"])
+            from_ref, to_ref = start or "", end
+            head = git.resolve(options["git_repo"], end)
+        fields = ReleaseFields(
+            version=options["version"],
+            service=options["service"],
+            environment=options["environment"],
+            git_from_ref=from_ref,
+            git_to_ref=to_ref,
+            head_sha=head,
+            pipeline_url=options["pipeline_url"],
+            deployed_at=options["deployed_at"],
+        )
+        release, created = services.upsert_release(fields, origin)
+        self._say(f"release {release.service.slug} {release.version}", created, "")
+        if commits is not None:
+            result = services.ingest_commits(
+                release, commits, origin, file_names=[options["git_range"]]
+            )
+            self._say(f"git {options['git_range']}", result.created, result.counts)
+        for path in options["junit"]:
+            if not path.is_file():
+                raise CommandError(f"{path}: no such file.")
+            with path.open("rb") as stream:
+                result = services.ingest_junit(release, stream, path.name, origin)
+            self._say(f"junit {path.name}", result.created, result.counts)
+        if options["metrics_file"]:
+            path = options["metrics_file"]
+            if not path.is_file():
+                raise CommandError(f"{path}: no such file.")
+            samples = parse_metrics_file(path)
+            for result in services.ingest_metrics_file(
+                release, samples, origin, window=options["window"], file_names=[path.name]
+            ):
+                window = result.counts.get("window", "")
+                self._say(f"metrics {path.name} ({window})", result.created, result.counts)
+        if options["prometheus"]:
+            with prometheus.PrometheusClient(
+                options["prometheus"], timeout=options["prometheus_timeout"]
+            ) as client:
+                results = services.ingest_prometheus(release, client, origin)
+            for result in results:
+                window = result.counts.get("window", "")
+                self._say(f"prometheus {client.where} ({window})", result.created, result.counts)
+        release.refresh_from_db()
+        return release
+
+    def _say(self, what: str, created: bool, counts: Any) -> None:
+        state = "stored" if created else "already ingested, counted once"
+        detail = f" {counts}" if counts else ""
+        self.stdout.write(f"{what}: {state}{detail}")

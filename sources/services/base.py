@@ -1,0 +1,222 @@
+"""The ingestion services' common ground: errors, origins, services, releases, tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from releases.models import Release, Service
+from releases.validation import text_problem
+from sources.models import (
+    Ingestion,
+    IngestionToken,
+    SourceKind,
+)
+from sources.selectors import hash_token
+
+BATCH = 2000
+MAX_COMMITS = 20_000
+MAX_SAMPLES = 200_000
+
+
+class IngestError(Exception):
+    """Refused; `status` is the HTTP status the API answers with, the message says why."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who sent it and how: `via` is api, command, admin or seed."""
+
+    via: str
+    token: IngestionToken | None = None
+    user: Any = None
+
+
+@dataclass(frozen=True)
+class Ingested:
+    ingestion: Ingestion
+    created: bool
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        return self.ingestion.counts
+
+
+@dataclass(frozen=True)
+class ReleaseFields:
+    """A release as a caller describes it; None leaves a stored field as it is."""
+
+    version: str
+    service: str | None = None
+    title: str | None = None
+    environment: str | None = None
+    git_from_ref: str | None = None
+    git_to_ref: str | None = None
+    head_sha: str | None = None
+    pipeline_url: str | None = None
+    deployed_at: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def updates(self) -> dict[str, Any]:
+        names = ("title", "environment", "git_from_ref", "git_to_ref", "head_sha")
+        found = {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        if self.pipeline_url is not None:
+            found["pipeline_url"] = self.pipeline_url
+        if self.deployed_at is not None:
+            found["deployed_at"] = self.deployed_at
+        return found
+
+
+# ---- services, tokens, releases ----------------------------------------------------------------
+
+
+def find_service(name: str | None) -> Service | None:
+    """The service by slug or name; the default service for None."""
+    if not name:
+        return Service.default()
+    return (
+        Service.objects.filter(slug=slugify(name)).first()
+        or Service.objects.filter(name=name).first()
+    )
+
+
+def service_for(name: str | None, origin: Origin, *, create: bool = False) -> Service:
+    """The service a caller names, checked against its token; made when `create` and new."""
+    service = find_service(name)
+    if service is None:
+        if not create:
+            raise IngestError(f"No service {name!r}.", 404)
+        slug = slugify(name or "")
+        if not slug:
+            raise IngestError(f"{name!r} cannot name a service: use letters or digits.")
+        if origin.token is not None and origin.token.service_id is not None:
+            raise IngestError(f"This token may ingest for {origin.token.service} only.", 403)
+        service = Service.objects.create(name=name, slug=slug)
+    check_token(origin, service)
+    return service
+
+
+def check_token(origin: Origin, service: Service) -> None:
+    if origin.token is not None and not origin.token.may_ingest(service):
+        raise IngestError(
+            f"This token may ingest for {origin.token.service} only, not for {service}.", 403
+        )
+
+
+def release_for(version: str, service_name: str | None, origin: Origin) -> Release:
+    service = service_for(service_name, origin)
+    release = Release.objects.filter(service=service, version=version).first()
+    if release is None:
+        raise IngestError(
+            f"No release {version!r} of {service}: create it first (POST /api/releases).", 404
+        )
+    return release
+
+
+def _problems(error: ValidationError) -> str:
+    if hasattr(error, "message_dict"):
+        return "; ".join(
+            f"{name}: {' '.join(messages)}" if name != "__all__" else " ".join(messages)
+            for name, messages in error.message_dict.items()
+        )
+    return " ".join(error.messages)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(
+        json.dumps(value, sort_keys=True, default=str, ensure_ascii=False).encode()
+    ).hexdigest()
+
+
+def upsert_release(fields: ReleaseFields, origin: Origin) -> tuple[Release, bool]:
+    """Create the release of this service and version, or update the fields given: (release,
+    created). Validated by the model (the same checks as the admin's form)."""
+    with transaction.atomic():
+        service = service_for(fields.service, origin, create=True)
+        release = (
+            Release.objects.select_for_update()
+            .filter(service=service, version=fields.version)
+            .first()
+        )
+        created = release is None
+        if release is None:
+            release = Release(service=service, version=fields.version)
+        for name, value in fields.updates().items():
+            setattr(release, name, value)
+        try:
+            release.full_clean()
+        except ValidationError as exc:
+            raise IngestError(f"Invalid release: {_problems(exc)}", 422) from None
+        release.save()
+        record = {"version": fields.version, "service": service.slug, **fields.updates()}
+        _record(release, SourceKind.RELEASE, _digest(record), origin, (), {"created": created})
+    return release, created
+
+
+def _record(
+    release: Release,
+    kind: str,
+    content_hash: str,
+    origin: Origin,
+    file_names: Sequence[str],
+    counts: dict[str, Any],
+) -> tuple[Ingestion, bool]:
+    existing = Ingestion.objects.filter(
+        release=release, kind=kind, content_hash=content_hash
+    ).first()
+    if existing is not None:
+        return existing, False
+    if origin.token is not None:
+        IngestionToken.objects.filter(pk=origin.token.pk).update(last_used_at=timezone.now())
+    ingestion = Ingestion.objects.create(
+        release=release,
+        kind=kind,
+        content_hash=content_hash,
+        token=origin.token,
+        user=origin.user if getattr(origin.user, "is_authenticated", False) else None,
+        origin=origin.via,
+        file_names=list(file_names),
+        counts=counts,
+    )
+    return ingestion, True
+
+
+# ---- tokens ------------------------------------------------------------------------------------
+
+TOKEN_PREFIX = "dtk_"
+
+
+def create_token(
+    name: str, service: Service | None, user: Any = None
+) -> tuple[IngestionToken, str]:
+    """A new ingestion token and its secret, which is returned once and never stored."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = IngestionToken.objects.create(
+        name=name,
+        service=service,
+        token_hash=hash_token(secret),
+        prefix=secret[:10],
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    return token, secret
+
+
+def _check_text(where: str, value: str) -> str:
+    if problem := text_problem(value):
+        raise IngestError(f"{where} {problem}.", 422)
+    return value

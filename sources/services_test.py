@@ -1,0 +1,247 @@
+"""Ingestion into rows and the summary derived from them, on a real database."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from detective_client.records import CommitRecord, FileChangeRecord
+from releases.models import Release, Service
+from sources import services
+from sources.models import Commit, Ingestion, IngestionToken, MetricSample, TestCase
+from sources.parsers.openmetrics import parse_metrics
+from sources.services import IngestError, Origin, ReleaseFields
+
+pytestmark = pytest.mark.django_db
+
+ASSETS = Path(__file__).resolve().parents[1] / "tests" / "assets" / "junit"
+API = Origin("api")
+
+
+def release(version: str = "v1.0.0", service: str | None = None) -> Release:
+    created, _ = services.upsert_release(ReleaseFields(version=version, service=service), API)
+    return created
+
+
+def junit(target: Release, name: str, origin: Origin = API) -> services.Ingested:
+    with (ASSETS / name).open("rb") as stream:
+        return services.ingest_junit(target, stream, name, origin)
+
+
+def commit(sha: str, message: str, *files: FileChangeRecord, parents: int = 1) -> CommitRecord:
+    return CommitRecord(
+        sha=sha * 40,
+        author_name="Ada",
+        author_email="ada@example.com",
+        authored_at=datetime(2026, 11, 20, 10, int(sha, 16), tzinfo=UTC),
+        message=message,
+        files=files,
+        parents=tuple(str(i) * 40 for i in range(parents)),
+    )
+
+
+def test_a_release_is_created_then_updated_by_service_and_version() -> None:
+    first, created = services.upsert_release(
+        ReleaseFields(version="v2.0.0", service="Checkout", environment="production"), API
+    )
+    assert created and first.service.slug == "checkout" and first.environment == "production"
+    again, created = services.upsert_release(
+        ReleaseFields(version="v2.0.0", service="checkout", head_sha="abcdef1"), API
+    )
+    assert not created and again.pk == first.pk
+    again.refresh_from_db()
+    assert (again.environment, again.head_sha) == ("production", "abcdef1")
+    # The same version of another service is another release; no service: the default one.
+    other, created = services.upsert_release(ReleaseFields(version="v2.0.0"), API)
+    assert created and other.pk != first.pk and other.service == Service.default()
+
+
+def test_an_invalid_release_is_refused_with_the_field() -> None:
+    with pytest.raises(IngestError, match="head_sha: A SHA is 7 to 64 hex digits") as caught:
+        services.upsert_release(ReleaseFields(version="v1", head_sha="not-a-sha"), API)
+    assert caught.value.status == 422
+    with pytest.raises(IngestError, match="version"):
+        services.upsert_release(ReleaseFields(version="v 1/2"), API)
+    assert not Release.objects.exists()
+
+
+def test_junit_reports_fill_the_summary_and_the_same_report_counts_once() -> None:
+    target = release()
+    first = junit(target, "TEST-com.example.checkout.PaymentServiceTest.xml")
+    second = junit(target, "jest-junit.xml")
+    assert first.created and second.created
+    assert first.counts["test_cases"] == 8  # 5 tests, 3 of them rerun
+    again = junit(target, "jest-junit.xml")
+    assert not again.created and again.ingestion.pk == second.ingestion.pk
+    assert TestCase.objects.filter(release=target).count() == 8 + 5
+    target.refresh_from_db()
+    tests = target.test_results
+    assert tests is not None
+    # Surefire: chargesCard passed, retriesOnGatewayTimeout flaky (passed), refundsPartially
+    # failed, connectsToLedger error (failed), roundsJapaneseYen skipped; Jest: 3 passed,
+    # 1 failed, 1 skipped.
+    assert (tests["passed"], tests["failed"], tests["skipped"], tests["flaky"]) == (5, 3, 2, 1)
+    assert set(tests["failing_tests"]) == {
+        "com.example.checkout.PaymentServiceTest::refundsPartially",
+        "com.example.checkout.PaymentServiceTest::connectsToLedger",
+        "cart totals applies a discount code once::cart totals applies a discount code once",
+    }
+    assert tests["flaky_tests"] == [
+        "com.example.checkout.PaymentServiceTest::retriesOnGatewayTimeout"
+    ]
+
+
+def test_a_rerun_is_a_new_attempt_and_a_pass_on_it_makes_the_test_flaky() -> None:
+    target = release()
+    failing = (
+        b'<testsuite name="s"><testcase classname="c" name="t"><failure/></testcase></testsuite>'
+    )
+    passing = b'<testsuite name="s"><testcase classname="c" name="t"/></testsuite>'
+    services.ingest_junit(target, io.BytesIO(failing), "run1.xml", API)
+    target.refresh_from_db()
+    assert target.test_results["failed"] == 1
+    services.ingest_junit(target, io.BytesIO(passing), "run2.xml", API)
+    attempts = list(TestCase.objects.order_by("attempt").values_list("attempt", "status"))
+    assert attempts == [(1, "failed"), (2, "passed")]
+    target.refresh_from_db()
+    assert (target.test_results["passed"], target.test_results["failed"]) == (1, 0)
+    assert target.test_results["flaky_tests"] == ["c::t"]
+
+
+def test_a_malformed_report_stores_nothing_even_after_many_cases() -> None:
+    target = release()
+    cases = b'<testcase classname="c" name="t%d"/>'
+    body = b"<testsuite>" + b"".join(cases % i for i in range(5000)) + b"<testcase></testsuite>"
+    with pytest.raises(IngestError, match=r"broken\.xml, line 1: malformed XML") as caught:
+        services.ingest_junit(target, io.BytesIO(body), "broken.xml", API)
+    assert caught.value.status == 400
+    assert not TestCase.objects.exists()
+    assert not Ingestion.objects.filter(kind="junit").exists()
+    target.refresh_from_db()
+    assert target.test_results is None
+
+
+def test_a_token_for_another_service_stores_nothing() -> None:
+    checkout = Service.objects.create(name="Checkout", slug="checkout")
+    token = IngestionToken.objects.create(name="ci", token_hash="x" * 64, service=checkout)
+    other = release("v9", service="Search")
+    with pytest.raises(IngestError, match="may ingest for Checkout only") as caught:
+        services.release_for(other.version, "search", Origin("api", token=token))
+    assert caught.value.status == 403
+    with pytest.raises(IngestError) as caught:
+        services.upsert_release(ReleaseFields("v3", service="Billing"), Origin("api", token))
+    assert caught.value.status == 403
+    assert not Service.objects.filter(slug="billing").exists()
+
+
+def test_commits_fill_the_changes_and_are_classified() -> None:
+    target = release()
+    commits = [
+        commit("1", "feat(payments)!: charge in cents", FileChangeRecord("pay.py", None, 30, 2)),
+        commit("2", "fix: typo", FileChangeRecord("docs/a.md", "docs/b.md", 1, 1)),
+        commit("3", "Add logo", FileChangeRecord("logo.png", None, None, None)),
+        commit("4", "Merge branch 'x'", parents=2),
+    ]
+    first = services.ingest_commits(target, commits, API)
+    assert first.counts == {"commits": 4, "already_stored": 0, "merges": 1, "files": 3}
+    assert not services.ingest_commits(target, commits, API).created
+    stored = {c.sha[0]: c for c in Commit.objects.prefetch_related("files")}
+    assert (stored["1"].change_type, stored["1"].scope, stored["1"].breaking) == (
+        "feat",
+        "payments",
+        True,
+    )
+    assert stored["3"].change_type == "other"
+    logo = stored["3"].files.get()
+    assert logo.binary and logo.added is None
+    assert stored["2"].files.get().old_path == "docs/b.md"
+    target.refresh_from_db()
+    assert target.changes == [
+        f"feat(payments)!: charge in cents ({'1' * 7})",
+        f"fix: typo ({'2' * 7})",
+        f"Add logo ({'3' * 7})",
+    ]
+
+
+def test_an_empty_range_is_refused() -> None:
+    with pytest.raises(IngestError, match="range is empty") as caught:
+        services.ingest_commits(release(), [], API)
+    assert caught.value.status == 422
+
+
+def test_a_long_range_lists_the_riskiest_changes_after_the_counts() -> None:
+    target = release()
+    commits = [commit(f"{i % 16:x}", f"chore: tidy {i}") for i in range(16)]
+    commits = [
+        CommitRecord(f"{i:040x}", "A", "a@x", c.authored_at, c.message, (), ("0" * 40,))
+        for i, c in enumerate(commits * 4)
+    ]
+    commits[10] = CommitRecord(
+        "f" * 40, "A", "a@x", commits[10].authored_at, "feat(auth)!: new tokens", (), ("0" * 40,)
+    )
+    services.ingest_commits(target, commits, API)
+    target.refresh_from_db()
+    assert len(target.changes) == 41
+    assert target.changes[0].startswith("64 commits (63 chore, 1 feat; 1 breaking)")
+    assert any(line.startswith("feat(auth)!: new tokens") for line in target.changes)
+
+
+def test_metrics_of_both_windows_give_the_figures_and_nan_is_missing() -> None:
+    target = release()
+    text = (
+        "# TYPE detective_error_rate gauge\n"
+        "detective_error_rate 0.02 1763632800\n"
+        "detective_error_rate 0.04 1763632860\n"
+        "# TYPE detective_response_time_p95_ms gauge\n"
+        "detective_response_time_p95_ms NaN 1763632800\n"
+        "# EOF\n"
+    )
+    samples = parse_metrics(text, source="release.om")
+    services.ingest_metrics(target, samples, API, file_names=["release.om"])
+    baseline = parse_metrics(
+        "# TYPE detective_response_time_p95_ms gauge\n"
+        "detective_response_time_p95_ms 300 1763028000\n# EOF\n",
+        source="baseline.om",
+    )
+    services.ingest_metrics(target, baseline, API, window="baseline")
+    target.refresh_from_db()
+    assert target.deployment_metrics == pytest.approx(
+        {"error_rate": 0.03, "response_time_p95": None, "response_time_p95_baseline": 300.0}
+    )
+    assert MetricSample.objects.filter(value__isnull=True).count() == 1
+    with pytest.raises(IngestError, match="window must be"):
+        services.ingest_metrics(target, samples, API, window="yesterday")
+
+
+def test_a_release_typed_by_hand_keeps_its_figures_until_a_source_of_that_kind_arrives() -> None:
+    target = Release.objects.create(
+        version="v5",
+        changes=["Hand-written change"],
+        test_results={"passed": 3, "failed": 0, "skipped": 0},
+    )
+    junit(target, "TEST-com.example.checkout.CartTest.xml")
+    target.refresh_from_db()
+    assert target.changes == ["Hand-written change"]
+    assert target.test_results["passed"] == 2
+
+
+def test_a_metrics_file_is_split_by_the_deploy_time_when_no_window_is_named() -> None:
+    deployed = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    target, _ = services.upsert_release(ReleaseFields("v7", deployed_at=deployed), API)
+    during, week_before = int(deployed.timestamp()) + 600, int(deployed.timestamp()) - 7 * 86400
+    text = (
+        "# TYPE detective_error_rate gauge\n"
+        f"detective_error_rate 0.05 {during}\n"
+        f"detective_error_rate 0.01 {week_before + 600}\n"
+        f"detective_error_rate 0.9 {during + 86400}\n"  # in neither window: left out
+        "# EOF\n"
+    )
+    results = services.ingest_metrics_file(target, parse_metrics(text, source="m.om"), API)
+    assert [r.counts["window"] for r in results] == ["release", "baseline"]
+    target.refresh_from_db()
+    assert target.deployment_metrics["error_rate"] == pytest.approx(0.05)
+    assert target.deployment_metrics["error_rate_baseline"] == pytest.approx(0.01)
+    assert MetricSample.objects.filter(release=target).count() == 2

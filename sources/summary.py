@@ -1,0 +1,175 @@
+"""The release's summary (what the agent and the policy read) derived from its detail.
+
+Release.changes, test_results and deployment_metrics keep the specification's shape; each is
+rewritten from the detail tables when a source of its kind is ingested, and left as it is when
+the release has no detail of that kind (a release typed in by hand keeps its figures). Big detail
+stays out: counts, plus at most MAX_NAMES failing or flaky tests and MAX_CHANGES changes, the
+riskiest first, by name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from django.db.models import Count, Sum
+
+from releases.models import Release
+from sources.models import Commit, MetricSample, MetricWindow, SourceKind, TestCase, TestStatus
+from sources.parsers.openmetrics import (
+    MetricSampleRecord,
+    Scaled,
+    SummaryNames,
+    summarize,
+)
+
+MAX_NAMES = 25
+MAX_CHANGES = 40
+
+# Prometheus' window figures are stored as `<key>:window` and its per-step samples under the
+# summary's keys (services/metrics.py); files use the exporters' names. All give the figures,
+# the window's own figure first.
+NAMES = SummaryNames(
+    error_rate=(
+        Scaled("error_rate:window"),
+        Scaled("error_rate"),
+        *SummaryNames().error_rate,
+    ),
+    response_time_p95=(
+        Scaled("response_time_p95:window"),
+        Scaled("response_time_p95"),
+        *SummaryNames().response_time_p95,
+    ),
+)
+
+# Which commits a long range lists first: breaking ones, then those that change behaviour.
+_TYPE_RANK = {"revert": 1, "feat": 2, "fix": 3, "perf": 4, "refactor": 5}
+
+
+def refresh(release: Release, kind: str) -> list[str]:
+    """Rewrite the summary field of this kind of source from the detail; the fields changed."""
+    if kind == SourceKind.COMMITS:
+        release.changes = changes(release)
+        fields = ["changes"]
+    elif kind == SourceKind.JUNIT:
+        release.test_results = test_results(release)
+        fields = ["test_results"]
+    elif kind == SourceKind.METRICS:
+        release.deployment_metrics = deployment_metrics(release)
+        fields = ["deployment_metrics"]
+    else:
+        return []
+    release.save(update_fields=[*fields, "updated_at"])
+    return fields
+
+
+def changes(release: Release) -> list[str] | None:
+    """One line per commit (merges left out), at most MAX_CHANGES, the riskiest first when the
+    range is longer, after a line with the counts by type."""
+    commits = list(
+        Commit.objects.filter(release=release)
+        .annotate(lines=Sum("files__added") + Sum("files__deleted"), file_count=Count("files"))
+        .order_by("authored_at", "sha")
+    )
+    kept = [commit for commit in commits if not commit.is_merge]
+    if not kept:
+        return None
+    lines = [f"{commit.subject} ({commit.sha[:7]})" for commit in kept]
+    if len(kept) <= MAX_CHANGES:
+        return lines
+    ranked = sorted(
+        range(len(kept)),
+        key=lambda i: (
+            not kept[i].breaking,
+            _TYPE_RANK.get(kept[i].change_type, 9),
+            -(kept[i].lines or 0),
+        ),
+    )[:MAX_CHANGES]
+    by_type = Counter(commit.change_type for commit in kept)
+    counts = ", ".join(f"{count} {kind}" for kind, count in by_type.most_common())
+    breaking = sum(commit.breaking for commit in kept)
+    head = (
+        f"{len(kept)} commits ({counts}; {breaking} breaking); "
+        f"the {MAX_CHANGES} riskiest are listed"
+    )
+    return [head, *(lines[i] for i in sorted(ranked))]
+
+
+def test_results(release: Release) -> dict[str, Any] | None:
+    """Counts by each test's last attempt, with the failing and flaky tests by name.
+
+    A test counts once, as its last run went: passed (or flaky: it passed on a rerun), failed
+    (failure or error) or skipped. It is flaky when its last run passed after an earlier one
+    failed, in the same report or an earlier one."""
+    rows = (
+        TestCase.objects.filter(release=release)
+        .order_by("suite", "classname", "name", "attempt")
+        .values_list("suite", "classname", "name", "status")
+        .iterator(chunk_size=5000)
+    )
+    counts = Counter[str]()
+    failing: list[str] = []
+    flaky: list[str] = []
+    current: tuple[str, str, str] | None = None
+    last_status, failed_before, earlier_failed = "", False, False
+
+    def close() -> None:
+        if current is None:
+            return
+        label = f"{current[1]}::{current[2]}" if current[1] else current[2]
+        if last_status in (TestStatus.FAILED, TestStatus.ERROR):
+            counts["failed"] += 1
+            if len(failing) < MAX_NAMES:
+                failing.append(label)
+        elif last_status == TestStatus.SKIPPED:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+            if last_status == TestStatus.FLAKY or earlier_failed:
+                counts["flaky"] += 1
+                if len(flaky) < MAX_NAMES:
+                    flaky.append(label)
+
+    for suite, classname, name, status in rows:
+        key = (suite, classname, name)
+        if key != current:
+            close()
+            current, failed_before = key, False
+        earlier_failed = failed_before
+        failed_before = failed_before or status in (TestStatus.FAILED, TestStatus.ERROR)
+        last_status = status
+    close()
+    if current is None:
+        return None
+    return {
+        "passed": counts["passed"],
+        "failed": counts["failed"],
+        "skipped": counts["skipped"],
+        "flaky": counts["flaky"],
+        "failing_tests": failing,
+        "flaky_tests": flaky,
+    }
+
+
+def deployment_metrics(release: Release) -> dict[str, Any] | None:
+    """Error rate and p95 of the release's window and, as `<key>_baseline`, of the baseline's."""
+    if not release.ingestions.filter(kind=SourceKind.METRICS).exists():
+        return None
+    figures: dict[str, Any] = {}
+    for window in MetricWindow:
+        samples = [
+            MetricSampleRecord(
+                name=sample.name,
+                labels=tuple(sorted(sample.labels.items())),
+                timestamp=sample.timestamp,
+                value=sample.value,
+            )
+            for sample in MetricSample.objects.filter(release=release, window=window)
+        ]
+        suffix = "" if window == MetricWindow.RELEASE else "_baseline"
+        for key, value in summarize(samples, NAMES).as_dict().items():
+            figures[f"{key}{suffix}"] = value
+    # A figure that could not be computed from what arrived is missing, never zero.
+    figures.setdefault("error_rate", None)
+    figures.setdefault("response_time_p95", None)
+    return figures

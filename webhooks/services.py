@@ -1,0 +1,141 @@
+"""Webhook deliveries: which endpoints want an event, the body they get, and one attempt to
+deliver it (logged, with the time of the next attempt when it failed and attempts remain).
+
+Queuing and retrying are `tasks.py`'s: this module never enqueues, so the task can call it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from releases.models import Release
+from releases.selectors import release_verdict
+from webhooks.models import WebhookDelivery, WebhookEndpoint
+from webhooks.signing import HEADER, sign
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "Detective-Webhooks/1"
+# The wait before attempts 2, 3, 4 and 5; the fifth is the last.
+RETRY_DELAYS_S: tuple[float, ...] = (10, 60, 300, 1800)
+TIMEOUT_S = 10.0
+EXCERPT_CHARS = 500
+
+
+def retry_delays() -> tuple[float, ...]:
+    return tuple(getattr(settings, "WEBHOOK_RETRY_DELAYS_S", RETRY_DELAYS_S))
+
+
+def max_attempts() -> int:
+    return len(retry_delays()) + 1
+
+
+def endpoints_for(release: Release) -> list[WebhookEndpoint]:
+    service = release.service
+    return [
+        endpoint
+        for endpoint in WebhookEndpoint.objects.filter(active=True)
+        if endpoint.wants(service.slug, service.name)
+    ]
+
+
+def event_body(release: Release, event: str) -> str:
+    """The verdict's JSON (what GET /api/releases/<version>/verdict answers), with the event,
+    the service and the release page's path and address."""
+    path = release.get_absolute_url()
+    base = (getattr(settings, "DETECTIVE_API_URL", None) or "").rstrip("/")
+    body = {
+        **release_verdict(release).as_json(),
+        "event": event,
+        "service": release.service.slug,
+        "release_path": path,
+        # As the verdict API answers: the page's address (this site's, when it knows it).
+        "url": f"{base}{path}",
+    }
+    return json.dumps(body, ensure_ascii=False, sort_keys=True)
+
+
+def new_delivery_id() -> str:
+    return str(uuid.uuid4())
+
+
+def attempt_delivery(
+    *,
+    endpoint_id: int,
+    delivery_id: str,
+    event: str,
+    service: str,
+    version: str,
+    body: str,
+    attempt: int,
+) -> WebhookDelivery | None:
+    """POST the body once, signed now, and log the attempt. None when the endpoint was deleted
+    or switched off since the event (nothing is sent)."""
+    endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, active=True).first()
+    if endpoint is None:
+        return None
+    data = body.encode()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        HEADER: sign(endpoint.secret, data),
+        "Detective-Event": event,
+        "Detective-Delivery": delivery_id,
+        "Detective-Attempt": str(attempt),
+    }
+    timeout = float(getattr(settings, "WEBHOOK_TIMEOUT_S", TIMEOUT_S))
+    status: int | None = None
+    excerpt = error = ""
+    started = time.perf_counter()
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+            response = client.post(endpoint.url, content=data, headers=headers)
+        status = response.status_code
+        excerpt = response.text[:EXCERPT_CHARS]
+        if not response.is_success:
+            error = f"answered {status} {response.reason_phrase}".strip()
+    except httpx.TimeoutException:
+        error = f"no answer within {timeout:g} s"
+    except httpx.HTTPError as failure:
+        error = f"{type(failure).__name__}: {failure}"
+    duration_ms = round((time.perf_counter() - started) * 1000)
+    succeeded = not error
+    delays = retry_delays()
+    next_at = None
+    if not succeeded and attempt <= len(delays):
+        next_at = timezone.now() + timedelta(seconds=delays[attempt - 1])
+    record = WebhookDelivery.objects.create(
+        endpoint=endpoint,
+        delivery_id=delivery_id,
+        event=event,
+        service=service,
+        version=version,
+        attempt=attempt,
+        status_code=status,
+        succeeded=succeeded,
+        error=error,
+        response_excerpt=excerpt,
+        duration_ms=duration_ms,
+        next_attempt_at=next_at,
+    )
+    # The endpoint by name only: neither its secret nor its URL (which may carry a token).
+    log.info(
+        "webhook %s of %s %s to %r: attempt %d, %s in %d ms%s",
+        event,
+        service,
+        version,
+        endpoint.name,
+        attempt,
+        "delivered" if succeeded else error,
+        duration_ms,
+        f", next attempt at {next_at.isoformat()}" if next_at else "",
+    )
+    return record
