@@ -1,5 +1,8 @@
 """Releases, the agent runs that assess them, and the risk reports they file.
 
+Over 600 lines on purpose: one schema whose constraints reach across its tables (a release's
+service, its runs, their reports and decisions); the detail of a release lives in `sources`.
+
 Release data may be incomplete: a JSON field that is NULL means "missing", never zero, and the
 agent is expected to cope with it. Conversations, Messages and AgentEvents are the durable
 record of one agent run; a page can rebuild (replay) a run from them alone.

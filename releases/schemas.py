@@ -47,6 +47,9 @@ class Metric:
 FRACTION = 1.0
 METRICS: dict[str, Metric] = {
     "error_rate": Metric("the share of failed requests, 0 to 1 (0.02 = 2 %)", FRACTION),
+    "error_rate_baseline": Metric(
+        "the error rate before this release (its baseline window), 0 to 1", FRACTION
+    ),
     "response_time_p95": Metric("the p95 latency in milliseconds", MAX_LATENCY_MS),
     "response_time_p95_baseline": Metric(
         "the p95 latency before this release, in milliseconds", MAX_LATENCY_MS
