@@ -20,7 +20,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
-from django.urls import reverse
 
 from releases import selectors
 from releases.models import Release
@@ -42,8 +41,8 @@ def exit_code(verdict: ReleaseVerdict | None, fail_on: str) -> int:
     return AT_OR_ABOVE if SEVERITY_RANK[verdict.severity] >= SEVERITY_RANK[fail_on] else BELOW
 
 
-def page_url(version: str) -> str:
-    path = reverse("releases:detail", kwargs={"version": version})
+def page_url(release: Release) -> str:
+    path = release.get_absolute_url()
     base = (settings.DETECTIVE_API_URL or "").rstrip("/")
     return f"{base}{path}" if base else path
 
@@ -113,6 +112,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("version", help="The release, e.g. v2.1.0.")
         parser.add_argument(
+            "--service", help="The release's service, by slug or name (default: the default one)."
+        )
+        parser.add_argument(
             "--wait",
             type=float,
             default=0.0,
@@ -133,9 +135,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         version: str = options["version"]
         fail_on: str = options["fail_on"]
-        release = Release.objects.filter(version=version).first()
+        release = selectors.find_release(version, options["service"])
         if release is None:
-            self.stderr.write(f"No release {version!r}.")
+            where = f" of service {options['service']!r}" if options["service"] else ""
+            self.stderr.write(f"No release {version!r}{where}.")
             sys.exit(NO_VERDICT)
         verdict = selectors.release_verdict(release)
         deadline = time.monotonic() + max(0.0, options["wait"])
@@ -143,7 +146,7 @@ class Command(BaseCommand):
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
             verdict = selectors.release_verdict(release)
         code = exit_code(verdict, fail_on)
-        url = page_url(release.version)
+        url = page_url(release)
         if options["json"]:
             self.stdout.write(json.dumps({**verdict.as_json(), "url": url, "exit_code": code}))
         else:

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from releases import services
-from releases.models import Conversation, Release, RiskReport, RunStatus
+from releases.models import Conversation, Release, RiskReport, RunStatus, Service
 
 pytestmark = pytest.mark.django_db
 
@@ -106,3 +106,20 @@ def test_a_wait_that_runs_out_exits_3(make_release: Callable[..., Release]) -> N
     services.start_assessment(release, None)
     code, out = verdict("v6.0.0", "--wait", "0.3")
     assert code == 3 and "still running" in out
+
+
+def test_the_service_picks_which_release_of_that_version(
+    make_release: Callable[..., Release],
+) -> None:
+    # The same version in two services: the default one is low, the payments one high.
+    services.file_risk_report(release=make_release("v5.0.0"), severity="low", findings=["ok"])
+    payments = Service.objects.create(name="Payments", slug="payments")
+    other = Release.objects.create(version="v5.0.0", service=payments, **RISKY)
+    services.file_risk_report(release=other, severity="high", findings=["Error rate 9 %"])
+    assert verdict("v5.0.0")[0] == 0
+    code, out = verdict("v5.0.0", "--service", "payments", "--json")
+    assert code == 1
+    assert json.loads(out)["url"].endswith("/services/payments/releases/v5.0.0/")
+    assert verdict("v5.0.0", "--service", "Payments")[0] == 1  # by name, any case
+    code, out = verdict("v5.0.0", "--service", "billing")
+    assert code == 3 and "of service 'billing'" in out
