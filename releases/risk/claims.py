@@ -123,14 +123,25 @@ def _failed_count(data: Mapping[str, Any]) -> int | None:
     return len(_failing(data))
 
 
+# Word endings folded before a text's words meet a test name's ("retry" is "retried").
+_ENDINGS = (("ied", "y"), ("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
+
+
+def _stem(word: str) -> str:
+    for ending, instead in _ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= 3 and not word.endswith("ss"):
+            return word[: -len(ending)] + instead
+    return word
+
+
 def _name_words(name: str) -> set[str]:
-    return {w for w in _words(name) if w not in _SKIP_NAME_WORDS and len(w) >= 3}
+    return {_stem(w) for w in _words(name) if w not in _SKIP_NAME_WORDS and len(w) >= 3}
 
 
 def _named_failing(text: str, failing: Sequence[str]) -> list[str]:
     """The failing tests the text speaks of: by their exact name, or by most of their words
     ("Gateway retry test" is test_gateway_retry_backoff)."""
-    said = set(_words(text))
+    said = {_stem(w) for w in _words(text)}
     lowered = text.lower()
     named = []
     for name in failing:

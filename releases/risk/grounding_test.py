@@ -193,6 +193,15 @@ QUIET: dict[str, Any] = {
     "deployment_metrics": {"error_rate": 0.012, "response_time_p95": 300},
 }
 NO_METRICS: dict[str, Any] = {**CLEAN, "deployment_metrics": None}
+DEMO_GATEWAY: dict[str, Any] = {
+    **GATEWAY,
+    "tests": {
+        "passed": 151,
+        "failed": 1,
+        "skipped": 5,
+        "failing_tests": ["payments/gateway_test::test_timeout_is_retried_once"],
+    },
+}
 
 FOUND, ABSENT, CONTRADICTS, UNCHECKED = (
     "figures found in the data",
@@ -208,6 +217,9 @@ ISSUE_21 = [
     ("test_gateway_retry_backoff passes now", GATEWAY, CONTRADICTS),
     ("All tests pass", GATEWAY, CONTRADICTS),
     ("The gateway retry test is failing", GATEWAY, FOUND),
+    # The demo's v2.1.1: the failing test is named by its file and an inflected word.
+    ("Gateway retry test fixed and passing on re-run", DEMO_GATEWAY, CONTRADICTS),
+    ("The gateway timeout test still fails", DEMO_GATEWAY, FOUND),
     ("test_checkout_total fails", GATEWAY, ABSENT),  # not among the failing tests
     ("The footer test is flaky", GATEWAY, ABSENT),  # nothing in the data says flaky
     # "Metrics stable — GROUNDED" with no evidence: now checked against the policy's signals
