@@ -53,6 +53,8 @@ def _objects(make_release: Callable[..., Release], owner: User) -> dict[str, Any
     eval_run = EvalRun.objects.create(suite_version="1")
     return {
         "version": release.version,
+        "service": release.service.slug,
+        "release": release.pk,
         "run": run.pk,
         "report": report.pk,
         "decision": decision.pk,
@@ -64,6 +66,9 @@ def _url(route: str, objects: dict[str, Any]) -> str:
     """The route with its parameters filled in with real objects."""
     if "<version:version>" in route:
         route = route.replace("<version:version>", objects["version"])
+    route = route.replace("<slug:service>", objects["service"])
+    if "sources/releases/<int:pk>" in route:
+        route = route.replace("<int:pk>", str(objects["release"]))
     if "<uuid:pk>" in route:
         route = route.replace("<uuid:pk>", str(objects["run"]))
     if "review/reports/<int:pk>" in route:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,7 +165,10 @@ class Command(BaseCommand):
             freeze_startup_heap()
             # SIGTERM (a CI job's timeout) stops the run as Ctrl+C does: recorded as cancelled,
             # the trials done so far kept, instead of a process killed with its run "running".
-            previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+            # Only the main thread may set a handler (a test calls the command from a worker
+            # thread); elsewhere the caller owns the process's signals.
+            main = threading.current_thread() is threading.main_thread()
+            previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
             try:
                 with quiet_logs(options["verbosity"] < 2):
                     run = run_suite(
@@ -180,7 +184,8 @@ class Command(BaseCommand):
                     returncode=1,
                 ) from None
             finally:
-                signal.signal(signal.SIGTERM, previous)
+                if main:
+                    signal.signal(signal.SIGTERM, previous)
 
         summary = run.run_summary()
         if summary is None:
