@@ -23,7 +23,7 @@ import httpx
 import pytest
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
@@ -63,12 +63,15 @@ def test_a_burst_of_reassess_requests_on_three_workers_runs_each_release_once(
         make_release(f"v8.{n}.0", test_results={"passed": 50, "failed": n % 2, "skipped": 0})
         for n in range(RELEASES)
     ]
-    # Release managers by their group's permissions: the staff flag grants nothing outside
-    # the admin.
-    managers = Group.objects.get(name="Release managers")
+    # Release managers by their permissions (the staff flag grants nothing outside the
+    # admin); given here, since a transactional test may have flushed the migrated group.
+    may_assess = Permission.objects.filter(
+        content_type__app_label="releases",
+        codename__in=["run_assessment", "view_release", "view_riskreport", "view_conversation"],
+    )
     users = [django_user_model.objects.create_user(f"manager{n}") for n in range(SESSIONS)]
     for user in users:
-        user.groups.add(managers)
+        user.user_permissions.add(*may_assess)
     with (
         ScriptedLLM(delay=0.02, narration=30) as llm,
         LiveSite(tmp_path, llm.environment(), workers=WORKERS) as site,
