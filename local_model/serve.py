@@ -47,6 +47,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+def cpu_reports_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Does the CPU claim Intel AMX (the `amx_tile` flag)? False where it cannot be read."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(
+        line.startswith("flags") and "amx_tile" in line.split() for line in text.splitlines()
+    )
+
+
 def server_argv(
     paths: LocalModelPaths,
     port: int,
@@ -54,8 +65,10 @@ def server_argv(
     context: int = DEFAULT_CONTEXT,
     threads: int = DEFAULT_THREADS,
     spec: ModelSpec = MODEL,
+    amx: bool | None = None,
 ) -> list[str]:
     """The llama-server command line: loopback only, one slot, our chat template."""
+    amx = cpu_reports_amx() if amx is None else amx
     return [
         str(paths.binary),
         "--model",
@@ -78,6 +91,11 @@ def server_argv(
         "--parallel",
         "1",
         "--no-webui",
+        # A virtual machine may report AMX without letting programs use it: the native build
+        # then repacks the weights for AMX and dies of a general protection fault (SIGSEGV) on
+        # its first `ldtilecfg`, while warming up (seen on a 2-vCPU cloud machine,
+        # 2026-11-25). Without repacking the server uses its AVX-512 / AVX2 kernels.
+        *(["--no-repack"] if amx else []),
     ]
 
 

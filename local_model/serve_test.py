@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from local_model.serve import (
     CHAT_TEMPLATE,
     UpPlan,
     agent_environment,
+    cpu_reports_amx,
     health,
     plan_for_up,
     running_server,
@@ -39,6 +41,28 @@ def test_server_argv_binds_to_loopback_with_our_chat_template(paths: LocalModelP
         "DETECTIVE_MODEL": MODEL.alias,
         "DETECTIVE_CONTEXT_WINDOW": "4096",
     }
+
+
+@pytest.mark.parametrize(
+    ("flags", "amx"),
+    [
+        ("fpu avx2 avx512f amx_bf16 amx_tile amx_int8", True),
+        ("fpu avx2 avx512f avx512_vnni", False),
+        ("fpu avx2 amx_bf16", False),
+    ],
+)
+def test_a_cpu_reporting_amx_gets_no_weight_repacking(
+    paths: LocalModelPaths, tmp_path: Path, flags: str, amx: bool
+) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n", encoding="utf-8")
+
+    assert cpu_reports_amx(cpuinfo) is amx
+    assert ("--no-repack" in server_argv(paths, 8123, amx=amx)) is amx
+
+
+def test_an_unreadable_cpuinfo_reports_no_amx(tmp_path: Path) -> None:
+    assert cpu_reports_amx(tmp_path / "missing") is False
 
 
 def test_serve_status_and_stop_a_background_server(paths: LocalModelPaths) -> None:
