@@ -246,7 +246,7 @@ def test_the_summary_carries_the_policys_signals_beside_the_data(
     assert body["tests"]["failed"] == 12  # the data as it is
     policy = body["policy"]
     assert (policy["version"], policy["severity_floor"]) == (1, "high")
-    error_rate = next(s for s in policy["signals"] if s["signal"] == "Error rate")
+    error_rate = next(s for s in policy["signals"] if s["detail"].startswith("Error rate"))
     assert (error_rate["level"], error_rate["figure"]) == ("high", 0.09)
     assert "high above 5 %" in error_rate["threshold"]
 

@@ -51,13 +51,16 @@ def policy_block(verdict: PolicyVerdict, version: int | None) -> dict[str, Any]:
     """The policy as the model reads it. Measured on Qwen2.5-Coder-1.5B: with the policy's rule
     ("only a critical signal makes a release high") and each signal's `critical` flag beside
     them, it filed high for clean releases; without them it filed the floor on 8 of 8. The
-    floor already carries what they say; the report keeps the full signals."""
+    floor already carries what they say; the report keeps the full signals.
+
+    Each signal goes by its sentence (`detail`), not its name: given the names ("Failed tests
+    in a critical area") first in each entry, the same model filed them as its findings, which
+    then named no test (3 of 3 trials of `failed_tests_only_in_names`, 2026-11-25)."""
     # The two keys the model acts on come last, nearest to where it starts writing.
     return {
         "version": version,
         "signals": [
             {
-                "signal": s.label,
                 "level": s.level,
                 "figure": s.figure,
                 "threshold": s.threshold,

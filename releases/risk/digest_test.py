@@ -32,7 +32,7 @@ def test_the_policy_travels_beside_the_data() -> None:
     shown = digest(SMALL, evaluate(SMALL), version=3)
     policy = shown["policy"]
     assert (policy["version"], policy["severity_floor"]) == (3, "high")
-    rate = next(s for s in policy["signals"] if s["signal"] == "Error rate")
+    rate = next(s for s in policy["signals"] if s["detail"].startswith("Error rate"))
     assert (rate["figure"], rate["level"]) == (0.07, "high")
     assert "high above 5 %" in rate["threshold"]
 
