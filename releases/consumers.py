@@ -14,6 +14,13 @@ A gap shows only when a later event comes, so a lost last event (the run's end) 
 the page open and waiting for ever: after `QUIET_RECHECK_S` without a live event, the
 consumer reads the saved events after its last one again.
 
+The channel layer may be down (Redis stopped): the database still has every event, so the
+page stays connected and reads them from there, every `POLL_S`, for as long as its
+subscription is not live; when the layer is back the subscription says so (`LIVE_AGAIN`) and
+the consumer reads what went by meanwhile, then relays live events again. The consumer has
+no channel of its own on the layer (live events come through the fan-out), so a layer that
+fails cannot end the page's socket either.
+
 Close codes: 4401 not logged in, 4403 not allowed to see the run, 4404 no such run. The
 origin is checked before this (AllowedHostsOriginValidator in asgi.py).
 """
@@ -22,24 +29,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db import InterfaceError, OperationalError
 
 from releases import selectors, services
-from releases.fanout import Subscription, fanout
+from releases.fanout import LIVE_AGAIN, Subscription, fanout
+from releases.layer_health import describe
 from releases.models import AgentEvent
 from releases.timeline import TERMINAL_KINDS, render_live
+
+logger = logging.getLogger(__name__)
 
 # A replay is sent in pieces of this many events (one websocket message each).
 REPLAY_BATCH = 200
 # With no live event for this long, look in the database for events the layer lost.
 QUIET_RECHECK_S = 5.0
+# While the layer is down, read the database this often.
+POLL_S = 1.0
+# Channels gives a consumer a channel of its own on the layer named by its alias; no layer has
+# this name, so this consumer gets none (see the module's docstring).
+NO_CHANNEL_LAYER = "run-pages-have-no-channel-of-their-own"
 
 
 class RunConsumer(AsyncWebsocketConsumer):
+    channel_layer_alias = NO_CHANNEL_LAYER
     run_id: str
     group: str
     last_sent: int | None
@@ -102,22 +120,40 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.last_live = time.monotonic()
             await self._catch_up()
         if not self.ended:
-            self.recheck = asyncio.get_running_loop().create_task(self._recheck_when_quiet())
+            self.recheck = asyncio.get_running_loop().create_task(self._read_the_database())
 
-    async def _recheck_when_quiet(self) -> None:
+    async def _read_the_database(self) -> None:
+        """Every `POLL_S` while the layer is down; after `QUIET_RECHECK_S` without a live
+        event while it is up."""
+        database_down = False
         while not self.ended:
-            await asyncio.sleep(QUIET_RECHECK_S)
-            if time.monotonic() - self.last_live < QUIET_RECHECK_S:
+            await asyncio.sleep(min(POLL_S, QUIET_RECHECK_S))
+            live = self.subscription is not None and self.subscription.live
+            if live and time.monotonic() - self.last_live < QUIET_RECHECK_S:
                 continue
             async with self.sending:
-                if not self.ended:
-                    self.last_live = time.monotonic()
+                if self.ended:
+                    return
+                self.last_live = time.monotonic()
+                try:
                     await self._catch_up()
+                except (OperationalError, InterfaceError) as error:
+                    # The database restarting: the page keeps its socket, and is read again.
+                    if not database_down:
+                        logger.warning("run page %s: %s", self.run_id, describe(error))
+                    database_down = True
+                else:
+                    database_down = False
 
     async def run_event(self, message: dict[str, Any]) -> None:
         """A live event from the group (on the subscription's task, not through Channels'
         dispatch: no hop to the sync thread per event, which a live event does not need)."""
         async with self.sending:
+            if message.get("type") == LIVE_AGAIN:
+                # Live from here on; what went by before is in the database.
+                if self.last_sent is not None and not self.ended:
+                    await self._catch_up()
+                return
             await self._relay(message)
 
     async def _relay(self, message: dict[str, Any]) -> None:

@@ -18,8 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, transaction
@@ -27,7 +25,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import signals, verdicts, workers
+from releases import layer_health, signals, verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -602,12 +600,8 @@ def publish_event(event: AgentEvent) -> None:
         "html": render_live([event]),
         "terminal": event.kind in TERMINAL_KINDS,
     }
-    try:
-        async_to_sync(get_channel_layer().group_send)(run_group(event.conversation_id), message)
-    except Exception:
-        logger.warning(
-            "could not publish event %s of run %s", event.seq, event.conversation_id, exc_info=True
-        )
+    # A layer that is down costs the run nothing but the live delivery (releases.layer_health).
+    layer_health.publish(run_group(event.conversation_id), message)
 
 
 # ---- review: a person's decision on a report, and its label as an eval scenario ---------------
