@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
@@ -594,10 +594,16 @@ def publish_event(event: AgentEvent) -> None:
     """
     from releases.timeline import TERMINAL_KINDS, render_live
 
+    try:
+        html = render_live([event])  # reads the run's earlier events for some kinds
+    except (OperationalError, InterfaceError):
+        # The database restarting after the event was saved: the pages read it from there
+        # once it is back. (Raising would make the runner save the event again.)
+        return
     message = {
         "type": "run.event",
         "seq": event.seq,
-        "html": render_live([event]),
+        "html": html,
         "terminal": event.kind in TERMINAL_KINDS,
     }
     # A layer that is down costs the run nothing but the live delivery (releases.layer_health).
