@@ -83,6 +83,12 @@ class PrivatePostgres:
     def restart(self) -> None:
         self._ctl("restart", "-m", "fast")
 
+    def pause(self, seconds: float) -> None:
+        """Stopped, then started again after `seconds`."""
+        self._ctl("stop", "-m", "fast")
+        time.sleep(seconds)
+        self._ctl("start")
+
     def stop(self) -> None:
         if self.data.exists():
             subprocess.run(
@@ -167,8 +173,11 @@ class Prober:
         self._thread.join()
 
 
+# A restart (1.5 s here) is survived; a database away for longer than the run's wait for it
+# (20 s) fails the run, saying so, once it is back.
+@pytest.mark.parametrize("outage", ["restart", "away 25 s"])
 def test_postgresql_restarting_mid_run_the_run_goes_on_and_pages_answer_503_meanwhile(
-    postgres: PrivatePostgres, tmp_path: Path
+    outage: str, postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
     # DEBUG off, as under `up` (DEBUG's technical 500 page would hide the 503).
     private = {
@@ -202,7 +211,10 @@ def test_postgresql_restarting_mid_run_the_run_goes_on_and_pages_answer_503_mean
         with Prober(client, "/releases/") as prober:
             time.sleep(0.5)
             began = time.monotonic()
-            postgres.restart()
+            if outage == "restart":
+                postgres.restart()
+            else:
+                postgres.pause(25)
             restarted_in = time.monotonic() - began
             time.sleep(2)
 
@@ -217,12 +229,17 @@ def test_postgresql_restarting_mid_run_the_run_goes_on_and_pages_answer_503_mean
 
     result = json.loads(manage(environment, "shell", "-c", RESULT).split("RESULT ", 1)[1])
     print(
-        f"\nPostgreSQL restarted in {restarted_in:.1f} s mid-run: run {result['status']} "
+        f"\nPostgreSQL {outage}: back in {restarted_in:.1f} s mid-run: run {result['status']} "
         f"({result['events']} events) {result['headline'] or result['error']}; probes "
         f"{dict(prober.answers)}; worker {'kept' if worker_alive else 'restarted'}"
     )
     assert worker_alive, logs
-    assert result["status"] == "succeeded", f"{result}\n{logs}"
+    if outage == "restart":
+        assert result["status"] == "succeeded", f"{result}\n{logs}"
+    else:
+        assert result["status"] == "failed", f"{result}\n{logs}"
+        assert result["error"].startswith("The database was unavailable: "), result["error"]
+        assert "The database was unavailable" in result["headline"], result["headline"]
     assert result["seqs"] == list(range(1, result["events"] + 1))  # no gap, none twice
     assert "500" not in prober.answers, (dict(prober.answers), logs)
     assert prober.answers["200"] > 0, dict(prober.answers)
