@@ -225,13 +225,16 @@ def test_postgresql_restarting_mid_run_the_run_goes_on_and_pages_answer_503_mean
         wait_for(ended, 90, "the run to end", site.log_text)
         worker_alive = site.processes[1].poll() is None and site.processes[1].pid == worker_pid
         worker_log = (tmp_path / "site" / "worker-0.log").read_text()
+        web_log = (tmp_path / "site" / "web.log").read_text()
         logs = site.log_text()
 
     result = json.loads(manage(environment, "shell", "-c", RESULT).split("RESULT ", 1)[1])
     print(
         f"\nPostgreSQL {outage}: back in {restarted_in:.1f} s mid-run: run {result['status']} "
         f"({result['events']} events) {result['headline'] or result['error']}; probes "
-        f"{dict(prober.answers)}; worker {'kept' if worker_alive else 'restarted'}"
+        f"{dict(prober.answers)}; worker {'kept' if worker_alive else 'restarted'}; web log "
+        f"{web_log.count('Service Unavailable')} 503 line(s), "
+        f"{web_log.count('Traceback')} traceback(s)"
     )
     assert worker_alive, logs
     if outage == "restart":
@@ -244,3 +247,6 @@ def test_postgresql_restarting_mid_run_the_run_goes_on_and_pages_answer_503_mean
     assert "500" not in prober.answers, (dict(prober.answers), logs)
     assert prober.answers["200"] > 0, dict(prober.answers)
     assert worker_log.count("the database is not answering") <= 2, worker_log[-4000:]
+    assert "Traceback" not in worker_log, worker_log[-4000:]
+    # One line for the outage's 503s, not a traceback each.
+    assert web_log.count("Service Unavailable") == 1, web_log[-4000:]
