@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 # A replay is sent in pieces of this many events (one websocket message each).
 REPLAY_BATCH = 200
 # With no live event for this long, look in the database for events the layer lost.
-QUIET_RECHECK_S = 5.0
+QUIET_RECHECK_S = 3.0
 # While the layer is down, read the database this often.
 POLL_S = 1.0
 # Channels gives a consumer a channel of its own on the layer named by its alias; no layer has
@@ -59,6 +59,7 @@ NO_CHANNEL_LAYER = "run-pages-have-no-channel-of-their-own"
 class RunConsumer(AsyncWebsocketConsumer):
     channel_layer_alias = NO_CHANNEL_LAYER
     run_id: str
+    run_over: bool
     group: str
     last_sent: int | None
     ended: bool
@@ -67,6 +68,7 @@ class RunConsumer(AsyncWebsocketConsumer):
     recheck: asyncio.Task[None] | None
 
     async def connect(self) -> None:
+        self.run_over = False
         self.last_sent = None
         self.group = ""
         self.subscription = None
@@ -92,6 +94,7 @@ class RunConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         self.group = services.run_group(run.pk)
+        self.run_over = not run.is_active
         self.subscription = await fanout().subscribe(self.group, self.run_event)
         if run.is_active:
             # A worker that died never says so: notice it here too (the page shows it).
@@ -119,6 +122,10 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.last_sent = _last_seq(text_data)
             self.last_live = time.monotonic()
             await self._catch_up()
+            if self.run_over and not self.ended:
+                # Over before the page connected, and the page has every event (or says
+                # it has more than there are): nothing will come.
+                await self._end()
         if not self.ended:
             self.recheck = asyncio.get_running_loop().create_task(self._read_the_database())
 
@@ -195,9 +202,17 @@ def _events_after(run_id: str, after: int) -> list[AgentEvent]:
     )
 
 
+# The largest event number a run can have (the column is a 32-bit integer): a page claiming
+# more has every event, and a bigger number would overflow the database's query.
+MAX_SEQ = 2**31 - 1
+
+
 def _last_seq(text: str | None) -> int:
+    """The page's "last_seq", or 0 (replay everything) for anything else than a number."""
     try:
         value = json.loads(text or "{}").get("last_seq", 0)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return 0
-    return value if isinstance(value, int) and value >= 0 else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return min(value, MAX_SEQ)

@@ -43,8 +43,9 @@ Handler = Callable[[dict[str, Any]], Awaitable[None]]
 SUBSCRIPTION_CAPACITY = 1000
 # After the layer fails (Redis restarting, say), wait this long before reading or joining again.
 READ_RETRY_SECONDS = 0.5
-# A join that takes longer than this failed: a paused Redis accepts and never answers.
-JOIN_TIMEOUT_S = 1.5
+# A join that takes longer than this failed: a paused Redis accepts and never answers. (Not
+# less: a loaded machine is slow, and a false outage costs its pages a poll a second.)
+JOIN_TIMEOUT_S = 5.0
 # A live membership joins its group again this often (see the module's docstring).
 REJOIN_EVERY_S = 2.0
 # The message a subscription gets when its group is live again after an outage.
