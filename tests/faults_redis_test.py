@@ -23,9 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import Permission, User
-from django.db import connection
 from playwright.sync_api import Page, expect
 
 from releases.models import AgentEvent, Conversation, Release, RunStatus
@@ -39,19 +37,11 @@ from tests.browser.run_page_test import (
 )
 from tests.live_site import HOST, LiveSite, free_port, wait_for
 from tests.llm_server import ScriptedLLM
+from tests.scaled_out_test import pytestmark as scaled_out_marks
 
-SCALED_OUT = bool(settings.CONFIG.redis_url) and connection.vendor == "postgresql"
-REQUIRED = bool(os.environ.get("DETECTIVE_CI_SCALED_OUT"))
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not SCALED_OUT and not REQUIRED,
-        reason="needs the scaled-out configuration: DATABASE_URL on PostgreSQL and REDIS_URL "
-        "(CI's second pass)",
-    ),
-]
+# The scaled-out test's marks: PostgreSQL and REDIS_URL (CI's second pass), transactional.
+pytestmark = [pytest.mark.browser, *scaled_out_marks]
 
 OUTAGE_S = 10.0
 OUTAGE_WARNING = "the channel layer is not answering"
