@@ -226,7 +226,7 @@ def test_redis_stopped_for_10_s_mid_run_the_open_page_shows_every_event_by_the_e
     first_after = min(t for _, t in times if t > back_at)
     after = sorted(t for _, t in times if t > back_at + 3_000)
     gaps = [b - a for a, b in itertools.pairwise(after)]
-    assert len(after) > 10 and max(gaps) < 2_000, gaps
+    assert len(after) > 10 and max(gaps) < 2_500, gaps
     # One warning per process for the outage, the end said once, no traceback.
     for name, log in (("web", web_log), ("worker", worker_log)):
         assert log.count(OUTAGE_WARNING) == 1, f"{name}:\n{log[-4000:]}"
