@@ -194,6 +194,8 @@ async def test_live_events_are_relayed_without_a_hop_to_the_sync_thread(
         hops.append("hop")
 
     monkeypatch.setattr("channels.consumer.aclose_old_connections", counted)
+    # Only live relays here: no quiet recheck of the database on a slow machine.
+    monkeypatch.setattr("releases.consumers.QUIET_RECHECK_S", 60.0)
     cookie = (b"cookie", await database_sync_to_async(session_cookie)(admin_user))
     socket = communicator(run, ORIGIN, cookie)
     assert (await socket.connect())[0]
