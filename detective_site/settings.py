@@ -165,8 +165,16 @@ LOGGING = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
     },
+    "filters": {
+        # One warning per database outage, not a traceback per 503 (detective_site/errors.py).
+        "database_outage": {"()": "detective_site.errors.DatabaseOutageLogFilter"},
+    },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["database_outage"],
+        },
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {

@@ -14,6 +14,13 @@ A gap shows only when a later event comes, so a lost last event (the run's end) 
 the page open and waiting for ever: after `QUIET_RECHECK_S` without a live event, the
 consumer reads the saved events after its last one again.
 
+The channel layer may be down (Redis stopped): the database still has every event, so the
+page stays connected and reads them from there, every `POLL_S`, for as long as its
+subscription is not live; when the layer is back the subscription says so (`LIVE_AGAIN`) and
+the consumer reads what went by meanwhile, then relays live events again. The consumer has
+no channel of its own on the layer (live events come through the fan-out), so a layer that
+fails cannot end the page's socket either.
+
 Close codes: 4401 not logged in, 4403 not allowed to see the run, 4404 no such run. The
 origin is checked before this (AllowedHostsOriginValidator in asgi.py).
 """
@@ -22,25 +29,37 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db import InterfaceError, OperationalError
 
 from releases import selectors, services
-from releases.fanout import Subscription, fanout
+from releases.fanout import LIVE_AGAIN, Subscription, fanout
+from releases.layer_health import describe
 from releases.models import AgentEvent
 from releases.timeline import TERMINAL_KINDS, render_live
+
+logger = logging.getLogger(__name__)
 
 # A replay is sent in pieces of this many events (one websocket message each).
 REPLAY_BATCH = 200
 # With no live event for this long, look in the database for events the layer lost.
-QUIET_RECHECK_S = 5.0
+QUIET_RECHECK_S = 3.0
+# While the layer is down, read the database this often.
+POLL_S = 1.0
+# Channels gives a consumer a channel of its own on the layer named by its alias; no layer has
+# this name, so this consumer gets none (see the module's docstring).
+NO_CHANNEL_LAYER = "run-pages-have-no-channel-of-their-own"
 
 
 class RunConsumer(AsyncWebsocketConsumer):
+    channel_layer_alias = NO_CHANNEL_LAYER
     run_id: str
+    run_over: bool
     group: str
     last_sent: int | None
     ended: bool
@@ -49,6 +68,7 @@ class RunConsumer(AsyncWebsocketConsumer):
     recheck: asyncio.Task[None] | None
 
     async def connect(self) -> None:
+        self.run_over = False
         self.last_sent = None
         self.group = ""
         self.subscription = None
@@ -74,6 +94,7 @@ class RunConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         self.group = services.run_group(run.pk)
+        self.run_over = not run.is_active
         self.subscription = await fanout().subscribe(self.group, self.run_event)
         if run.is_active:
             # A worker that died never says so: notice it here too (the page shows it).
@@ -101,23 +122,45 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.last_sent = _last_seq(text_data)
             self.last_live = time.monotonic()
             await self._catch_up()
+            if self.run_over and not self.ended:
+                # Over before the page connected, and the page has every event (or says
+                # it has more than there are): nothing will come.
+                await self._end()
         if not self.ended:
-            self.recheck = asyncio.get_running_loop().create_task(self._recheck_when_quiet())
+            self.recheck = asyncio.get_running_loop().create_task(self._read_the_database())
 
-    async def _recheck_when_quiet(self) -> None:
+    async def _read_the_database(self) -> None:
+        """Every `POLL_S` while the layer is down; after `QUIET_RECHECK_S` without a live
+        event while it is up."""
+        database_down = False
         while not self.ended:
-            await asyncio.sleep(QUIET_RECHECK_S)
-            if time.monotonic() - self.last_live < QUIET_RECHECK_S:
+            await asyncio.sleep(min(POLL_S, QUIET_RECHECK_S))
+            live = self.subscription is not None and self.subscription.live
+            if live and time.monotonic() - self.last_live < QUIET_RECHECK_S:
                 continue
             async with self.sending:
-                if not self.ended:
-                    self.last_live = time.monotonic()
+                if self.ended:
+                    return
+                self.last_live = time.monotonic()
+                try:
                     await self._catch_up()
+                except (OperationalError, InterfaceError) as error:
+                    # The database restarting: the page keeps its socket, and is read again.
+                    if not database_down:
+                        logger.warning("run page %s: %s", self.run_id, describe(error))
+                    database_down = True
+                else:
+                    database_down = False
 
     async def run_event(self, message: dict[str, Any]) -> None:
         """A live event from the group (on the subscription's task, not through Channels'
         dispatch: no hop to the sync thread per event, which a live event does not need)."""
         async with self.sending:
+            if message.get("type") == LIVE_AGAIN:
+                # Live from here on; what went by before is in the database.
+                if self.last_sent is not None and not self.ended:
+                    await self._catch_up()
+                return
             await self._relay(message)
 
     async def _relay(self, message: dict[str, Any]) -> None:
@@ -159,9 +202,17 @@ def _events_after(run_id: str, after: int) -> list[AgentEvent]:
     )
 
 
+# The largest event number a run can have (the column is a 32-bit integer): a page claiming
+# more has every event, and a bigger number would overflow the database's query.
+MAX_SEQ = 2**31 - 1
+
+
 def _last_seq(text: str | None) -> int:
+    """The page's "last_seq", or 0 (replay everything) for anything else than a number."""
     try:
         value = json.loads(text or "{}").get("last_seq", 0)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return 0
-    return value if isinstance(value, int) and value >= 0 else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return min(value, MAX_SEQ)

@@ -17,6 +17,9 @@ from django.test import Client
 
 from detective_site.asgi import application
 from releases import services, tasks
+from releases.fanout import GroupFanout
+from releases.fanout_test import BlinkingLayer
+from releases.layer_health import Outage
 from releases.models import Conversation, Release
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -191,6 +194,8 @@ async def test_live_events_are_relayed_without_a_hop_to_the_sync_thread(
         hops.append("hop")
 
     monkeypatch.setattr("channels.consumer.aclose_old_connections", counted)
+    # Only live relays here: no quiet recheck of the database on a slow machine.
+    monkeypatch.setattr("releases.consumers.QUIET_RECHECK_S", 60.0)
     cookie = (b"cookie", await database_sync_to_async(session_cookie)(admin_user))
     socket = communicator(run, ORIGIN, cookie)
     assert (await socket.connect())[0]
@@ -200,4 +205,46 @@ async def test_live_events_are_relayed_without_a_hop_to_the_sync_thread(
     await database_sync_to_async(add_events)(run, 3)
     assert await receive_seqs(socket, 3) == [1, 2, 3]
     assert len(hops) == before
+    await socket.disconnect()
+
+
+async def test_with_the_layer_down_the_page_reads_the_database_and_is_live_again_after(
+    run: Conversation, admin_user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("releases.consumers.POLL_S", 0.1)
+    monkeypatch.setattr("releases.fanout.READ_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr("releases.fanout.JOIN_TIMEOUT_S", 0.2)
+    layer = BlinkingLayer()
+    layer.down = True
+    fanout = GroupFanout(layer, Outage())
+    monkeypatch.setattr("releases.consumers.fanout", lambda: fanout)
+    await database_sync_to_async(add_events)(run, 2)  # before the page opened
+    cookie = (b"cookie", await database_sync_to_async(session_cookie)(admin_user))
+    socket = communicator(run, ORIGIN, cookie)
+    assert (await socket.connect())[0]  # the layer being down does not refuse the page
+    await socket.send_json_to({"last_seq": 0})
+    assert await receive_seqs(socket, 2) == [1, 2]  # the replay
+
+    # Saved while the layer is down (publishing fails): read by polling.
+    await database_sync_to_async(add_events)(run, 2)
+    assert await receive_seqs(socket, 4) == [3, 4]
+
+    # Back: the page reads what went by meanwhile, then gets live events, each once.
+    layer.down = False
+    await database_sync_to_async(services.append_event)(
+        run, kind="text_delta", payload={"kind": "text_delta", "step": 1, "text": "x"}
+    )
+    assert await receive_seqs(socket, 5) == [5]
+    async with asyncio.timeout(5):
+        while not fanout.is_live(services.run_group(run.pk)):
+            await asyncio.sleep(0.01)
+    for seq in (6, 7):
+        event = await database_sync_to_async(services.append_event)(
+            run, kind="text_delta", payload={"kind": "text_delta", "step": 1, "text": "y"}
+        )
+        await fanout._layer.group_send(
+            services.run_group(run.pk),
+            {"type": "run.event", "seq": seq, "html": f'<i data-seq="{event.seq}"></i>'},
+        )
+    assert await receive_seqs(socket, 7) == [6, 7]
     await socket.disconnect()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+import pytest
 from channels.layers import InMemoryChannelLayer
 
-from releases.fanout import GroupFanout, Subscription
+from releases.fanout import LIVE_AGAIN, GroupFanout, Subscription
+from releases.layer_health import Outage
 
 
 class Collector:
@@ -150,3 +153,94 @@ async def test_the_reader_goes_on_after_the_layer_fails_once(monkeypatch: Any) -
     await send(layer, 2)
     await until(lambda: page.seen == [1, 2])
     await fanout.unsubscribe("run-1", subscription)
+
+
+class BlinkingLayer(InMemoryChannelLayer):  # type: ignore[misc]
+    """An in-memory layer that can be down (refusing), paused (never answering) or restarted
+    (its groups forgotten), as Redis can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.paused = asyncio.Event()
+        self.paused.set()
+
+    async def _check(self) -> None:
+        await self.paused.wait()
+        if self.down:
+            raise ConnectionError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
+
+    async def group_add(self, group: str, channel: str) -> None:
+        await self._check()
+        await super().group_add(group, channel)
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        await self._check()
+        message = await super().receive(channel)
+        await self._check()
+        return dict(message)
+
+    def restart(self) -> None:
+        self.groups.clear()
+
+
+class Recorder(Collector):
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message.get("type") == LIVE_AGAIN:
+            self.seen.append(0)
+        else:
+            await super().__call__(message)
+
+
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("releases.fanout.READ_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr("releases.fanout.JOIN_TIMEOUT_S", 0.1)
+    monkeypatch.setattr("releases.fanout.REJOIN_EVERY_S", 0.05)
+
+
+async def test_a_layer_that_is_down_makes_a_subscription_that_is_not_live_and_one_warning(
+    quick: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = BlinkingLayer()
+    layer.down = True
+    fanout = GroupFanout(layer, Outage())
+    page = Recorder()
+    subscription = await fanout.subscribe("run-1", page)
+    assert not subscription.live
+    await asyncio.sleep(0.3)  # a few dozen tries to join and to read
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "the channel layer is not answering (ConnectionError: Error 111 connecting to "
+        "127.0.0.1:6390. Connection refused.); run pages read the database until it is back"
+    ]
+
+    layer.down = False
+    await until(lambda: subscription.live)
+    await until(lambda: page.seen == [0])  # told it is live again, before any event
+    await send(layer, 2)
+    await until(lambda: page.seen == [0, 1, 2])
+    assert "answers again" in caplog.records[-1].getMessage()
+    await fanout.unsubscribe("run-1", subscription)
+
+
+async def test_a_layer_that_restarted_and_forgot_its_groups_is_joined_again(quick: None) -> None:
+    layer = BlinkingLayer()
+    fanout = GroupFanout(layer, Outage())
+    page = Recorder()
+    subscription = await fanout.subscribe("run-1", page)
+    layer.restart()  # no error reached us: redis-py reconnected by itself
+    await until(lambda: bool(layer.groups.get("run-1")))
+    await send(layer, 1)
+    await until(lambda: page.seen == [1])
+    await fanout.unsubscribe("run-1", subscription)
+
+
+async def test_a_paused_layer_holds_up_neither_subscribing_nor_leaving(quick: None) -> None:
+    layer = BlinkingLayer()
+    layer.paused.clear()  # SIGSTOP: connections accepted, nothing answered
+    fanout = GroupFanout(layer, Outage())
+    async with asyncio.timeout(1):
+        subscription = await fanout.subscribe("run-1", Recorder())
+        assert not subscription.live
+        await fanout.unsubscribe("run-1", subscription)
+    layer.paused.set()

@@ -18,16 +18,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import signals, verdicts, workers
+from releases import layer_health, signals, verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -596,18 +594,20 @@ def publish_event(event: AgentEvent) -> None:
     """
     from releases.timeline import TERMINAL_KINDS, render_live
 
+    try:
+        html = render_live([event])  # reads the run's earlier events for some kinds
+    except (OperationalError, InterfaceError):
+        # The database restarting after the event was saved: the pages read it from there
+        # once it is back. (Raising would make the runner save the event again.)
+        return
     message = {
         "type": "run.event",
         "seq": event.seq,
-        "html": render_live([event]),
+        "html": html,
         "terminal": event.kind in TERMINAL_KINDS,
     }
-    try:
-        async_to_sync(get_channel_layer().group_send)(run_group(event.conversation_id), message)
-    except Exception:
-        logger.warning(
-            "could not publish event %s of run %s", event.seq, event.conversation_id, exc_info=True
-        )
+    # A layer that is down costs the run nothing but the live delivery (releases.layer_health).
+    layer_health.publish(run_group(event.conversation_id), message)
 
 
 # ---- review: a person's decision on a report, and its label as an eval scenario ---------------

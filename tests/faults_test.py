@@ -9,6 +9,7 @@ quotes them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -586,6 +587,71 @@ def test_a_fuzzer_of_bodies_paths_and_headers_gets_no_5xx_and_always_an_answer(
     for report in RiskReport.objects.all():
         assert report.release == release and len(report.findings) <= 50
         assert all("\x00" not in finding and len(finding) <= 1000 for finding in report.findings)
+
+
+FUZZED_LAST_SEQ = [
+    "",
+    "not json",
+    "[]",
+    "null",
+    '"7"',
+    '{"last_seq": -5}',
+    '{"last_seq": 3.5}',
+    '{"last_seq": true}',
+    '{"last_seq": "3"}',
+    '{"last_seq": NaN}',
+    '{"last_seq": 1e400}',
+    '{"last_seq": 100000000000000000000000000000}',
+    '{"last_seq": 2147483648}',
+    '{"last_seq": [3]}',
+    '{"last_seq": {"a": 1}}',
+    "[" * 5000 + "]" * 5000,
+    '{"last_seq": 3}',
+    '{"last_seq": 8}',
+    '{"last_seq": 1}' + " " * 100_000,
+    '{"last_seq": "\\ud800"}',
+]
+
+
+def test_fuzzed_run_page_socket_messages_each_get_the_right_replay_and_a_normal_close(
+    site: LiveSite, release: Release, manager: User
+) -> None:
+    """The page's one message says which event it shows last; whatever it says, the socket
+    replays what a number means (everything, for anything else) and closes normally."""
+    from bench.ws import WebSocket
+    from releases import services
+
+    run = Conversation.objects.create(release=release, status=RunStatus.RUNNING)
+    for _ in range(7):
+        services.append_event(run, kind="text_delta", payload={"kind": "text_delta", "text": "x"})
+    services.finish_run(run.pk, status=RunStatus.SUCCEEDED)
+    services.append_event(run, kind="run_finished", payload={"kind": "run_finished"})
+    cookie = f"sessionid={site.session_cookie(manager)}"
+
+    async def replay(message: str) -> tuple[list[int], int | None]:
+        socket = await WebSocket.connect(
+            f"{site.ws_url}/ws/runs/{run.pk}/", origin=site.url, cookie=cookie
+        )
+        await socket.send_text(message)
+        async with asyncio.timeout(15):
+            await socket.listen()
+        seqs = [
+            int(seq) for m in socket.messages for seq in re.findall(r'data-seq="(\d+)"', m.text)
+        ]
+        return sorted(set(seqs)), socket.close_code
+
+    everything = list(range(1, 9))
+    expected = {
+        '{"last_seq": 3}': everything[3:],
+        '{"last_seq": 1}' + " " * 100_000: everything[1:],
+    }
+    expected |= {m: [] for m in ('{"last_seq": 8}', '{"last_seq": 2147483648}',
+                                 '{"last_seq": 100000000000000000000000000000}')}  # fmt: skip
+    for message in FUZZED_LAST_SEQ:
+        seqs, code = asyncio.run(replay(message))
+        assert code == 1000, (message[:60], code, site.log_text())
+        assert seqs == expected.get(message, everything), message[:60]
+    assert "Traceback" not in site.log_text()
 
 
 # ---- deadlines ---------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ from agent.telemetry import end_workflow, workflow_span
 from releases import outcomes, services
 from releases.models import AgentEvent as EventRow
 from releases.models import Conversation, RunStatus
+from releases.runner.database import DATABASE_ERRORS, DatabaseUnavailable, retrying
 from releases.runner.process import configure_process_telemetry, flush_telemetry
 from releases.runner.store import OrmConversationStore
 from releases.runner.trace_outcome import release_input, run_trace_outcome
@@ -326,7 +327,10 @@ class _Run:
         thread.join()
 
     def _beat(self) -> None:
-        pulse = services.heartbeat(self.run.pk)
+        try:
+            pulse = services.heartbeat(self.run.pk)
+        except DATABASE_ERRORS:
+            return  # the database restarting: the next store call waits for it (retrying)
         if pulse is services.Pulse.CANCEL:
             self.cancel.set("cancelled from the run page")
         elif pulse is services.Pulse.GONE:
@@ -345,7 +349,13 @@ class _Run:
             # The verdict the run reached is stored before the run is over: a page or a
             # pipeline that sees it end finds the report there.
             try:
-                concluded = outcomes.conclude(self.run, event.kind, event.payload, status, error)
+                concluded = retrying(
+                    lambda: outcomes.conclude(self.run, event.kind, event.payload, status, error)
+                )
+            except DatabaseUnavailable as unavailable:
+                concluded = outcomes.Concluded(
+                    RunStatus.FAILED, str(unavailable), "no_report", "storing the verdict failed"
+                )
             except Exception:
                 # A bug: the run still ends, failed, saying so; the log has the traceback.
                 logger.exception("run %s: storing its verdict failed", self.run.pk)
@@ -355,12 +365,14 @@ class _Run:
                     "no_report",
                     "storing the verdict failed",
                 )
-            self.status = self._finish(
-                concluded.status,
-                concluded.error,
-                outcome=concluded.outcome,
-                outcome_detail=concluded.detail,
-                **self._totals(),
+            self.status = retrying(
+                lambda: self._finish(
+                    concluded.status,
+                    concluded.error,
+                    outcome=concluded.outcome,
+                    outcome_detail=concluded.detail,
+                    **self._totals(),
+                )
             )
         services.publish_event(event)
         if self.on_event is not None:
@@ -382,10 +394,14 @@ class _Run:
         if self.crash is not None or self.terminal is None:
             logger.error("run %s crashed", self.run.pk, exc_info=self.crash)
         if self.status is None:  # the agent ended without a terminal event: a bug
-            message = "Unexpected internal error; see the worker's log for details"
-            self.store.append_event(
-                str(self.run.pk), RunFailed(error_type="InternalError", message=message)
+            error_type, message = (
+                "InternalError",
+                "Unexpected internal error; see the worker's log for details",
             )
+            if isinstance(self.crash, DatabaseUnavailable):
+                error_type, message = "DatabaseUnavailable", str(self.crash)
+            ending = RunFailed(error_type=error_type, message=message)
+            retrying(lambda: self.store.append_event(str(self.run.pk), ending))
         return self.status or RunStatus.FAILED
 
     def _finish(self, status: str, error: str, **totals: Any) -> str:
@@ -432,7 +448,8 @@ class _ThreadedStore:
         self._jobs = jobs
 
     def _call(self, call: Callable[[], T]) -> T:
-        job = _Job(call)
+        # A database restarting costs the agent a wait, not the run (releases.runner.database).
+        job = _Job(lambda: retrying(call))
         self._jobs.put(job)
         return job.future.result()
 

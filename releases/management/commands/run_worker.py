@@ -27,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from releases import runner, services, workers
+from releases.layer_health import describe
 from releases.runner.process import (
     configure_process_telemetry,
     flush_telemetry,
@@ -37,13 +38,22 @@ logger = logging.getLogger("releases.worker")
 
 
 def sweep_forever(every: float, stop: threading.Event) -> None:
+    database_down = False
     while not stop.wait(every):
         try:
             close_old_connections()
             for run in services.fail_stale_runs():
                 logger.warning("marked run %s failed: %s", run.pk, run.error or "stale")
+        except (OperationalError, InterfaceError) as error:
+            # A database restarting: said once, not a traceback every few seconds.
+            if not database_down:
+                logger.warning("the stale-run sweep waits for the database (%s)", describe(error))
+            database_down = True
+            connection.close()
+            continue
         except Exception:
             logger.exception("the stale-run sweep failed; trying again")
+        database_down = False
     connection.close()
 
 
