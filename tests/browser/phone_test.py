@@ -23,8 +23,8 @@ from playwright.sync_api import Browser, Page
 
 from evals.models import EvalResult
 from releases import services, tasks
-from releases.management.commands import seed_demo
 from releases.models import Conversation, Release, RunStatus
+from sources.management.commands import seed_demo
 from tests.browser.chromium import PHONE, log_in, password_hash, screenshots
 from tests.eval_data import make_run, suite
 from tests.live_site import LiveSite
