@@ -136,6 +136,13 @@ class Commit(models.Model):
         return self.message.split("\n", 1)[0]
 
     @property
+    def description(self) -> str:
+        """The subject without its Conventional Commits header (shown beside the type)."""
+        if self.change_type == ChangeType.OTHER:
+            return self.subject
+        return self.subject.split(": ", 1)[-1]
+
+    @property
     def is_merge(self) -> bool:
         return len(self.parents) > 1
 
