@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "judge": "bench.judge",
     "git": "bench.git_range",
     "junit": "bench.junit_ingest",
+    "detail": "bench.release_detail",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

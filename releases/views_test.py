@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from releases import services
-from releases.models import Conversation, Release, RunStatus
+from releases.models import Conversation, Release, RunStatus, Service
 
 pytestmark = pytest.mark.django_db
 
@@ -379,11 +379,12 @@ def test_the_detail_query_count_does_not_grow_with_history(
 
     url = reverse("releases:detail", args=["v1.0.0"])
     add(2)
-    # session, user, release, reports, their decisions, runs, the decision history
-    with django_assert_num_queries(7):
+    # session, user, release, reports, their decisions, runs, the decision history, and the
+    # detail's counts (test cases by status; commits and samples)
+    with django_assert_num_queries(9):
         assert admin_client.get(url).status_code == 200
     add(30)
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(9):
         assert admin_client.get(url).status_code == 200
 
 
@@ -496,3 +497,19 @@ def test_every_sort_has_its_entry_in_the_phones_select() -> None:
     from releases.views import SORT_CHOICES
 
     assert {value for value, _ in SORT_CHOICES} == SORTS
+
+
+def test_a_release_of_another_service_shows_its_service_beside_the_version(
+    admin_client: Client, make_release: Callable[..., Release]
+) -> None:
+    make_release("v1.0.0")
+    other = make_release("v1.0.1")
+    other.service = Service.objects.create(name="Shop <API>", slug="shop")
+    other.version = "v1.0.0"
+    other.save()
+    Conversation.objects.create(release=other, status=RunStatus.FAILED, error="down")
+    tag = '<span class="service-tag" title="Service">Shop &lt;API&gt;</span>'
+    listing = admin_client.get("/releases/").content.decode()
+    assert listing.count(tag) == 1 and listing.count("service-tag") == 1
+    assert tag in admin_client.get("/").content.decode()
+    assert tag in admin_client.get(other.get_absolute_url()).content.decode()

@@ -3,9 +3,38 @@
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.http import QueryDict
+
+from releases.models import Release
+from releases.risk.judge import (
+    Judgement,
+    JudgeSettings,
+    MetricJudgement,
+    MetricSettings,
+    judge,
+    judge_metric,
+    written,
+)
 from releases.token_hooks import TokenScope
-from sources.models import IngestionToken
+from sources.models import (
+    ChangeType,
+    Commit,
+    CommitFile,
+    IngestionToken,
+    MetricSample,
+    MetricWindow,
+    TestCase,
+    TestStatus,
+)
+
+# A window's own figure is stored beside its samples under this suffix (services/metrics.py).
+WINDOW_SUFFIX = ":window"
 
 
 def hash_token(token: str) -> str:
@@ -33,3 +62,223 @@ def token_scope(token: str) -> TokenScope | None:
         service_id=found.service_id,
         service_name=found.service.name if found.service is not None else "",
     )
+
+
+# ---- a release's detail, for its page (releases/detail_hooks.py) -------------------------------
+
+TABS = ("tests", "commits", "metrics")
+TAB_LABELS = {"tests": "Test cases", "commits": "Commits", "metrics": "Metrics"}
+TESTS_PER_PAGE = 50
+COMMITS_PER_PAGE = 25
+FILES_PER_COMMIT = 20
+ALL = "all"
+STATUS_FILTERS = (ALL, *TestStatus.values)
+
+
+@dataclass(frozen=True)
+class SectionsQuery:
+    """What the page asks for: one tab, its filters and its page (unknown values: the default)."""
+
+    tab: str = ""
+    status: str = ""
+    search: str = ""
+    change_type: str = ""
+    page: str = "1"
+
+    @classmethod
+    def of(cls, query: QueryDict) -> SectionsQuery:
+        tab, status, change_type = (
+            query.get("tab", ""),
+            query.get("status", ""),
+            query.get("type", ""),
+        )
+        return cls(
+            tab=tab if tab in TABS else "",
+            status=status if status in STATUS_FILTERS else "",
+            search=query.get("q", "").strip()[:200],
+            change_type=change_type if change_type in ChangeType.values else "",
+            page=query.get("page", "1")[:12],
+        )
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One metric: its release window against its baseline's, and the judge's sentence."""
+
+    judgement: MetricJudgement
+    release_median: str | None
+    baseline_median: str | None
+    # The window's own figure (`<name>:window`, an instant query over the whole window).
+    release_figure: str | None
+    baseline_figure: str | None
+    missing: int  # samples without a value (NaN, Inf): left out of the judgement
+
+
+@dataclass(frozen=True)
+class ReleaseSections:
+    tab: str  # the tab shown; "" when the release has no detail at all
+    query: SectionsQuery
+    status: str  # the status filter in force (the default: failures when there are any)
+    status_counts: dict[str, int]  # test case attempts by status
+    test_count: int
+    commit_count: int
+    sample_count: int
+    tests: Page[TestCase] | None = None
+    commits: Page[Commit] | None = None
+    metrics: list[MetricRow] = field(default_factory=list)
+    judgement: Judgement | None = None
+
+    @property
+    def change_types(self) -> list[str]:
+        return list(ChangeType.values)
+
+    @property
+    def tab_links(self) -> list[tuple[str, str, int]]:
+        """(tab, label, how many) for the tabs with something in them, and the one shown."""
+        counts = {"tests": self.test_count, "commits": self.commit_count}
+        counts["metrics"] = self.sample_count
+        return [
+            (name, TAB_LABELS[name], counts[name])
+            for name in TABS
+            if counts[name] or name == self.tab
+        ]
+
+    @property
+    def status_choices(self) -> list[tuple[str, str, int]]:
+        """(status, label, attempts) for the status filter."""
+        return [
+            (ALL, "All", self.test_count),
+            *(
+                (value, str(label), self.status_counts.get(value, 0))
+                for value, label in TestStatus.choices
+            ),
+        ]
+
+
+def release_sections(release: Release, query: QueryDict) -> ReleaseSections:
+    """The counts of each kind of detail, and one page of the tab asked for (the first with
+    something in it by default). Bounded queries whatever the size: counts over indexes and
+    one page of rows."""
+    wanted = SectionsQuery.of(query)
+    status_counts = dict(
+        TestCase.objects.filter(release=release)
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
+    test_count = sum(status_counts.values())
+    commit_count, sample_count = (
+        Release.objects.filter(pk=release.pk)
+        .annotate(
+            commit_count=_count_of(Commit.objects.filter(release=OuterRef("pk"))),
+            sample_count=_count_of(MetricSample.objects.filter(release=OuterRef("pk"))),
+        )
+        .values_list("commit_count", "sample_count")
+        .get()
+    )
+    present = {"tests": test_count, "commits": commit_count, "metrics": sample_count}
+    tab = wanted.tab or next((name for name in TABS if present[name]), "")
+    status = wanted.status or (TestStatus.FAILED if status_counts.get(TestStatus.FAILED) else ALL)
+    sections = ReleaseSections(
+        tab=tab,
+        query=wanted,
+        status=status,
+        status_counts=status_counts,
+        test_count=test_count,
+        commit_count=commit_count,
+        sample_count=sample_count,
+    )
+    if tab == "tests":
+        return replace(sections, tests=test_page(release, status, wanted.search, wanted.page))
+    if tab == "commits":
+        return replace(sections, commits=commit_page(release, wanted.change_type, wanted.page))
+    if tab == "metrics":
+        judgement, rows = metric_rows(release)
+        return replace(sections, metrics=rows, judgement=judgement)
+    return sections
+
+
+def _count_of(rows: QuerySet[Any]) -> Subquery:
+    """The number of these rows, as a subquery (two counts in one query)."""
+    return Subquery(
+        rows.order_by().values("release").annotate(n=Count("pk")).values("n")[:1],
+        output_field=IntegerField(),
+    )
+
+
+def test_page(release: Release, status: str, search: str, page: str) -> Page[TestCase]:
+    """One page of a release's test case attempts, by status (ALL: any) and a part of the name
+    or class; in the order of the index (release, status, suite, classname, name, attempt)."""
+    cases = TestCase.objects.filter(release=release).defer("ingestion")
+    if status != ALL:
+        cases = cases.filter(status=status)
+    if search:
+        cases = cases.filter(Q(name__icontains=search) | Q(classname__icontains=search))
+    return Paginator(
+        cases.order_by("suite", "classname", "name", "attempt"), TESTS_PER_PAGE
+    ).get_page(page)
+
+
+def commit_page(release: Release, change_type: str, page: str) -> Page[Commit]:
+    """One page of a release's commits, newest first, each with its lines added and deleted and
+    its first files."""
+    commits = Commit.objects.filter(release=release)
+    if change_type:
+        commits = commits.filter(change_type=change_type)
+    commits = commits.annotate(
+        lines_added=Sum("files__added"),
+        lines_deleted=Sum("files__deleted"),
+        file_count=Count("files"),
+    ).prefetch_related(
+        Prefetch(
+            "files",
+            queryset=CommitFile.objects.order_by("commit_id", "path")[:FILES_PER_COMMIT],
+            to_attr="first_files",
+        )
+    )
+    return Paginator(commits.order_by("-authored_at", "sha"), COMMITS_PER_PAGE).get_page(page)
+
+
+def metric_rows(release: Release) -> tuple[Judgement | None, list[MetricRow]]:
+    """Each metric's release window against its baseline's, as the metric judge
+    (releases/risk/judge.py) sees them; the window figures beside them."""
+    values: dict[str, dict[str, list[float]]] = {window: {} for window in MetricWindow.values}
+    figures: dict[str, dict[str, float | None]] = {window: {} for window in MetricWindow.values}
+    missing: Counter[str] = Counter()
+    samples = (
+        MetricSample.objects.filter(release=release)
+        .values_list("window", "name", "value")
+        .iterator(chunk_size=5000)
+    )
+    for window, name, value in samples:
+        if name.endswith(WINDOW_SUFFIX):
+            figures[window][name.removesuffix(WINDOW_SUFFIX)] = value
+        elif value is None:
+            missing[name] += 1
+        else:
+            values[window].setdefault(name, []).append(value)
+    if not any(values.values()) and not missing and not any(figures.values()):
+        return None, []
+    settings = JudgeSettings()
+    judgement = judge(values[MetricWindow.BASELINE], values[MetricWindow.RELEASE], settings)
+    judged = {m.name: m for m in judgement.metrics}
+    names = sorted(set(judged) | set(missing) | set(figures["release"]) | set(figures["baseline"]))
+    rows = []
+    for name in names:
+        metric = judged.get(name) or judge_metric(name, (), (), settings)
+        unit = settings.for_metric(name)
+
+        def text(value: float | None, unit: MetricSettings = unit) -> str | None:
+            return None if value is None else written(value, unit)
+
+        rows.append(
+            MetricRow(
+                judgement=metric,
+                release_median=text(metric.current.median),
+                baseline_median=text(metric.baseline.median),
+                release_figure=text(figures["release"].get(name)),
+                baseline_figure=text(figures["baseline"].get(name)),
+                missing=missing[name],
+            )
+        )
+    return (judgement if judged else None), rows

@@ -185,7 +185,7 @@ def test_every_demo_release_assessed_by_the_scripted_model_ends_with_a_stored_re
     from django.core.management import call_command
 
     from detective_site.asgi import application
-    from releases.management.commands.seed_demo import DEMO_RELEASES
+    from sources.demo_releases import DEMO_RELEASES
     from tests.llm_server import MODEL, ScriptedLLM
 
     call_command("seed_demo", stdout=io.StringIO())

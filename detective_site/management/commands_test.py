@@ -12,8 +12,8 @@ from pytest_django import Settings
 
 from detective_site.management.commands.up import Command as UpCommand
 from detective_site.management.commands.up import ensure_admin, port_is_free
-from releases.management.commands.seed_demo import DEMO_RELEASES
 from releases.models import Release
+from sources.demo_releases import DEMO_RELEASES
 
 pytestmark = pytest.mark.django_db
 

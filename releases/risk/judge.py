@@ -532,3 +532,8 @@ def _number(value: float) -> str:
         text = f"{value:.2g}"
         return text if "e" not in text else f"{value:.6f}".rstrip("0")
     return text.rstrip("0").rstrip(".")
+
+
+def written(value: float, metric: MetricSettings) -> str:
+    """A figure in the metric's units, as the sentences write it (for a page beside them)."""
+    return _value(value, metric)

@@ -99,7 +99,8 @@ def other_metrics(metrics: Any) -> list[tuple[str, Any]]:
     """The deployment metrics besides error rate and p95, as (readable name, value)."""
     if not isinstance(metrics, dict):
         return []
-    known = {"error_rate", "response_time_p95"}
+    # The baselines are shown beside their figures (releases/detail.html).
+    known = {"error_rate", "response_time_p95", "error_rate_baseline", "response_time_p95_baseline"}
     return [
         (key.replace("_", " ").capitalize(), value)
         for key, value in sorted(metrics.items())

@@ -107,10 +107,6 @@ def _message(element: Element) -> str:
     return _text(message, MAX_MESSAGE_CHARS)
 
 
-def _case_key(case: Element) -> tuple[str, str]:
-    return (_text(case.get("classname"), MAX_SUITE_CHARS), _text(case.get("name"), MAX_NAME_CHARS))
-
-
 def _records(case: Element, suite: str, suite_file: str | None) -> list[TestCaseRecord]:
     """The runs of one <testcase>, first attempt first."""
     name = _text(case.get("name"), MAX_NAME_CHARS)
@@ -190,8 +186,9 @@ def parse(
                 parent.tag == "testcase" for parent in open_elements
             ):
                 suite, suite_file = suites[-1] if suites else ("", None)
-                offset = attempts.get((suite, *_case_key(element)), 0)
-                for record in _records(element, suite, suite_file):
+                records = _records(element, suite, suite_file)
+                offset = attempts.get(records[0].key, 0)
+                for record in records:
                     # The same test twice in one report (a rerun written as its own case):
                     # later attempts.
                     if offset:

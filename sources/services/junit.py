@@ -81,11 +81,13 @@ def ingest_junit(
             batch: list[tuple[Any, ...]] = []
             counts = {"test_cases": 0, "passed": 0, "failed": 0, "error": 0, "skipped": 0}
             counts["flaky"] = 0
+            # Read once: `.pk` is a property, and this loop runs once per test case.
+            release_id, ingestion_id = release.pk, ingestion.pk
             try:
                 for record in junit.parse(hashing, filename, max_bytes=max_bytes):
                     counts["test_cases"] += 1
                     counts[record.status] += 1
-                    batch.append(_test_case_row(release.pk, ingestion.pk, record, earlier))
+                    batch.append(_test_case_row(release_id, ingestion_id, record, earlier))
                     if len(batch) >= BATCH:
                         _insert_test_cases(batch)
                         batch.clear()
