@@ -1,0 +1,128 @@
+"""One metric of a release against its baseline window and the service's earlier releases,
+judged by the metric judge (`releases.risk.judge`) in words, for
+`GET /api/releases/<version>/metrics/<metric>/history`.
+
+A metric is asked for by the summary's key (`error_rate`, `response_time_p95`): its samples
+are the per-step samples stored under that key (from Prometheus) or the exporters' gauges
+that hold it (`detective_error_rate`, `detective_response_time_p95_ms`, ..., scaled to the
+key's unit), the first name with samples in the window. Any other stored name is read as it
+is. A window's single figure (`<key>:window`) is one number, not a series: it is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy
+
+from releases.models import Release
+from releases.risk.judge import JudgeSettings, Window, judge_metric
+from sources.drilldown.earlier import earlier_releases
+from sources.models import MetricSample, MetricWindow
+from sources.parsers.openmetrics import Scaled
+from sources.summary import NAMES
+
+METRIC_PATTERN = r"[A-Za-z_][A-Za-z0-9_:.]{0,199}"
+HISTORY_SAMPLES_PER_RELEASE = 5_000
+
+
+def sources_of(metric: str) -> tuple[Scaled, ...]:
+    """The stored names that give `metric`, each with its factor to the key's unit."""
+    known = getattr(NAMES, metric, None) if metric in ("error_rate", "response_time_p95") else None
+    if known is None:
+        return (Scaled(metric),)
+    return tuple(scaled for scaled in known if not scaled.name.endswith(":window"))
+
+
+def samples(release: Release, metric: str, window: str) -> tuple[list[float], int, str | None]:
+    """The window's values of `metric` (in the key's unit), how many were missing (NaN, Inf
+    stored as empty), and the stored name they came from."""
+    for scaled in sources_of(metric):
+        values = list(
+            MetricSample.objects.filter(release=release, window=window, name=scaled.name)
+            .order_by("timestamp", "pk")
+            .values_list("value", flat=True)[:HISTORY_SAMPLES_PER_RELEASE]
+        )
+        if values:
+            kept = [v * scaled.factor for v in values if v is not None]
+            return kept, len(values) - len(kept), scaled.name
+    return [], 0, None
+
+
+def judge_settings() -> JudgeSettings:
+    # The judge's defaults until the risk policy carries settings of its own for it.
+    return JudgeSettings()
+
+
+def metric_history(release: Release, metric: str) -> dict[str, Any]:
+    settings = judge_settings()
+    current, current_missing, origin = samples(release, metric, MetricWindow.RELEASE)
+    baseline, baseline_missing, _ = samples(release, metric, MetricWindow.BASELINE)
+    against_baseline = judge_metric(metric, baseline, current, settings)
+    earlier: list[dict[str, Any]] = []
+    pooled: list[float] = []
+    for previous in earlier_releases(release):
+        values, missing, _ = samples(previous, metric, MetricWindow.RELEASE)
+        if values:
+            pooled.extend(values)
+        earlier.append(
+            {
+                "release_id": previous.version,
+                "deployed_at": previous.deployed_at.isoformat() if previous.deployed_at else None,
+                **_window(values, missing),
+            }
+        )
+    against_history = judge_metric(metric, pooled, current, settings)
+    return {
+        "release_id": release.version,
+        "metric": metric,
+        "label": against_baseline.label,
+        "unit": _unit(settings, metric),
+        "stored_as": origin,
+        "release_window": _window(current, current_missing),
+        "baseline_window": _window(baseline, baseline_missing),
+        "judgement_against_baseline": _judgement(against_baseline.as_dict()),
+        "earlier_releases": earlier,
+        "judgement_against_earlier_releases": {
+            **_judgement(against_history.as_dict()),
+            # The "baseline" of its sentence: these releases' windows, pooled.
+            "pooled_from_releases": sum(1 for e in earlier if e["samples"]),
+        },
+        "min_samples": settings.min_samples,
+        "confidence": settings.confidence,
+    }
+
+
+def _unit(settings: JudgeSettings, metric: str) -> str | None:
+    described = settings.for_metric(metric)
+    return "fraction (0.01 is 1 %)" if described.percent else (described.unit or None)
+
+
+def _window(values: Sequence[float], missing: int) -> dict[str, Any]:
+    summary = Window.of(numpy.asarray(values, dtype=float))
+    return {
+        "samples": summary.n,
+        "missing": missing,
+        "median": _rounded(summary.median),
+        "q1": _rounded(summary.q1),
+        "q3": _rounded(summary.q3),
+        "mean": _rounded(summary.mean),
+    }
+
+
+def _judgement(data: dict[str, Any]) -> dict[str, Any]:
+    """The judge's classification and sentence, with its test's figures."""
+    return {
+        "outcome": data["outcome"],
+        "reason": data["reason"],
+        "sentence": data["sentence"],
+        "p_value": _rounded(data["p_value"]),
+        "ratio": _rounded(data["ratio"]),
+        "allowed_ratio": data["allowed_ratio"],
+        "critical": data["critical"],
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.6g}")
