@@ -205,13 +205,13 @@ class ReleaseTools:
         try:
             reply = await self._send("GET", path)
         except _Unavailable as error:
-            return ToolOutcome.failure(f"{what} is unavailable: {error}."), True
+            return ToolOutcome.failure(f"{what} could not be read: {error}."), True
         if reply.ok:
             try:
                 return json.loads(reply.text), False
             except ValueError:
                 return ToolOutcome.failure(
-                    f"{what} is unavailable: the release API sent a response that is not "
+                    f"{what} could not be read: the release API sent a response that is not "
                     "valid JSON."
                 ), False
         said = _error_text(reply.text)
@@ -222,7 +222,7 @@ class ReleaseTools:
             else ToolExecutionError.__name__
         )
         return ToolOutcome.failure(
-            f"{what} is unavailable: the release API answered {reply.describe()}.{detail}",
+            f"{what} could not be read: the release API answered {reply.describe()}.{detail}",
             error_type=error_type,
         ), reply.status >= 500
 
