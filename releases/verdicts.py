@@ -7,6 +7,7 @@ release (`summary_for_agent`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,28 @@ def judge_summary(summary: dict[str, Any], *, previous: float | None = None) -> 
 
 def judge_release(release: Release) -> Judged:
     return judge_summary(release.as_summary(), previous=previous_p95(release))
+
+
+# The agent's investigation tools (agent/tools/drilldown.py), whose results a report may cite.
+DRILL_DOWN_TOOLS = ("get_test_details", "get_code_changes", "get_metric_history")
+MAX_DRILL_DOWNS_READ = 20
+
+
+def drill_downs_shown(run: Conversation) -> list[Any]:
+    """What this run's drill-down calls showed the model (their JSON, failures left out): a
+    report may cite its figures as it cites the summary's."""
+    rows = Message.objects.filter(
+        conversation=run, role=Message.Role.TOOL, metadata__tool_name__in=DRILL_DOWN_TOOLS
+    ).values_list("content", "metadata")[:MAX_DRILL_DOWNS_READ]
+    shown = []
+    for content, metadata in rows:
+        if (metadata or {}).get("is_error"):
+            continue
+        try:
+            shown.append(json.loads(content))
+        except ValueError:
+            continue
+    return shown
 
 
 def read_the_summary(run: Conversation) -> bool:

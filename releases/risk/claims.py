@@ -42,7 +42,8 @@ _ALL_PASS_RE = re.compile(
     r"|tests?\s+(are\s+|were\s+)?all\s+(green|pass\w*)|all\s+green)\b",
     re.IGNORECASE,
 )
-_TEST_NAME_RE = re.compile(r"\btest_[a-z0-9_]+\b", re.IGNORECASE)
+# A test's name, not a test file's ("tests/payments/test_payment.py" names no test).
+_TEST_NAME_RE = re.compile(r"(?<![\w/\\])test_[a-z0-9_]+\b(?!\.[a-z])", re.IGNORECASE)
 _FAIL_RE = re.compile(r"\b(fail\w*|broken|red|erroring)\b", re.IGNORECASE)
 _FLAKY_RE = re.compile(r"\bflak(y|iness|ily)\b", re.IGNORECASE)
 _STABLE_RE = re.compile(
@@ -186,7 +187,9 @@ def _test_claims(text: str, data: Mapping[str, Any]) -> list[ClaimCheck]:
             )
     elif fails and named:
         checks += [ClaimCheck("holds", f"{name} is listed as failing") for name in named]
-    lowered_failing = {name.lower() for name in failing}
+    # An ingested release lists "tests.payments.PaymentTest::test_charge_card": a text may
+    # name the test alone.
+    lowered_failing = {part.lower() for name in failing for part in (name, name.split("::")[-1])}
     for match in _TEST_NAME_RE.finditer(text):
         name = match.group(0)
         if name.lower() in lowered_failing or not fails:

@@ -121,6 +121,9 @@ class Facts:
     distances: list[Known]
     change_counts: list[Known]
     failed: float | None
+    # The figures the run's drill-downs showed (test histories, lines changed, a metric's
+    # medians): evidence for a figure, a count next to a test word included.
+    investigated: list[Known] = dataclasses.field(default_factory=list)
 
 
 def facts(
@@ -128,9 +131,12 @@ def facts(
     verdict: PolicyVerdict | None,
     cfg: PolicySettings,
     extra_known: Sequence[float],
+    investigated: Sequence[float] = (),
 ) -> Facts:
     direct = list(_leaves({k: data.get(k) for k in ("changes", "tests", "deployment_metrics")}, ""))
     direct += [Known(v, "the task") for v in extra_known]
+    drilled = [Known(v, "what the drill-downs showed") for v in investigated]
+    direct += drilled
     if verdict is not None:
         for signal in verdict.signals:
             kind, measure = _SIGNAL_KINDS.get(signal.name, ("any", None))
@@ -239,7 +245,7 @@ def facts(
         change_counts.append(
             Known(float(len(risky)), "changes in a critical area", "count", "changes")
         )
-    return Facts(direct, tests, failures, shares, rises, distances, change_counts, failed)
+    return Facts(direct, tests, failures, shares, rises, distances, change_counts, failed, drilled)
 
 
 _BASELINE_RE = re.compile(r"against ([\d,]+(?:\.\d+)?) ms")

@@ -95,16 +95,24 @@ def decide(
     refused_before: bool,
     shown: Mapping[str, Any] | None = None,
     summary_read: bool | None = None,
+    investigated: Sequence[float] = (),
 ) -> FilingDecision:
     """Judge one filing. `refused_before`: this run's filing was refused once already (or
     there is no run to refuse, so the first answer is final). `shown`: what the model was
     shown of the release when it differs from `data` (a compacted change list), whose
     figures count as known too. `summary_read`: whether the run obtained the release summary
-    (None when not known)."""
+    (None when not known). `investigated`: the figures the run's drill-downs showed."""
     cfg = cfg or PolicySettings()
     extra = numbers_in(dict(shown)) if shown is not None else []
     grounding = ground_report(
-        findings, summary, data, verdict, cfg, extra_known=extra, summary_read=summary_read
+        findings,
+        summary,
+        data,
+        verdict,
+        cfg,
+        extra_known=extra,
+        summary_read=summary_read,
+        investigated=investigated,
     )
     decision = FilingDecision(
         policy_severity=verdict.severity, grounding=grounding, evidence=verdict.evidence()

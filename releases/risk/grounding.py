@@ -252,7 +252,7 @@ def _ground_figure(text: str, figure: Figure, facts: Facts) -> tuple[str | None,
                 f"{figure.text} is given as a test count, but the release has no test results",
             )
         counts = _test_counts(kind, facts)
-        found = _match(figure, counts)
+        found = _match(figure, counts) or _match(figure, facts.investigated)
         if found is None:
             allowed = ", ".join(sorted({f"{k.value:g}" for k in counts})) or "none"
             # The release has test results, and this is not one of its counts: a contradiction.
@@ -448,10 +448,12 @@ def ground_report(
     *,
     extra_known: Sequence[float] = (),
     summary_read: bool | None = None,
+    investigated: Sequence[float] = (),
 ) -> ReportGrounding:
-    """The grounding of every finding and of the summary, against the release data."""
+    """The grounding of every finding and of the summary, against the release data (and
+    `investigated`, the figures the run's drill-downs showed)."""
     cfg = cfg or PolicySettings()
-    facts = facts_of(data, verdict, cfg, extra_known)
+    facts = facts_of(data, verdict, cfg, extra_known, investigated)
     parts = [
         ground_text(
             f"finding {i}", text, data, verdict, cfg, facts=facts, summary_read=summary_read
