@@ -171,6 +171,10 @@ def register_drill_down_tools(
 # ---- the lines in front -----------------------------------------------------------------------
 
 
+def _count(n: Any, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _page(body: Mapping[str, Any], noun: str) -> str:
     total, returned = body.get("total", 0), body.get("returned", 0)
     line = f"{returned} of {total} {noun} shown"
@@ -209,12 +213,12 @@ def _change_lines(body: Mapping[str, Any]) -> list[str]:
         f"{totals.get('directories', 0)} directories, +{totals.get('lines_added', 0)} "
         f"-{totals.get('lines_deleted', 0)} lines",
         "critical areas touched: "
-        + (", ".join(f"{area} ({n} commits)" for area, n in areas.items()) or "none"),
+        + (", ".join(f"{area} ({_count(n, 'commit')})" for area, n in areas.items()) or "none"),
     ]
     for commit in body.get("commits") or []:
         line = f"{commit.get('sha', '')[:7]} {commit.get('subject')}"
         line += f": +{commit.get('lines_added', 0)} -{commit.get('lines_deleted', 0)} lines"
-        line += f" in {commit.get('file_count', 0)} files by {commit.get('author')}"
+        line += f" in {_count(commit.get('file_count', 0), 'file')} by {commit.get('author')}"
         if commit.get("author_earlier_commits_in_service") == 0:
             line += " (new to this service)"
         if commit.get("breaking"):

@@ -139,7 +139,7 @@ async def test_code_changes_in_short(api: respx.MockRouter, drill: DrillDownTool
     assert decoded(outcome.content)["in_short"] == [
         "1 of 1 commits shown",
         "the release: 3 commits, 4 files in 4 directories, +303 -33 lines",
-        "critical areas touched: payments (1 commits)",
+        "critical areas touched: payments (1 commit)",
         "1a2b3c4 feat(payments)!: record refunds: +300 -30 lines in 2 files by Newcomer "
         "(new to this service); breaking; migrations, payments",
     ]
