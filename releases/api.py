@@ -26,7 +26,15 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from releases import eval_hooks, selectors, services, token_hooks, validation, verdicts
+from releases import (
+    drilldown_hooks,
+    eval_hooks,
+    selectors,
+    services,
+    token_hooks,
+    validation,
+    verdicts,
+)
 from releases.models import Conversation, Release, RiskReport
 from releases.risk.filing import FilingDecision
 
@@ -151,8 +159,13 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     if isinstance(release, JsonResponse):
         return release
     # The data as it is, and beside it the policy's signals (the model reads them instead of
-    # computing them) and, for a long change list, a compact form of it.
-    return JsonResponse(verdicts.judge_release(release).for_agent())
+    # computing them), for a long change list a compact form of it, and what the drill-downs
+    # have to show.
+    summary = verdicts.judge_release(release).for_agent()
+    details = drilldown_hooks.available(release)
+    if details:
+        summary["details_available"] = details
+    return JsonResponse(summary)
 
 
 @login_not_required

@@ -13,3 +13,8 @@ class SourcesConfig(AppConfig):
         from sources.selectors import token_scope
 
         token_hooks.register(token_scope)
+        # A release's summary says which drill-downs have something to show.
+        from releases import drilldown_hooks
+        from sources.drilldown.available import available
+
+        drilldown_hooks.register(available)

@@ -85,6 +85,23 @@ def test_an_eval_trial_reads_no_real_release(client: Client, target: Release) ->
     assert "eval scenario" in response.json()["error"]
 
 
+def test_the_summary_says_which_drill_downs_have_something_to_show(
+    client: Client, target: Release
+) -> None:
+    summary = get(client, BASE + "/summary", run_token(target)).json()
+    assert summary["details_available"] == {
+        "tests": "2 failed tests, 0 flaky: details available (each test's failure and its "
+        "history in the service)",
+        "changes": "3 commits over 4 files: details available (files, lines, critical areas, "
+        "authors)",
+        "metrics": "history available for response_time_p95 (30 samples in this release's "
+        "window, 30 in the baseline)",
+    }
+    # A release without ingested detail says nothing of drill-downs.
+    services.create_release(version="v0.0.1", title="typed in")
+    assert "details_available" not in get(client, "/api/releases/v0.0.1/summary").json()
+
+
 def test_failed_tests_with_their_history(client: Client, target: Release) -> None:
     body = get(client, as_key(BASE + "/tests?status=failed")).json()
     assert body["counts"] == {"failed": 2, "flaky": 0, "passed": 4, "skipped": 0}

@@ -50,6 +50,18 @@ def samples(release: Release, metric: str, window: str) -> tuple[list[float], in
     return [], 0, None
 
 
+def samples_counted(release: Release) -> dict[str, tuple[int, int]]:
+    """Per summary metric, its samples in the release's window and in the baseline's."""
+    counted = {}
+    for metric in ("error_rate", "response_time_p95"):
+        windows = []
+        for window in (MetricWindow.RELEASE, MetricWindow.BASELINE):
+            values, _, _ = samples(release, metric, window)
+            windows.append(len(values))
+        counted[metric] = (windows[0], windows[1])
+    return counted
+
+
 def judge_settings() -> JudgeSettings:
     # The judge's defaults until the risk policy carries settings of its own for it.
     return JudgeSettings()
