@@ -36,6 +36,8 @@ def _answer(request: HttpRequest, version: str, read: Callable[[Release], Any]) 
         return JsonResponse(read(release))
     except QueryError as error:
         return api_error(400, f"Invalid query: {error}.")
+    except metrics.UnknownMetric as error:
+        return api_error(404, str(error))
 
 
 @login_not_required

@@ -231,5 +231,13 @@ def test_a_metric_without_samples_is_too_little_data(client: Client, target: Rel
     assert body["release_window"]["samples"] == 0
     assert body["judgement_against_baseline"]["outcome"] == "too_little_data"
     assert "cannot be judged" in body["judgement_against_baseline"]["sentence"]
+    unknown = get(client, as_key(BASE + "/metrics/p95/history"))
+    assert unknown.status_code == 404
+    assert unknown.json()["error"] == (
+        "Release v1.4.0 has no metric 'p95'; it has: error_rate, response_time_p95, "
+        "detective_response_time_p95_ms."
+    )
+    stored = get(client, as_key(BASE + "/metrics/detective_response_time_p95_ms/history"))
+    assert stored.json()["release_window"]["samples"] == 30
     bad = get(client, as_key(BASE + "/metrics/1%3Cscript%3E/history"))
     assert bad.status_code == 400 and "is not a metric name" in bad.json()["error"]

@@ -24,12 +24,20 @@ from sources.parsers.openmetrics import Scaled
 from sources.summary import NAMES
 
 METRIC_PATTERN = r"[A-Za-z_][A-Za-z0-9_:.]{0,199}"
+SUMMARY_METRICS = ("error_rate", "response_time_p95")
+MAX_NAMES_LISTED = 20
+
+
+class UnknownMetric(LookupError):
+    """Neither a summary metric nor a name the release has samples of; says which it has."""
+
+
 HISTORY_SAMPLES_PER_RELEASE = 5_000
 
 
 def sources_of(metric: str) -> tuple[Scaled, ...]:
     """The stored names that give `metric`, each with its factor to the key's unit."""
-    known = getattr(NAMES, metric, None) if metric in ("error_rate", "response_time_p95") else None
+    known = getattr(NAMES, metric, None) if metric in SUMMARY_METRICS else None
     if known is None:
         return (Scaled(metric),)
     return tuple(scaled for scaled in known if not scaled.name.endswith(":window"))
@@ -53,7 +61,7 @@ def samples(release: Release, metric: str, window: str) -> tuple[list[float], in
 def samples_counted(release: Release) -> dict[str, tuple[int, int]]:
     """Per summary metric, its samples in the release's window and in the baseline's."""
     counted = {}
-    for metric in ("error_rate", "response_time_p95"):
+    for metric in SUMMARY_METRICS:
         windows = []
         for window in (MetricWindow.RELEASE, MetricWindow.BASELINE):
             values, _, _ = samples(release, metric, window)
@@ -67,7 +75,26 @@ def judge_settings() -> JudgeSettings:
     return JudgeSettings()
 
 
+def check_known(release: Release, metric: str) -> None:
+    """A summary metric is always known (no samples: too little data); any other name must be
+    one the release has samples of, or UnknownMetric lists those it has."""
+    if metric in SUMMARY_METRICS:
+        return
+    stored = MetricSample.objects.filter(release=release)
+    if stored.filter(name=metric).exists():
+        return
+    names = list(
+        stored.exclude(name__endswith=":window")
+        .order_by("name")
+        .values_list("name", flat=True)
+        .distinct()[:MAX_NAMES_LISTED]
+    )
+    listed = ", ".join([*SUMMARY_METRICS, *(n for n in names if n not in SUMMARY_METRICS)])
+    raise UnknownMetric(f"Release {release.version} has no metric {metric!r}; it has: {listed}.")
+
+
 def metric_history(release: Release, metric: str) -> dict[str, Any]:
+    check_known(release, metric)
     settings = judge_settings()
     current, current_missing, origin = samples(release, metric, MetricWindow.RELEASE)
     baseline, baseline_missing, _ = samples(release, metric, MetricWindow.BASELINE)
