@@ -131,6 +131,8 @@ def test_a_flaky_test_is_flaky_in_its_release(client: Client, target: Release) -
     # Surefire's flakyFailure is an attempt that failed before the one that passed.
     flaky = earlier["tests"][0]
     assert (flaky["attempts"], flaky["failed_attempts"], flaky["status"]) == (2, 1, "flaky")
+    # It passed on its rerun: the failure shown is the attempt's that failed.
+    assert (flaky["failure_type"], flaky["failure_message"]) == ("TimeoutError", "timed out")
 
 
 def test_tests_are_paged_and_the_limit_is_capped(client: Client, target: Release) -> None:

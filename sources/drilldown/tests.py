@@ -116,6 +116,7 @@ def test_details(
         ]
     )
     histories = histories_of(release, [(t.classname, t.name) for t in tests])
+    _with_earlier_failures(release, tests)
     items = [_entry(test, histories[(test.classname, test.name)]) for test in tests]
     counts = dict.fromkeys(STATUSES, 0)
     for outcome, n in (
@@ -165,6 +166,32 @@ def histories_of(release: Release, keys: Iterable[TestKey]) -> dict[TestKey, Tes
     for (key, version), seen in by_release.items():
         histories[key].seen[version] = seen
     return histories
+
+
+def _with_earlier_failures(release: Release, tests: list[TestCase]) -> None:
+    """A test that passed on a rerun has no failure of its own: it shows its last failed
+    attempt's (one query for the page)."""
+    passed_after = {
+        (t.suite, t.classname, t.name): t
+        for t in tests
+        if t.failed_attempts and not (t.failure_type or t.failure_message)  # type: ignore[attr-defined]
+    }
+    if not passed_after:
+        return
+    failures = (
+        TestCase.objects.filter(
+            release=release,
+            status__in=(*_FAILING, TestStatus.FLAKY),
+            name__in={key[2] for key in passed_after},
+        )
+        .exclude(failure_type="", failure_message="")
+        .order_by("attempt")
+        .values_list("suite", "classname", "name", "failure_type", "failure_message")
+    )
+    for suite, classname, name, failure_type, message in failures:
+        test = passed_after.get((suite, classname, name))
+        if test is not None:  # the last failure wins
+            test.failure_type, test.failure_message = failure_type, message
 
 
 def _entry(test: TestCase, history: TestHistory) -> dict[str, Any]:
