@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from releases.risk.history import History
 from releases.risk.instructions import reads_like_instruction
 from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
 
@@ -94,6 +95,7 @@ def digest(
     *,
     version: int | None,
     cfg: PolicySettings | None = None,
+    history: History | None = None,
 ) -> dict[str, Any]:
     """The summary as the release API serves it to the agent."""
     cfg = cfg or PolicySettings()

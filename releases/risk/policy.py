@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from releases.risk.history import History
 from releases.risk.instructions import instruction_like_texts, reads_like_instruction
 
 Level = Literal["none", "low", "medium", "high"]
@@ -92,6 +93,9 @@ class PolicySettings(BaseModel):
     critical_areas: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_CRITICAL_AREAS.items()}
     )
+
+    # How many of the service's earlier releases the history-aware signals look back over.
+    history_releases: int = Field(10, ge=1, le=100)
 
 
 # (medium's setting, high's setting, what they measure): medium must start below high.
@@ -503,6 +507,7 @@ def evaluate(
     cfg: PolicySettings | None = None,
     *,
     previous_p95: float | None = None,
+    history: History | None = None,
 ) -> PolicyVerdict:
     """The policy's verdict on a release summary (the API's shape: `changes`, `tests`,
     `deployment_metrics`; None or absent means missing).
