@@ -39,14 +39,17 @@ DEFAULT_CRITICAL_AREAS: dict[str, list[str]] = {
 
 # The area schema changes count in (the critical areas above name it).
 SCHEMA_AREA = "migrations"
+# Within one sentence: up to 40 characters without a full stop, but a dot inside a name
+# ("orders.legacy_status") is no full stop.
+_NEAR = r"(?:[^.;\n]|\.(?=\w)){0,40}"
 DEFAULT_SCHEMA_CHANGE_PATTERNS: tuple[str, ...] = (
     # "Upgraded the primary database from PostgreSQL 13 to 16"
-    r"\b(upgrad|downgrad|migrat|switch|mov)\w*\b[^.;]{0,40}"
-    r"\b(database|db|postgres\w*|mysql|mariadb|sqlite|oracle|mongo\w*|schema)s?\b",
-    r"\b(database|postgres\w*|mysql|mariadb)\b[^.;]{0,40}\b(upgrad|downgrad|migrat)\w*",
+    r"\b(upgrad|downgrad|migrat|switch|mov)\w*\b" + _NEAR + r"\b(database|db|postgres\w*|mysql"
+    r"|mariadb|sqlite|oracle|mongo\w*|schema)s?\b",
+    r"\b(database|postgres\w*|mysql|mariadb)\b" + _NEAR + r"\b(upgrad|downgrad|migrat)\w*",
     # "Dropped the unused orders.legacy_status column", "ALTER TABLE", "rename index"
-    r"\b(drop|alter|renam|truncat)\w*\b[^.;]{0,40}\b(column|table|index|indexes|constraint|"
-    r"schema)s?\b",
+    r"\b(drop|alter|renam|truncat)\w*\b" + _NEAR + r"\b(column|table|index|indexes|constraint"
+    r"|schema)s?\b",
 )
 DEFAULT_CRITICAL_PATHS: dict[str, list[str]] = {
     SCHEMA_AREA: [
