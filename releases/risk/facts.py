@@ -67,7 +67,20 @@ _SIGNAL_KINDS: dict[str, tuple[Kind, str | None]] = {
     "risky_changes_with_failures": ("count", "tests"),
     "skipped_tests": ("count", "tests"),
     "risky_changes": ("count", "changes"),
+    "no_tests_ran": ("count", "tests"),
+    # From the release's history (history_signals.py): "failed in 4 of the last 10 releases"
+    # is grounded by these only (grounding's history rule).
+    "known_flaky_failures": ("count", "history"),
+    "new_failures": ("count", "history"),
+    "correlated_failures": ("count", "tests"),
+    "change_size": ("count", "changes"),
+    "critical_paths": ("count", "changes"),
+    "new_authors": ("count", "changes"),
 }
+# Signals whose figure is a count of this release's failing tests.
+_FAILURE_SIGNALS = frozenset(
+    {"critical_area_failures", "known_flaky_failures", "new_failures", "correlated_failures"}
+)
 
 
 def _in_text(text: str, source: str, measure: str | None = None) -> Iterable[Known]:
@@ -181,6 +194,10 @@ def facts(
         if critical:
             failures.add(float(len(critical)))
             tests["failing tests in a critical area"] = float(len(critical))
+        # With a history, the policy counts known-flaky failures apart from the others.
+        for signal in verdict.signals if verdict is not None else ():
+            if signal.name in _FAILURE_SIGNALS and isinstance(signal.figure, int):
+                failures.add(float(signal.figure))
         for key in ("passed", "failed", "skipped"):
             for denominator in ("total", "executed"):
                 if key in tests and tests[denominator]:

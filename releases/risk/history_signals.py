@@ -232,7 +232,7 @@ def changed_areas(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, list[s
             found.setdefault(area, []).append(path)
     for message in changes.messages:
         for area in change_areas(message, cfg):
-            found.setdefault(area, []).append(message.split("\n", 1)[0])
+            found.setdefault(area, []).append(f'the commit "{message.split(chr(10), 1)[0]}"')
     return found
 
 
@@ -280,7 +280,8 @@ def _author_sentence(author: AuthorFacts, cfg: PolicySettings) -> str:
     dirs = f" ({_listed(list(author.new_directories))})" if author.new_directories else ""
     return (
         f"{shown(author.author)} changed {_plural(len(author.files), 'file')}{where}{dirs} "
-        "and had never committed to any of them in the service's earlier releases"
+        f"and had never committed to {'it' if len(author.files) == 1 else 'any of them'} in "
+        "the service's earlier releases"
     )
 
 
@@ -361,6 +362,9 @@ def metric_signal(history: History, cfg: PolicySettings) -> Signal | None:
     elif judgement.outcome == "too_little_data":
         level = cfg.too_little_metric_data_level
     figures = [m.sentence for m in judgement.metrics if m.outcome != "pass" or level == "none"]
+    if against != ["the baseline window"]:
+        # The judge's "the baseline" is then the recent releases: say so.
+        figures.insert(0, f"Against {' and '.join(against)}:")
     if judgement.outcome == "too_little_data":
         figures.insert(0, judgement.sentence)
     regressed = [m.label for m in judgement.metrics if m.outcome == "fail"]

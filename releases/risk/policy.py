@@ -47,6 +47,7 @@ from releases.risk.settings import (
     threshold_order_problems,
 )
 from releases.risk.signal import (
+    INSTRUCTIONS_SIGNAL,
     PolicyVerdict,
     Signal,
     areas_in,
@@ -353,7 +354,7 @@ def _instructions(summary: Mapping[str, Any], cfg: PolicySettings) -> Signal | N
     # Where, not what: the signals reach the model, and the text itself must not.
     places = ", ".join(where for where, _ in found[:5])
     return Signal(
-        name="instructions_in_data",
+        name=INSTRUCTIONS_SIGNAL,
         label="Release data addressed to the assessor",
         level=cfg.instructions_in_data_level,
         critical=False,

@@ -14,6 +14,13 @@ from typing import Any
 from releases.risk.instructions import reads_like_instruction
 from releases.risk.settings import LEVEL_RANK, SCHEMA_AREA, Level, PolicySettings, Severity
 
+# The signal of text in the release data addressed to the assessor; other signals that need a
+# person (too little metric data) send the report to review without asking the report to
+# speak of orders.
+INSTRUCTIONS_SIGNAL = "instructions_in_data"
+# History signals whose sentence the evidence carries at any level (PolicyVerdict.evidence).
+ALWAYS_CITED = frozenset({"known_flaky_failures", "metric_judge"})
+
 
 @dataclass(frozen=True, slots=True)
 class Signal:
@@ -63,10 +70,17 @@ class PolicyVerdict:
 
         Measured on Qwen2.5-Coder-1.5B: told to copy each raised signal's detail, it copied
         the labels ("Error rate") and wrote its own comparisons, often the wrong way round; a
-        list of finished sentences it copies as they are."""
+        list of finished sentences it copies as they are.
+
+        Two sentences of the release's history come whatever their level, since they say
+        why other figures count less than they seem to: which failures are known flaky, and
+        how the metrics compare with their baseline."""
         flagged = [s for s in self.signals if s.needs_review]
         shown = flagged + [s for s in self.raised() if s not in flagged]
-        return [s.detail for s in (shown or list(self.signals)) if s.detail]
+        if not shown:
+            return [s.detail for s in self.signals if s.detail]
+        shown += [s for s in self.signals if s.name in ALWAYS_CITED and s not in shown]
+        return [s.detail for s in shown if s.detail]
 
     def as_dict(self) -> dict[str, Any]:
         return {"severity": self.severity, "signals": [s.as_dict() for s in self.signals]}
