@@ -78,14 +78,15 @@ def commits(target: Release, author: str, *files: tuple[str, int, int], message:
     services.ingest_commits(target, [record], API)
 
 
-def metrics(target: Release, window: str, values: list[float]) -> None:
+def metrics(
+    target: Release, window: str, values: list[float], name: str = "response_time_p95"
+) -> None:
     at = target.deployed_at or START
     samples = [
-        MetricSampleRecord("response_time_p95", (), at + timedelta(minutes=i), v)
-        for i, v in enumerate(values)
+        MetricSampleRecord(name, (), at + timedelta(minutes=i), v) for i, v in enumerate(values)
     ]
     # The window's own figure beside the samples, as Prometheus' ingestion stores it.
-    samples.append(MetricSampleRecord("response_time_p95:window", (), at, max(values)))
+    samples.append(MetricSampleRecord(f"{name}:window", (), at, max(values)))
     services.ingest_metrics(target, samples, API, window=window)
 
 
@@ -212,3 +213,47 @@ def test_the_previous_p95_is_the_same_services_by_deploy_order() -> None:
     assert "against 200 ms (the previous release)" in " ".join(
         judged.verdict.evidence() + [s.detail for s in judged.verdict.signals]
     )
+
+
+def test_the_verdict_reads_the_history_through_the_hook(checkout: list[Release]) -> None:
+    judged = judge_release(checkout[-1])
+    signals = {s.name: s for s in judged.verdict.signals}
+    # test_charge failed on and off, but the release changed the payments code beside it:
+    # not excused as known flaky. test_new never failed before.
+    assert "known_flaky_failures" not in signals
+    assert "checkout.PayTest::test_charge fails beside changed code: src/payments/gateway.py" in (
+        signals["correlated_failures"].detail
+    )
+    assert "checkout.PayTest::test_new failed for the first time in checkout" in (
+        signals["new_failures"].detail
+    )
+    assert signals["critical_paths"].areas == ("auth", "migrations", "payments")
+    # Bob is new to the migrations and the auth code; 6 samples are too few to judge p95.
+    assert signals["new_authors"].level == "medium"
+    assert signals["metric_judge"].needs_review
+    shown = judged.for_agent()
+    assert set(shown["drilldowns"]) == {
+        "get_test_details",
+        "get_code_changes",
+        "get_metric_history",
+    }
+    assert signals["metric_judge"].detail in shown["policy"]["evidence"]
+
+
+def test_a_known_flaky_failure_alone_keeps_a_release_low(checkout: list[Release]) -> None:
+    docs = release("checkout", "v2.1.0", 10)
+    junit(docs, test_charge="failed", test_refund="passed", test_new="passed")
+    commits(docs, "ada", ("docs/guide.md", 4, 0), message="docs: a typo")
+    metrics(docs, "release", [400.0 + i for i in range(30)])
+    metrics(docs, "baseline", [401.0 + i for i in range(30)])
+    metrics(docs, "release", [0.001] * 30, name="error_rate")
+    metrics(docs, "baseline", [0.001] * 30, name="error_rate")
+    judged = judge_release(docs)
+    signals = {s.name: s for s in judged.verdict.signals}
+    assert signals["known_flaky_failures"].detail == (
+        "checkout.PayTest::test_charge failed in 3 of the last 5 releases of checkout and "
+        "failed and passed within the same release in 1 of them (known flaky)"
+    )
+    assert signals["metric_judge"].level == "none"
+    # Its name says checkout (a payments word), yet a known-flaky failure is no high.
+    assert judged.verdict.severity == "low"
