@@ -16,7 +16,8 @@ from typing import Any
 
 from releases.risk.history import History
 from releases.risk.instructions import reads_like_instruction
-from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
+from releases.risk.policy import PolicySettings, PolicyVerdict
+from releases.risk.signal import change_areas
 
 COMPACT_CHANGES_ABOVE = 40
 # What the release's authors wrote; the version is the key the agent was asked about.
@@ -30,7 +31,7 @@ def _kind(change: str) -> str:
 
 
 def compact_changes(changes: Sequence[str], cfg: PolicySettings) -> dict[str, Any]:
-    risky = [c for c in changes if areas_in(c, cfg.critical_areas) or c == WITHHELD]
+    risky = [c for c in changes if change_areas(c, cfg) or c == WITHHELD]
     rest = [c for c in changes if c not in risky]
     kinds = Counter(_kind(c) for c in rest)
     examples: dict[str, list[str]] = {}

@@ -8,14 +8,14 @@ or unknown), the measure it belongs to, and whether it is one of the policy's li
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from releases.risk.figures import extract_figures
-from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
+from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in, risky_changes
+from releases.risk.signal import number
 
 # What a known number is, for rule 6: a count, a fraction (a rate or a share, 0.071), a
 # latency in milliseconds, a ratio ("1.4 times"), or a number whose meaning is unknown.
@@ -34,15 +34,8 @@ class Known:
     limit: bool = False
 
 
-def _number(value: Any) -> float | None:
-    """A finite number, or None: a value that cannot be read grounds nothing."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
+# A finite number, or None: a value that cannot be read grounds nothing.
+_number = number
 
 
 _PLAIN_NAMES = {
@@ -252,7 +245,7 @@ def facts(
         change_counts.append(
             Known(float(len(changes)), "the number of changes", "count", "changes")
         )
-        risky = [c for c in changes if isinstance(c, str) and areas_in(c, cfg.critical_areas)]
+        risky, _ = risky_changes([c for c in changes if isinstance(c, str)], cfg)
         change_counts.append(
             Known(float(len(risky)), "changes in a critical area", "count", "changes")
         )

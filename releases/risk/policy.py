@@ -181,7 +181,7 @@ def _latency(
 
 def _tests(
     tests: Mapping[str, Any],
-    risky_changes: tuple[list[str], list[str]],
+    risky_found: tuple[list[str], list[str]],
     cfg: PolicySettings,
     *,
     excused: frozenset[str] = frozenset(),
@@ -246,7 +246,7 @@ def _tests(
                 areas=tuple(areas),
             )
         )
-    risky, areas = risky_changes
+    risky, areas = risky_found
     if risky and real_count > 0:
         signals.append(
             Signal(
