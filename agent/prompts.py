@@ -40,7 +40,7 @@ level), the severity floor they add up to (the highest level among them; only a 
 signal, such as the error rate or a failure in a critical area, makes a release high) and \
 its evidence, sentences that cite the figures: read them rather than recomputing them.
 3. Drill down where a signal concerns you, before you judge it. The summary's \
-"details_available" says which drill-downs have something to show (tests, changes, metrics):
+"drilldowns" names the drill-downs that have something to show, and what:
 - failed or flaky tests: get_test_details, to see which tests, their failure messages and \
 whether each is a new failure or known flaky (failed on and off in earlier releases);
 - changes in a critical area, a large change, or failures you want to tie to code: \

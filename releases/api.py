@@ -27,7 +27,6 @@ from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from releases import (
-    drilldown_hooks,
     eval_hooks,
     selectors,
     services,
@@ -161,11 +160,7 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     # The data as it is, and beside it the policy's signals (the model reads them instead of
     # computing them), for a long change list a compact form of it, and what the drill-downs
     # have to show.
-    summary = verdicts.judge_release(release).for_agent()
-    details = drilldown_hooks.available(release)
-    if details:
-        summary["details_available"] = details
-    return JsonResponse(summary)
+    return JsonResponse(verdicts.judge_release(release).for_agent())
 
 
 @login_not_required

@@ -61,9 +61,9 @@ def release_tests(request: HttpRequest, version: str) -> HttpResponseBase:
 def release_changes(request: HttpRequest, version: str) -> HttpResponseBase:
     def read(release: Release) -> dict[str, Any]:
         area = text_filter(request.GET, "area").lower()
-        known = changes.critical_areas()
+        known = changes.known_areas(changes.policy_settings())
         if area and area not in known:
-            raise QueryError(f"area must be one of {', '.join(sorted(known))}, not {area!r}")
+            raise QueryError(f"area must be one of {', '.join(known)}, not {area!r}")
         return changes.code_changes(
             release,
             path_prefix=text_filter(request.GET, "path_prefix"),

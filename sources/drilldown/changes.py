@@ -3,8 +3,9 @@ touch and their authors' earlier commits in the service, for
 `GET /api/releases/<version>/changes`.
 
 `path_prefix` keeps the commits that change a file under it (and lists those files only);
-`area` keeps the commits whose message or changed paths name one of the policy's critical
-areas (`releases.risk.policy.areas_in` with the current policy's `critical_areas`). The totals
+`area` keeps the commits that touch one of the policy's critical areas, read as the policy
+reads them (`releases.risk.signal`): by the areas' words and a database upgrade or schema
+change in the message, by the words and `critical_paths` globs in the changed paths. The totals
 are of the whole release and of what the filters kept.
 """
 
@@ -18,8 +19,9 @@ from django.db.models import Count, Min
 
 from releases import verdicts
 from releases.models import Release
-from releases.risk.policy import areas_in
-from sources.drilldown.earlier import earlier_releases
+from releases.release_order import earlier_releases
+from releases.risk.settings import SCHEMA_AREA, PolicySettings
+from releases.risk.signal import change_areas, path_areas
 from sources.drilldown.paging import PageBounds
 from sources.models import Commit, CommitFile
 
@@ -28,29 +30,32 @@ MAX_SUBJECT_CHARS = 300
 MAX_PATH_CHARS = 300
 
 
-def critical_areas() -> dict[str, list[str]]:
-    return verdicts.settings_of(verdicts.current_policy()).critical_areas
+def policy_settings() -> PolicySettings:
+    return verdicts.settings_of(verdicts.current_policy())
 
 
-def areas_of(commit: Commit, paths: Sequence[str], areas: Mapping[str, Sequence[str]]) -> list[str]:
-    """The critical areas a commit names in its message or touches by its paths (a path's
-    slashes and dots read as spaces: "db/migrations/0042_drop.py" is in migrations)."""
-    found = set(areas_in(commit.message, areas))
+def known_areas(cfg: PolicySettings) -> list[str]:
+    return sorted({*cfg.critical_areas, *cfg.critical_paths, SCHEMA_AREA})
+
+
+def areas_of(commit: Commit, paths: Sequence[str], cfg: PolicySettings) -> list[str]:
+    """The critical areas a commit names in its message or touches by its paths."""
+    found = set(change_areas(commit.message, cfg))
     for path in paths:
-        found.update(areas_in(path.replace("/", " ").replace(".", " "), areas))
+        found.update(path_areas(path, cfg))
     return sorted(found)
 
 
 def code_changes(
     release: Release, *, path_prefix: str, area: str, page: PageBounds
 ) -> dict[str, Any]:
-    areas = critical_areas()
+    cfg = policy_settings()
     commits = list(
         Commit.objects.filter(release=release)
         .order_by("authored_at", "sha")
         .prefetch_related("files")
     )
-    touched = {c.pk: areas_of(c, [f.path for f in c.files.all()], areas) for c in commits}
+    touched = {c.pk: areas_of(c, [f.path for f in c.files.all()], cfg) for c in commits}
     kept = [
         commit
         for commit in commits
@@ -66,7 +71,7 @@ def code_changes(
     return {
         "release_id": release.version,
         "filters": {"path_prefix": path_prefix or None, "area": area or None},
-        "critical_areas_known": sorted(areas),
+        "critical_areas_known": known_areas(cfg),
         # Per critical area, how many of the release's commits touch it.
         "critical_areas_touched": dict(sorted(per_area.items())),
         "totals": {
@@ -99,9 +104,11 @@ def _earlier_commits(release: Release, emails: set[str]) -> dict[str, dict[str, 
     """Per author (by email), their commits in the service's releases before this one."""
     if not emails:
         return {}
-    earlier = earlier_releases(release, count=1_000)
     rows = (
-        Commit.objects.filter(release__in=earlier, author_email__in=emails)
+        Commit.objects.filter(
+            release__in=earlier_releases(release).order_by().values("id"),
+            author_email__in=emails,
+        )
         .values("author_email")
         .annotate(n=Count("sha", distinct=True), first=Min("authored_at"))
     )

@@ -1,5 +1,6 @@
-"""One metric of a release against its baseline window and the service's earlier releases,
-judged by the metric judge (`releases.risk.judge`) in words, for
+"""One metric of a release against its baseline window and the service's earlier releases (the
+policy's `history_releases`), judged by the policy's metric judge (`releases.risk.judge` with
+`PolicySettings.judge_settings()`) in words, for
 `GET /api/releases/<version>/metrics/<metric>/history`.
 
 A metric is asked for by the summary's key (`error_rate`, `response_time_p95`): its samples
@@ -16,9 +17,11 @@ from typing import Any
 
 import numpy
 
+from releases import verdicts
 from releases.models import Release
+from releases.release_order import earlier_releases
 from releases.risk.judge import JudgeSettings, Window, judge_metric
-from sources.drilldown.earlier import earlier_releases
+from releases.risk.settings import PolicySettings
 from sources.models import MetricSample, MetricWindow
 from sources.parsers.openmetrics import Scaled
 from sources.summary import NAMES
@@ -58,21 +61,8 @@ def samples(release: Release, metric: str, window: str) -> tuple[list[float], in
     return [], 0, None
 
 
-def samples_counted(release: Release) -> dict[str, tuple[int, int]]:
-    """Per summary metric, its samples in the release's window and in the baseline's."""
-    counted = {}
-    for metric in SUMMARY_METRICS:
-        windows = []
-        for window in (MetricWindow.RELEASE, MetricWindow.BASELINE):
-            values, _, _ = samples(release, metric, window)
-            windows.append(len(values))
-        counted[metric] = (windows[0], windows[1])
-    return counted
-
-
-def judge_settings() -> JudgeSettings:
-    # The judge's defaults until the risk policy carries settings of its own for it.
-    return JudgeSettings()
+def policy_settings() -> PolicySettings:
+    return verdicts.settings_of(verdicts.current_policy())
 
 
 def check_known(release: Release, metric: str) -> None:
@@ -95,13 +85,15 @@ def check_known(release: Release, metric: str) -> None:
 
 def metric_history(release: Release, metric: str) -> dict[str, Any]:
     check_known(release, metric)
-    settings = judge_settings()
+    cfg = policy_settings()
+    # The policy's judge, over the policy's window of earlier releases.
+    settings = cfg.judge_settings()
     current, current_missing, origin = samples(release, metric, MetricWindow.RELEASE)
     baseline, baseline_missing, _ = samples(release, metric, MetricWindow.BASELINE)
     against_baseline = judge_metric(metric, baseline, current, settings)
     earlier: list[dict[str, Any]] = []
     pooled: list[float] = []
-    for previous in earlier_releases(release):
+    for previous in earlier_releases(release)[: cfg.history_releases]:
         values, missing, _ = samples(previous, metric, MetricWindow.RELEASE)
         if values:
             pooled.extend(values)

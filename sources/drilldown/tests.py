@@ -3,64 +3,31 @@ service: for `GET /api/releases/<version>/tests`.
 
 A test's status is its last attempt's: failed (a failure or an error), skipped, passed, or
 flaky (it passed after an attempt of the same release, so the same commit, failed). Its
-history looks at the service's `HISTORY_RELEASES` releases before this one: in how many it
-failed, the oldest of them it failed in, and in how many it was flaky there.
+history is the one the risk policy reads (`sources.history.test_histories` over the policy's
+`history_releases`): in how many of the service's last releases it failed or was flaky, the
+first release it ever failed in, and whether the policy takes it for known flaky
+(`releases.risk.history_signals.is_known_flaky`) or a new failure.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, When
 
+from releases import verdicts
 from releases.models import Release
-from sources.drilldown.earlier import earlier_releases
+from releases.risk.history import TestHistory
+from releases.risk.history_signals import is_known_flaky
+from releases.risk.settings import PolicySettings
 from sources.drilldown.paging import PageBounds
+from sources.history import earlier, test_histories
 from sources.models import TestCase, TestStatus
 
 STATUSES = ("failed", "flaky", "passed", "skipped")
 MAX_MESSAGE_CHARS = 500
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
-
-TestKey = tuple[str, str]  # (classname, name): a suite's name may differ between reports
-
-
-@dataclass
-class _Seen:
-    """One test in one earlier release."""
-
-    failed: bool = False  # its last attempt failed
-    failed_once: bool = False
-    passed_once: bool = False
-
-
-@dataclass
-class TestHistory:
-    __test__ = False
-
-    releases: list[str]  # the versions looked at, newest first
-    seen: dict[str, _Seen] = field(default_factory=dict)
-
-    def as_dict(self, failing_now: bool) -> dict[str, Any]:
-        failed_in = [v for v in self.releases if v in self.seen and self.seen[v].failed]
-        flaky_in = [
-            v
-            for v in self.releases
-            if v in self.seen and self.seen[v].failed_once and self.seen[v].passed_once
-        ]
-        return {
-            "releases_looked_at": len(self.releases),
-            "ran_in": sum(v in self.seen for v in self.releases),
-            "failed_in_last_releases": len(failed_in),
-            "first_failed_in": failed_in[-1] if failed_in else None,
-            "flaky_in_last_releases": len(flaky_in),
-            # Failing now and in none of the releases before: a new failure.
-            "new_failure": failing_now and not failed_in,
-            "known_flaky": bool(flaky_in) or len(failed_in) >= 2,
-        }
 
 
 def last_attempts(release: Release) -> QuerySet[TestCase]:
@@ -115,9 +82,11 @@ def test_details(
             page.offset : page.offset + page.limit
         ]
     )
-    histories = histories_of(release, [(t.classname, t.name) for t in tests])
+    histories, looked_at = histories_of(
+        release, [_label(t) for t in tests], verdicts.settings_of(verdicts.current_policy())
+    )
     _with_earlier_failures(release, tests)
-    items = [_entry(test, histories[(test.classname, test.name)]) for test in tests]
+    items = [_entry(test, histories.get(_label(test)), looked_at) for test in tests]
     counts = dict.fromkeys(STATUSES, 0)
     for outcome, n in (
         last_attempts(release).order_by().values_list("outcome").annotate(n=Count("pk"))
@@ -132,40 +101,30 @@ def test_details(
     }
 
 
-def histories_of(release: Release, keys: Iterable[TestKey]) -> dict[TestKey, TestHistory]:
-    keys = list(keys)
-    earlier = earlier_releases(release)
-    versions = {r.pk: r.version for r in earlier}
-    histories = {key: TestHistory([r.version for r in earlier]) for key in keys}
-    if not keys or not earlier:
-        return histories
-    rows = (
-        TestCase.objects.filter(
-            release_id__in=versions,
-            classname__in={k[0] for k in keys},
-            name__in={k[1] for k in keys},
-        )
-        .order_by("release_id", "classname", "name", "attempt")
-        .values_list("release_id", "classname", "name", "status")
-    )
-    by_release: dict[tuple[TestKey, str], _Seen] = defaultdict(_Seen)
-    for release_id, classname, name, test_status in rows:
-        key = (classname, name)
-        if key not in histories:
-            continue
-        seen = by_release[(key, versions[release_id])]
-        failing = test_status in _FAILING
-        seen.failed = failing
-        seen.failed_once = seen.failed_once or failing
-        seen.passed_once = seen.passed_once or test_status in (
-            TestStatus.PASSED,
-            TestStatus.FLAKY,
-        )
-        if test_status == TestStatus.FLAKY:
-            seen.failed_once = True
-    for (key, version), seen in by_release.items():
-        histories[key].seen[version] = seen
-    return histories
+def histories_of(
+    release: Release, labels: Iterable[str], cfg: PolicySettings
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """Each labelled test's history as the page shows it, and how many earlier releases were
+    looked at."""
+    refs = earlier(release, cfg.history_releases)
+    found, _ = test_histories(release, window=cfg.history_releases, labels=list(labels), refs=refs)
+    return {h.label: _history(h, len(refs), cfg) for h in found}, len(refs)
+
+
+def _history(test: TestHistory, looked_at: int, cfg: PolicySettings) -> dict[str, Any]:
+    known_flaky = is_known_flaky(test, cfg)
+    return {
+        "releases_looked_at": looked_at,
+        "ran_in": test.recent_releases,
+        "failed_in_last_releases": test.failed_in_recent,
+        "failed_in": list(test.failed_in_versions),
+        "flaky_in_last_releases": test.flaky_in_recent,
+        "first_failed_in": test.first_failed_in,
+        "failed_before": test.failed_before,
+        "known_flaky": known_flaky,
+        # Failing now, and never before in the service.
+        "new_failure": test.failed_here and not test.failed_before,
+    }
 
 
 def _with_earlier_failures(release: Release, tests: list[TestCase]) -> None:
@@ -194,7 +153,12 @@ def _with_earlier_failures(release: Release, tests: list[TestCase]) -> None:
             test.failure_type, test.failure_message = failure_type, message
 
 
-def _entry(test: TestCase, history: TestHistory) -> dict[str, Any]:
+def _label(test: TestCase) -> str:
+    # As sources.history labels a test.
+    return f"{test.classname}::{test.name}" if test.classname else test.name
+
+
+def _entry(test: TestCase, history: dict[str, Any] | None, looked_at: int) -> dict[str, Any]:
     status = STATUSES[test.outcome]  # type: ignore[attr-defined]
     message = test.failure_message or ""
     entry: dict[str, Any] = {
@@ -215,5 +179,5 @@ def _entry(test: TestCase, history: TestHistory) -> dict[str, Any]:
             entry["failure_message_cut"] = (
                 f"cut to {MAX_MESSAGE_CHARS} of {len(message):,} characters"
             )
-    entry["history"] = history.as_dict(failing_now=status == "failed")
+    entry["history"] = history or {"releases_looked_at": looked_at, "ran_in": 0}
     return entry

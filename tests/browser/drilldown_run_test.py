@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, expect
+from scipy import stats
 
 from tests import drilldown_data
 from tests.assessment_test import assess
@@ -25,6 +26,7 @@ DRILL_DOWNS = ("get_test_details", "get_code_changes", "get_metric_history")
 def test_the_drill_downs_are_steps_of_the_run_page(
     live_server: object, browser: Browser, django_user_model: type[User]
 ) -> None:
+    assert stats.mannwhitneyu  # imported before the run (see drilldown_assessment_test.py)
     release = drilldown_data.build()
     with ScriptedLLM(mode="investigate") as llm:
         run = assess(release, llm.base_url)
