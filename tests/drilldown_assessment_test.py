@@ -97,7 +97,7 @@ def test_the_run_page_shows_each_drill_down_as_a_step(
     client.force_login(admin_user)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     for name in DRILL_DOWNS:
-        assert name in page
+        assert f'Called <code class="tl-tool-name">{name}</code>' in page
     # The lines in front, readable; the release's hostile text escaped, never markup.
     assert "known flaky" in page
     assert "p95 latency rose from a median of" in page
