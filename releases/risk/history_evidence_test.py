@@ -101,6 +101,45 @@ HISTORIES = {
             ),
         ),
     ),
+    "p95 normal for the service": History(
+        service="checkout",
+        version="v2.0.0",
+        metrics=(MetricSeries("response_time_p95", spread(910, 60, 40), spread(905, 60, 40)),),
+    ),
+    "a failure that came back": History(
+        service="checkout",
+        version="v2.0.0",
+        tests=(
+            TestHistory(
+                label="search.IndexTest::test_case_insensitive",
+                file="tests/search/test_index.py",
+                suite="search",
+                outcome="failed",
+                flaky_here=False,
+                first_failed_in="v1.4.0",
+                failed_before=True,
+                recent=(("v1.9.0", "passed"), ("v1.8.0", "passed"), ("v1.7.0", "failed")),
+            ),
+        ),
+        has_test_detail=True,
+    ),
+    "a failure that persists": History(
+        service="checkout",
+        version="v2.0.0",
+        tests=(
+            TestHistory(
+                label="search.IndexTest::test_accents",
+                file="",
+                suite="search",
+                outcome="failed",
+                flaky_here=False,
+                first_failed_in="v1.7.0",
+                failed_before=True,
+                recent=(("v1.9.0", "failed"), ("v1.8.0", "failed"), ("v1.7.0", "failed")),
+            ),
+        ),
+        has_test_detail=True,
+    ),
     "too little data": History(
         service="checkout",
         version="v2.0.0",

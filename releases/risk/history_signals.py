@@ -142,6 +142,25 @@ def _flaky_sentence(test: TestHistory, service: str) -> str:
     return f"{shown(test.label)} {' and '.join(parts)} (known flaky)"
 
 
+def _returned_sentence(test: TestHistory) -> str:
+    """A failure seen before that is not flaky: back after passing, or failing still."""
+    passing = 0
+    for _, outcome in test.recent:
+        if outcome != "passed":
+            break
+        passing += 1
+    if passing:
+        return (
+            f"{shown(test.label)} fails again after passing in the last "
+            f"{_plural(passing, 'release')}; it first failed in {test.first_failed_in} "
+            "(a failure that came back)"
+        )
+    return (
+        f"{shown(test.label)} is still failing: it failed in {test.failed_in_recent} of the "
+        f"last {_plural(test.recent_releases, 'release')}, first in {test.first_failed_in}"
+    )
+
+
 def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -> list[Signal]:
     signals = []
     service = history.service
@@ -168,12 +187,7 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
         sentences = []
         for t in new_ones[:NAMED]:
             if t.failed_before:
-                last_ok = next((v for v, went in t.recent if went == "passed"), None)
-                since = f", passed in {last_ok}" if last_ok else ""
-                sentences.append(
-                    f"{shown(t.label)} failed again: first in {t.first_failed_in}{since}, "
-                    "failing now (a failure that came back)"
-                )
+                sentences.append(_returned_sentence(t))
             else:
                 ran = (
                     f", after passing in the last {_plural(t.recent_releases, 'release')}"
@@ -188,7 +202,7 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
         signals.append(
             Signal(
                 name="new_failures",
-                label="New failures",
+                label="Failures that are not known flaky",
                 level=cfg.failed_tests_level,
                 critical=False,
                 figure=len(new_ones),
