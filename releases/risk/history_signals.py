@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from releases.risk.history import AuthorFacts, ChangeFacts, History, TestHistory
 from releases.risk.judge import Judgement, judge
 from releases.risk.settings import LEVEL_RANK, Level, PolicySettings
-from releases.risk.signal import Signal, change_areas, path_areas, shown
+from releases.risk.signal import Signal, areas_in, change_areas, path_areas, shown
 
 # Sentences name at most this many tests, files or authors ("and 3 more").
 NAMED = 3
@@ -87,12 +87,20 @@ def _path_words(path: str) -> set[str]:
     return ({*parts.parent.parts, parts.stem} | {_strip_test(parts.stem)}) - _GENERIC
 
 
-def correlated_paths(test: TestHistory, changes: ChangeFacts | None) -> list[str]:
-    """The changed files a failing test shares a directory, module or class name with."""
+def correlated_paths(
+    test: TestHistory, changes: ChangeFacts | None, cfg: PolicySettings | None = None
+) -> list[str]:
+    """The changed files a failing test shares a directory, module or class name with, or
+    (with the policy's settings) a critical area: a payments test and the payment code."""
     if changes is None:
         return []
     words = _test_words(test)
-    return [f.path for f in changes.files if words & _path_words(f.path)]
+    areas = set(areas_in(f"{test.label} {test.file}", cfg.critical_areas)) if cfg else set()
+    return [
+        f.path
+        for f in changes.files
+        if words & _path_words(f.path) or (areas and areas & set(path_areas(f.path, cfg)))
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +122,7 @@ class Failures:
 def classify_failures(history: History, cfg: PolicySettings) -> Failures:
     failing = history.failing()
     correlated = tuple(
-        (t, tuple(paths)) for t in failing if (paths := correlated_paths(t, history.changes))
+        (t, tuple(paths)) for t in failing if (paths := correlated_paths(t, history.changes, cfg))
     )
     in_changed_code = {t.label for t, _ in correlated}
     flaky = tuple(t for t in failing if is_known_flaky(t, cfg) and t.label not in in_changed_code)

@@ -160,6 +160,15 @@ def test_correlation_by_directory_module_or_class(test: TestHistory, paths: list
     assert correlated_paths(test, CHANGED_PAYMENTS) == paths
 
 
+def test_correlation_by_critical_area() -> None:
+    billing = ChangeFacts(commits=1, files=(FileChange("src/billing/invoice.py", 5, 1),))
+    test = test_history("checkout.CardTest::test_3ds_challenge")
+    assert correlated_paths(test, billing) == []
+    assert correlated_paths(test, billing, CFG) == ["src/billing/invoice.py"]
+    search = ChangeFacts(commits=1, files=(FileChange("src/search/rank.py", 5, 1),))
+    assert correlated_paths(test, search, CFG) == []
+
+
 def test_a_known_flaky_test_beside_changed_code_is_not_excused() -> None:
     flaky = test_history(PAY, recent="FPFP", file="tests/payments/test_refund.py")
     past = history(flaky, changes=CHANGED_PAYMENTS)
