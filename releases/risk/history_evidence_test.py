@@ -215,3 +215,28 @@ def test_the_digest_names_the_drilldowns_with_something_to_show() -> None:
     assert list(shown)[-2:] == ["drilldowns", "policy"]
     bare = digest(release, evaluate(release, CFG), version=1, history=History.empty())
     assert "drilldowns" not in bare
+
+
+@pytest.mark.parametrize(
+    ("finding", "grounded"),
+    [
+        (f"{FLAKY} failed in 4 of the last 8 releases (known flaky)", True),
+        (f"{FLAKY} is flaky: it failed in 7 of the last 8 releases", False),
+        (f"{NEW} failed for the first time, after passing in the last 10 releases", True),
+        (f"{NEW} failed for the first time, after passing in the last 12 releases", False),
+    ],
+)
+def test_a_made_up_history_figure_is_caught(finding: str, grounded: bool) -> None:
+    history = HISTORIES["new beside known flaky"]
+    release = data([FLAKY, NEW])
+    verdict = evaluate(release, CFG, history=history)
+    decision = decide(
+        severity=verdict.severity,
+        findings=[finding],
+        summary="",
+        data=release,
+        verdict=verdict,
+        cfg=CFG,
+        refused_before=False,
+    )
+    assert (decision.grounding.problems() == []) is grounded, decision.grounding.problems()
