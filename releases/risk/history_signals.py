@@ -357,10 +357,12 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
 
 def judge_metrics(history: History, cfg: PolicySettings) -> Judgement | None:
     """The judge's verdict on the metrics it has settings for, each against its baseline
-    window or, without one, the recent releases' windows. None when no such metric has
-    samples in this release."""
+    window or, without one, the recent releases' windows. None when no such metric has a
+    series of samples in this release."""
     settings = cfg.judge_settings()
-    judged = [m for m in history.metrics if m.name in settings.metrics and m.release]
+    # One sample is a figure (a metrics file's snapshot), which the summary's signals judge;
+    # a series of them is what the judge compares.
+    judged = [m for m in history.metrics if m.name in settings.metrics and len(m.release) > 1]
     if not judged:
         return None
     baseline = {m.name: m.comparison()[0] for m in judged}

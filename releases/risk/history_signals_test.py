@@ -298,8 +298,14 @@ def test_the_metric_sentence_explains_the_judgement() -> None:
     assert detail(verdict, "metric_judge") in verdict.evidence()
 
 
-def test_a_metric_the_judge_has_no_settings_for_is_left_out() -> None:
-    series = MetricSeries("queue_depth", samples(900, 60), samples(10, 60))
+@pytest.mark.parametrize(
+    "series",
+    [
+        MetricSeries("queue_depth", samples(900, 60), samples(10, 60)),  # no settings
+        MetricSeries("response_time_p95", (900.0,), (420.0,)),  # a snapshot, not a series
+    ],
+)
+def test_what_the_judge_leaves_to_the_summary(series: MetricSeries) -> None:
     verdict = evaluate(summary(), CFG, history=history(metrics=(series,)))
     assert "metric_judge" not in names(verdict)
 
