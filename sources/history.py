@@ -171,7 +171,8 @@ def test_histories(
         else:
             outcome = "passed"
         before = [order[i] for i in failed_in.get(key, ()) if i in order]
-        first = min(before)[2] if before else (release.version if here else None)
+        failed_here = here in ("failed", "flaky")
+        first = min(before)[2] if before else (release.version if failed_here else None)
         history_here = []
         for ref in refs:
             went = _outcome(recent[key].get(ref.id, ()))
@@ -185,7 +186,7 @@ def test_histories(
                 suite=suite,
                 outcome=outcome,
                 flaky_here=here == "flaky",
-                first_failed_in=first if (before or here in ("failed", "flaky")) else None,
+                first_failed_in=first,
                 failed_before=bool(before),
                 recent=tuple(history_here),
             )

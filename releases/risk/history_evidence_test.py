@@ -101,6 +101,45 @@ HISTORIES = {
             ),
         ),
     ),
+    "p95 normal for the service": History(
+        service="checkout",
+        version="v2.0.0",
+        metrics=(MetricSeries("response_time_p95", spread(910, 60, 40), spread(905, 60, 40)),),
+    ),
+    "a failure that came back": History(
+        service="checkout",
+        version="v2.0.0",
+        tests=(
+            TestHistory(
+                label="search.IndexTest::test_case_insensitive",
+                file="tests/search/test_index.py",
+                suite="search",
+                outcome="failed",
+                flaky_here=False,
+                first_failed_in="v1.4.0",
+                failed_before=True,
+                recent=(("v1.9.0", "passed"), ("v1.8.0", "passed"), ("v1.7.0", "failed")),
+            ),
+        ),
+        has_test_detail=True,
+    ),
+    "a failure that persists": History(
+        service="checkout",
+        version="v2.0.0",
+        tests=(
+            TestHistory(
+                label="search.IndexTest::test_accents",
+                file="",
+                suite="search",
+                outcome="failed",
+                flaky_here=False,
+                first_failed_in="v1.7.0",
+                failed_before=True,
+                recent=(("v1.9.0", "failed"), ("v1.8.0", "failed"), ("v1.7.0", "failed")),
+            ),
+        ),
+        has_test_detail=True,
+    ),
     "too little data": History(
         service="checkout",
         version="v2.0.0",
@@ -176,3 +215,28 @@ def test_the_digest_names_the_drilldowns_with_something_to_show() -> None:
     assert list(shown)[-2:] == ["drilldowns", "policy"]
     bare = digest(release, evaluate(release, CFG), version=1, history=History.empty())
     assert "drilldowns" not in bare
+
+
+@pytest.mark.parametrize(
+    ("finding", "grounded"),
+    [
+        (f"{FLAKY} failed in 4 of the last 8 releases (known flaky)", True),
+        (f"{FLAKY} is flaky: it failed in 7 of the last 8 releases", False),
+        (f"{NEW} failed for the first time, after passing in the last 10 releases", True),
+        (f"{NEW} failed for the first time, after passing in the last 12 releases", False),
+    ],
+)
+def test_a_made_up_history_figure_is_caught(finding: str, grounded: bool) -> None:
+    history = HISTORIES["new beside known flaky"]
+    release = data([FLAKY, NEW])
+    verdict = evaluate(release, CFG, history=history)
+    decision = decide(
+        severity=verdict.severity,
+        findings=[finding],
+        summary="",
+        data=release,
+        verdict=verdict,
+        cfg=CFG,
+        refused_before=False,
+    )
+    assert (decision.grounding.problems() == []) is grounded, decision.grounding.problems()

@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from releases.risk.history import AuthorFacts, ChangeFacts, History, TestHistory
 from releases.risk.judge import Judgement, judge
 from releases.risk.settings import LEVEL_RANK, Level, PolicySettings
-from releases.risk.signal import Signal, change_areas, path_areas, shown
+from releases.risk.signal import Signal, areas_in, change_areas, path_areas, shown
 
 # Sentences name at most this many tests, files or authors ("and 3 more").
 NAMED = 3
@@ -87,12 +87,20 @@ def _path_words(path: str) -> set[str]:
     return ({*parts.parent.parts, parts.stem} | {_strip_test(parts.stem)}) - _GENERIC
 
 
-def correlated_paths(test: TestHistory, changes: ChangeFacts | None) -> list[str]:
-    """The changed files a failing test shares a directory, module or class name with."""
+def correlated_paths(
+    test: TestHistory, changes: ChangeFacts | None, cfg: PolicySettings | None = None
+) -> list[str]:
+    """The changed files a failing test shares a directory, module or class name with, or
+    (with the policy's settings) a critical area: a payments test and the payment code."""
     if changes is None:
         return []
     words = _test_words(test)
-    return [f.path for f in changes.files if words & _path_words(f.path)]
+    areas = set(areas_in(f"{test.label} {test.file}", cfg.critical_areas)) if cfg else set()
+    return [
+        f.path
+        for f in changes.files
+        if words & _path_words(f.path) or (areas and areas & set(path_areas(f.path, cfg)))
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +122,7 @@ class Failures:
 def classify_failures(history: History, cfg: PolicySettings) -> Failures:
     failing = history.failing()
     correlated = tuple(
-        (t, tuple(paths)) for t in failing if (paths := correlated_paths(t, history.changes))
+        (t, tuple(paths)) for t in failing if (paths := correlated_paths(t, history.changes, cfg))
     )
     in_changed_code = {t.label for t, _ in correlated}
     flaky = tuple(t for t in failing if is_known_flaky(t, cfg) and t.label not in in_changed_code)
@@ -140,6 +148,25 @@ def _flaky_sentence(test: TestHistory, service: str) -> str:
     elif test.flaky_in_recent:
         parts.append(f"failed and passed within the same release in {test.flaky_in_recent} of them")
     return f"{shown(test.label)} {' and '.join(parts)} (known flaky)"
+
+
+def _returned_sentence(test: TestHistory) -> str:
+    """A failure seen before that is not flaky: back after passing, or failing still."""
+    passing = 0
+    for _, outcome in test.recent:
+        if outcome != "passed":
+            break
+        passing += 1
+    if passing:
+        return (
+            f"{shown(test.label)} fails again after passing in the last "
+            f"{_plural(passing, 'release')}; it first failed in {test.first_failed_in} "
+            "(a failure that came back)"
+        )
+    return (
+        f"{shown(test.label)} is still failing: it failed in {test.failed_in_recent} of the "
+        f"last {_plural(test.recent_releases, 'release')}, first in {test.first_failed_in}"
+    )
 
 
 def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -> list[Signal]:
@@ -168,12 +195,7 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
         sentences = []
         for t in new_ones[:NAMED]:
             if t.failed_before:
-                last_ok = next((v for v, went in t.recent if went == "passed"), None)
-                since = f", passed in {last_ok}" if last_ok else ""
-                sentences.append(
-                    f"{shown(t.label)} failed again: first in {t.first_failed_in}{since}, "
-                    "failing now (a failure that came back)"
-                )
+                sentences.append(_returned_sentence(t))
             else:
                 ran = (
                     f", after passing in the last {_plural(t.recent_releases, 'release')}"
@@ -188,7 +210,7 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
         signals.append(
             Signal(
                 name="new_failures",
-                label="New failures",
+                label="Failures that are not known flaky",
                 level=cfg.failed_tests_level,
                 critical=False,
                 figure=len(new_ones),
@@ -335,10 +357,12 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
 
 def judge_metrics(history: History, cfg: PolicySettings) -> Judgement | None:
     """The judge's verdict on the metrics it has settings for, each against its baseline
-    window or, without one, the recent releases' windows. None when no such metric has
-    samples in this release."""
+    window or, without one, the recent releases' windows. None when no such metric has a
+    series of samples in this release."""
     settings = cfg.judge_settings()
-    judged = [m for m in history.metrics if m.name in settings.metrics and m.release]
+    # One sample is a figure (a metrics file's snapshot), which the summary's signals judge;
+    # a series of them is what the judge compares.
+    judged = [m for m in history.metrics if m.name in settings.metrics and len(m.release) > 1]
     if not judged:
         return None
     baseline = {m.name: m.comparison()[0] for m in judged}

@@ -135,7 +135,10 @@ def test_the_sentences_cite_the_history() -> None:
     )
     text = detail(verdict, "new_failures")
     assert f"{CART} failed for the first time in checkout, after passing in the last 3 " in text
-    assert "checkout.TaxTest::test_vat failed again: first in v1.0.0, passed in v1.0.0" in text
+    assert (
+        "checkout.TaxTest::test_vat fails again after passing in the last 2 releases; it first "
+        "failed in v1.0.0 (a failure that came back)"
+    ) in text
     assert "(1 of them known flaky)" in detail(verdict, "failed_tests")
     assert any("known flaky" in sentence for sentence in verdict.evidence())
 
@@ -155,6 +158,15 @@ CHANGED_PAYMENTS = ChangeFacts(
 )
 def test_correlation_by_directory_module_or_class(test: TestHistory, paths: list[str]) -> None:
     assert correlated_paths(test, CHANGED_PAYMENTS) == paths
+
+
+def test_correlation_by_critical_area() -> None:
+    billing = ChangeFacts(commits=1, files=(FileChange("src/billing/invoice.py", 5, 1),))
+    test = test_history("checkout.CardTest::test_3ds_challenge")
+    assert correlated_paths(test, billing) == []
+    assert correlated_paths(test, billing, CFG) == ["src/billing/invoice.py"]
+    search = ChangeFacts(commits=1, files=(FileChange("src/search/rank.py", 5, 1),))
+    assert correlated_paths(test, search, CFG) == []
 
 
 def test_a_known_flaky_test_beside_changed_code_is_not_excused() -> None:
@@ -286,8 +298,14 @@ def test_the_metric_sentence_explains_the_judgement() -> None:
     assert detail(verdict, "metric_judge") in verdict.evidence()
 
 
-def test_a_metric_the_judge_has_no_settings_for_is_left_out() -> None:
-    series = MetricSeries("queue_depth", samples(900, 60), samples(10, 60))
+@pytest.mark.parametrize(
+    "series",
+    [
+        MetricSeries("queue_depth", samples(900, 60), samples(10, 60)),  # no settings
+        MetricSeries("response_time_p95", (900.0,), (420.0,)),  # a snapshot, not a series
+    ],
+)
+def test_what_the_judge_leaves_to_the_summary(series: MetricSeries) -> None:
     verdict = evaluate(summary(), CFG, history=history(metrics=(series,)))
     assert "metric_judge" not in names(verdict)
 
