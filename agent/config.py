@@ -72,6 +72,7 @@ from agent.telemetry.model_calls import TracedProvider
 from agent.telemetry.setup import TelemetryConfig
 from agent.telemetry.tool_calls import TracedToolExecutor
 from agent.telemetry.trace_context import current_traceparent
+from agent.tools.drilldown import register_drill_down_tools
 from agent.tools.registry import ToolRegistry
 from agent.tools.release_tools import DEFAULT_TIMEOUT_S, register_release_tools
 
@@ -278,6 +279,8 @@ def build_agent(
         extra_headers=current_traceparent,
         with_summary=profile.file_summary,
     )
+    if profile.drill_down:
+        register_drill_down_tools(registry, release_tools)
     tools = TracedToolExecutor(registry, capture_content=capture)
 
     config = AgentConfig(

@@ -135,7 +135,14 @@ def test_build_agent_composes_the_layers() -> None:
     assert inner.store is store
     assert inner.config.max_steps == 4
     assert inner.config.system_prompt == DEFAULT_SYSTEM_PROMPT
-    assert {t.name for t in inner.tools.get_tools()} == {"get_release_summary", "file_risk_report"}
+    # The default profile investigates: the drill-down tools beside the summary and the report.
+    assert {t.name for t in inner.tools.get_tools()} == {
+        "get_release_summary",
+        "get_test_details",
+        "get_code_changes",
+        "get_metric_history",
+        "file_risk_report",
+    }
     assert isinstance(inner.context._inner, WindowManager)
     assert agent.conversation.metadata["release_id"] == "v2.1.0"
     assert agent.conversation.metadata["prompt_profile"] == "default"
@@ -146,6 +153,9 @@ def test_small_models_get_the_compact_profile() -> None:
     agent = build_agent(AgentSettings(), provider=provider)
     assert agent.conversation.system_prompt == SMALL_MODEL_SYSTEM_PROMPT
     assert agent._inner.config.temperature == 0.0  # the small-model profile (agent/prompts.py)
+    # It gets no drill-down tools: the policy's evidence carries what they would show.
+    tools = {t.name for t in agent._inner.tools.get_tools()}
+    assert tools == {"get_release_summary", "file_risk_report"}
     forced = build_agent(AgentSettings(prompt_profile="default"), provider=provider)
     assert forced.conversation.system_prompt == DEFAULT_SYSTEM_PROMPT
 

@@ -37,6 +37,7 @@ urlpatterns = [
     path("", home, name="home"),
     path("", include("releases.urls")),
     path("api/", include("releases.api_urls")),
+    path("api/", include("sources.drilldown.urls")),
     path("api/", include((_api_urls(), "ingest"))),
     path("sources/", include("sources.urls")),
     path("evals/", include("evals.urls")),

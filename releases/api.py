@@ -26,7 +26,14 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from releases import eval_hooks, selectors, services, token_hooks, validation, verdicts
+from releases import (
+    eval_hooks,
+    selectors,
+    services,
+    token_hooks,
+    validation,
+    verdicts,
+)
 from releases.models import Conversation, Release, RiskReport
 from releases.risk.filing import FilingDecision
 
@@ -68,15 +75,17 @@ class Caller:
             self.run.release is not None and self.run.release.version == version
         )
 
-    def release(self, version: str) -> Release | None:
+    def release(self, version: str, service: str | None = None) -> Release | None:
         """The release this caller means by `version`: a run's own release (whatever its
-        service), else the default service's release of that version."""
+        service), else that version of `service` (its slug or name; none: the default)."""
         if self.run is not None and self.run.release is not None:
             return self.run.release if self.run.release.version == version else None
-        return selectors.find_release(version) if validation.is_valid_version(version) else None
+        if not validation.is_valid_version(version):
+            return None
+        return selectors.find_release(version, service)
 
 
-def _error(status: int, message: str, **extra: Any) -> JsonResponse:
+def api_error(status: int, message: str, **extra: Any) -> JsonResponse:
     response = JsonResponse({"error": message, **extra}, status=status)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="detective"'
@@ -88,24 +97,55 @@ def _bearer(request: HttpRequest) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-def _caller(request: HttpRequest) -> Caller | JsonResponse:
+def authenticate(request: HttpRequest) -> Caller | JsonResponse:
     token = _bearer(request)
     if not token:
-        return _error(401, "Authentication required: send Authorization: Bearer <token>.")
+        return api_error(401, "Authentication required: send Authorization: Bearer <token>.")
     key = settings.DETECTIVE_API_KEY
     if key and hmac.compare_digest(token.encode(), key.encode()):
         return Caller()
     run = selectors.run_for_api_token(token)
     if run is None:
-        return _error(401, "Invalid or expired token.")
+        return api_error(401, "Invalid or expired token.")
     return Caller(run=run)
+
+
+def caller_release(request: HttpRequest, version: str) -> tuple[Caller, Release] | JsonResponse:
+    """The authenticated caller and the release it may read as `version`, or the error to
+    answer: 401 without a valid token, 403 for another release than a run's own, 404 for
+    none. For the endpoints beside the summary that read one release (the drill-downs);
+    `?service=` names the service for the API key (a run's token reads its own release)."""
+    caller = authenticate(request)
+    if isinstance(caller, JsonResponse):
+        return caller
+    if eval_hooks.trial_api(caller.run) is not None:
+        # An eval trial never reads a real release: its scenario's, if it was ingested.
+        scenario_release = eval_hooks.trial_release(caller.run, version)  # type: ignore[arg-type]
+        if scenario_release is None:
+            return api_error(404, f"No detail of release {version!r} in this eval scenario.")
+        return caller, scenario_release
+    service = request.GET.get("service", "").strip() or None
+    release = _own_release(caller, version, service)
+    return release if isinstance(release, JsonResponse) else (caller, release)
+
+
+def _own_release(
+    caller: Caller, version: str, service: str | None = None
+) -> Release | JsonResponse:
+    if not caller.may_touch(version):
+        return api_error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
+    release = caller.release(version, service)
+    if release is None:
+        of = f" of the service {service!r}" if service else ""
+        return api_error(404, f"No release {version!r}{of}.")
+    return release
 
 
 @login_not_required
 @csrf_exempt
 @require_GET
 def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
-    caller = _caller(request)
+    caller = authenticate(request)
     if isinstance(caller, JsonResponse):
         return caller
     trials = eval_hooks.trial_api(caller.run)
@@ -114,13 +154,12 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
         return trials.summary_response(
             caller.run, version, asynchronous=isinstance(request, ASGIRequest)
         )
-    if not caller.may_touch(version):
-        return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
-    release = caller.release(version)
-    if release is None:
-        return _error(404, f"No release {version!r}.")
+    release = _own_release(caller, version)
+    if isinstance(release, JsonResponse):
+        return release
     # The data as it is, and beside it the policy's signals (the model reads them instead of
-    # computing them) and, for a long change list, a compact form of it.
+    # computing them), for a long change list a compact form of it, and what the drill-downs
+    # have to show.
     return JsonResponse(verdicts.judge_release(release).for_agent())
 
 
@@ -141,13 +180,13 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
     )
     scope: token_hooks.TokenScope | None = None
     if not browsing:
-        caller = _caller(request)
+        caller = authenticate(request)
         if isinstance(caller, JsonResponse):
             scope = token_hooks.scope_for(_bearer(request))
             if scope is None:
                 return caller
         elif not caller.may_touch(version):
-            return _error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
+            return api_error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
     named = request.GET.get("service", "").strip()
     release = (
         selectors.find_release(version, named or None)
@@ -156,9 +195,9 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
     )
     if release is None:
         of = f" of the service {named!r}" if named else ""
-        return _error(404, f"No release {version!r}{of}.")
+        return api_error(404, f"No release {version!r}{of}.")
     if scope is not None and scope.service_id not in (None, release.service_id):
-        return _error(403, f"This token may read {scope.service_name or 'one service'} only.")
+        return api_error(403, f"This token may read {scope.service_name or 'one service'} only.")
     page = release.get_absolute_url()
     return JsonResponse(
         {**selectors.release_verdict(release).as_json(), "url": request.build_absolute_uri(page)}
@@ -169,18 +208,20 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
 @csrf_exempt
 @require_POST
 def file_risk_report(request: HttpRequest) -> JsonResponse:
-    caller = _caller(request)
+    caller = authenticate(request)
     if isinstance(caller, JsonResponse):
         return caller
     try:
         body = validation.parse_json_body(request.body)
     except validation.BodyError as exc:
-        return _error(400, f"Invalid body: {exc}.")
+        return api_error(400, f"Invalid body: {exc}.")
     try:
         report = RiskReportIn.model_validate(body)
     except ValidationError as exc:
         problems = [_problem(error) for error in exc.errors(include_url=False)]
-        return _error(400, "Invalid risk report: " + "; ".join(problems) + ".", problems=problems)
+        return api_error(
+            400, "Invalid risk report: " + "; ".join(problems) + ".", problems=problems
+        )
     trials = eval_hooks.trial_api(caller.run)
     if trials is not None and caller.run is not None:
         fields = report.model_dump()
@@ -188,13 +229,13 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
         return trials.file_report(caller.run, **fields)
     if not caller.may_touch(report.release_id):
         version = caller.run.release.version  # type: ignore[union-attr]
-        return _error(
+        return api_error(
             403,
             f"This token may file a report for release {version} only, not {report.release_id}.",
         )
     release = caller.release(report.release_id)
     if release is None:
-        return _error(404, f"No release {report.release_id!r}.")
+        return api_error(404, f"No release {report.release_id!r}.")
     checked = services.file_checked_report(
         release=release,
         severity=report.severity,
@@ -208,7 +249,7 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
 def filing_response(decision: FilingDecision, report: RiskReport | None) -> JsonResponse:
     """422 with every problem when a filing is refused; 201 with the policy's view when not."""
     if report is None:
-        return _error(422, decision.refusal_message(), problems=decision.problems)
+        return api_error(422, decision.refusal_message(), problems=decision.problems)
     return JsonResponse(
         {
             "report_id": report.pk,

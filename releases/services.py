@@ -40,6 +40,7 @@ from releases.models import (
 )
 from releases.review_scenario import Label, scenario_id, to_toml
 from releases.risk import filing
+from releases.risk.figures import numbers_in
 from releases.risk.filing import FilingDecision
 from releases.risk.policy import PolicySettings, threshold_order_problems
 from releases.stored_data import finite
@@ -164,6 +165,7 @@ def file_checked_report(
         refused_before=refused_before,
         shown=judged.for_agent(),
         summary_read=verdicts.read_the_summary(conversation) if conversation else None,
+        investigated=numbers_in(verdicts.drill_downs_shown(conversation)) if conversation else (),
     )
     if decision.refused:
         assert conversation is not None

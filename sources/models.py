@@ -124,6 +124,8 @@ class Commit(models.Model):
 
     class Meta:
         ordering = ["-authored_at", "sha"]
+        # What an author committed before in the service (sources/history.py).
+        indexes = [models.Index(fields=["author_email"], name="commit_author_email")]
         constraints = [
             models.UniqueConstraint(fields=["release", "sha"], name="commit_once_per_release"),
         ]
@@ -203,7 +205,9 @@ class TestCase(models.Model):
             models.Index(
                 fields=["release", "status", "suite", "classname", "name", "attempt"],
                 name="testcase_release_status_name",
-            )
+            ),
+            # A test's history across the service's releases (sources/history.py).
+            models.Index(fields=["name", "status"], name="testcase_name_status"),
         ]
 
     def __str__(self) -> str:

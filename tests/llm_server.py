@@ -30,6 +30,9 @@ time (with Retry-After: 0); `mode="retry-after-nan"` answers its first request 4
 chunks. `mode="always-low"` files low whatever the data, and files the
 same again when the policy refuses it; `mode="low-then-corrects"` files low first, then the
 policy's severity after the refusal (the two ways a model can answer the risk policy).
+`mode="investigate"` drills down after the summary, as the default profile's procedure asks:
+`get_test_details` (failed tests), `get_code_changes`, `get_metric_history` (p95), each when
+offered, then files the policy's severity with findings that cite what they showed.
 """
 
 from __future__ import annotations
@@ -56,6 +59,12 @@ MODES = (
     "low-then-corrects",
     "retry-after-nan",
     "flood",
+    "investigate",
+)
+DRILL_DOWNS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("get_test_details", {"status": "failed", "limit": 10}),
+    ("get_code_changes", {}),
+    ("get_metric_history", {"metric": "response_time_p95"}),
 )
 FLOOD_BYTES = 10 * 1024 * 1024
 FLOOD_CHUNK = 200
@@ -127,6 +136,33 @@ def assess(summary_text: str) -> tuple[str, list[str], str]:
     return severity, findings, f"Overall the risk is {severity}."
 
 
+def cited(results: dict[str, str]) -> list[str]:
+    """What the drill-downs showed, as a careful model cites it: the first failing test and
+    the first commit as their lines in front say, the metric judge's sentence."""
+    findings = []
+    for name, line in (("get_test_details", 1), ("get_code_changes", 3)):
+        try:
+            lines = json.loads(results[name])["in_short"]
+        except (KeyError, ValueError, TypeError):
+            continue
+        if len(lines) > line:
+            findings.append(lines[line])
+    try:
+        history = json.loads(results["get_metric_history"])
+        findings.append(history["judgement_against_baseline"]["sentence"])
+    except (KeyError, ValueError, TypeError):
+        pass
+    return findings
+
+
+def _offered(body: dict[str, Any]) -> set[str]:
+    return {
+        str((tool.get("function") or {}).get("name"))
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict)
+    }
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -154,12 +190,17 @@ class _Handler(BaseHTTPRequestHandler):
         elif mode == "retry-after-nan" and self.server.first_request():
             self._json(429, {"error": {"message": "Slow down"}}, {"Retry-After": "nan"})
         else:
-            self._stream(self._turn(body.get("messages") or []))
+            self._stream(self._turn(body.get("messages") or [], _offered(body)))
 
-    def _turn(self, messages: list[dict[str, Any]]) -> bytes:
+    def _turn(self, messages: list[dict[str, Any]], offered: set[str]) -> bytes:
         version = release_in(messages)
         results = _tool_results(messages)
         count = self.server.counter()
+        drill = [
+            (name, arguments)
+            for name, arguments in DRILL_DOWNS
+            if name in offered and name not in results
+        ]
         if "get_release_summary" not in results:
             words = " ".join(f"step{n}" for n in range(self.server.narration))
             text = f"I will start by reading the summary of release {version}. {words}".strip()
@@ -169,10 +210,17 @@ class _Handler(BaseHTTPRequestHandler):
                 arguments={"release_id": version},
             )
             turn = reply(text, call, input_tokens=420, output_tokens=38, model=MODEL)
+        elif self.server.mode == "investigate" and drill and "file_risk_report" not in results:
+            name, arguments = drill[0]
+            call = ToolCall(
+                id=f"call_{name}_{count}", name=name, arguments={"release_id": version, **arguments}
+            )
+            turn = reply(f"Drilling down with {name}.", call, input_tokens=900, model=MODEL)
         elif "file_risk_report" not in results or (
             "was not filed" in results["file_risk_report"] and _filings(messages) < 2
         ):
             severity, findings, summary = assess(results["get_release_summary"])
+            findings += cited(results)
             refused = "file_risk_report" in results
             mode = self.server.mode
             if mode == "always-low" or (mode == "low-then-corrects" and not refused):

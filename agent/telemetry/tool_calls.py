@@ -1,5 +1,7 @@
 """Tool calls: an `execute_tool {name}` span per execution, with its outcome, duration and,
-when content capture is on, the arguments and the result."""
+when content capture is on, the arguments and the result; named both as the GenAI semantic
+conventions and as OpenInference (a TOOL span, `input.value`, `output.value`) name them, so
+that Phoenix shows each drill-down as a step of the run."""
 
 from __future__ import annotations
 
@@ -13,6 +15,13 @@ from agent.messages import ToolCall, ToolDefinition, ToolResult
 from agent.telemetry import content
 from agent.telemetry.logging import get_logger, log_error, log_tool_call, log_tool_result, scrub
 from agent.telemetry.metrics import AgentMetrics
+from agent.telemetry.trace_context import (
+    INPUT_MIME_TYPE,
+    INPUT_VALUE,
+    JSON_MIME_TYPE,
+    OPENINFERENCE_SPAN_KIND,
+    OUTPUT_VALUE,
+)
 from agent.telemetry.wrapping import Delegating, component_defaults, error_type_of, record_error
 from agent.tools.protocol import ToolExecutor
 
@@ -47,9 +56,14 @@ class TracedToolExecutor(Delegating):
             "gen_ai.tool.name": call.name,
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
+            OPENINFERENCE_SPAN_KIND: "TOOL",
+            "tool.name": call.name,
         }
         if self._capture:
-            attributes["gen_ai.tool.call.arguments"] = content.to_json(call.arguments)
+            arguments = content.to_json(call.arguments)
+            attributes["gen_ai.tool.call.arguments"] = arguments
+            attributes[INPUT_VALUE] = arguments
+            attributes[INPUT_MIME_TYPE] = JSON_MIME_TYPE
         started = time.perf_counter()
         with self._tracer.start_as_current_span(
             f"execute_tool {call.name}",
@@ -92,7 +106,8 @@ class TracedToolExecutor(Delegating):
                 span.set_attribute("error.type", error_type)
                 span.set_status(Status(StatusCode.ERROR, error_type))
             if self._capture:
-                span.set_attribute("gen_ai.tool.call.result", scrub(result.content))
+                shown = scrub(result.content)
+                span.set_attributes({"gen_ai.tool.call.result": shown, OUTPUT_VALUE: shown})
             self._metrics.record_tool(
                 tool_name=call.name,
                 success=result.success,

@@ -29,6 +29,9 @@ async def test_tool_span(otel: Telemetry, caplog: pytest.LogCaptureFixture) -> N
         "gen_ai.tool.name": "get_release_summary",
         "gen_ai.tool.call.id": "c1",
         "gen_ai.tool.type": "function",
+        # OpenInference's names: Phoenix shows the call as a TOOL step.
+        "openinference.span.kind": "TOOL",
+        "tool.name": "get_release_summary",
         "detective.tool.success": True,
         "detective.tool.duration_ms": 42.0,
         "detective.tool.terminal": False,

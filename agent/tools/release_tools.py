@@ -15,8 +15,8 @@ The API token is only ever put in the `Authorization` header. Messages are built
 status codes and our own words; the little response text quoted back to the model is
 scrubbed of the token first.
 
-More tools will come (test details, code changes, historical baselines): each is one more
-method here, listed in `tools()`, using `_send` for the HTTP and its error handling.
+The drill-downs (test details, code changes, a metric's history) are in `drilldown.py` beside
+this module; they read through `read`, with the same HTTP, retry and error handling.
 """
 
 from __future__ import annotations
@@ -109,9 +109,13 @@ class ReleaseTools:
         # Never the token.
         return f"ReleaseTools({self.base_url!r}, release_id={self.release_id!r})"
 
+    @property
+    def deadline_s(self) -> float:
+        """A tool's deadline: it may ask twice (a blip is asked again), each within timeout_s."""
+        return 2 * self.timeout_s + self.summary_retry_delay_s + REGISTRY_GRACE_S
+
     def tools(self) -> list[Tool[..., Any]]:
-        # The summary may ask twice (a blip is asked again), each within timeout_s.
-        deadline = 2 * self.timeout_s + self.summary_retry_delay_s + REGISTRY_GRACE_S
+        deadline = self.deadline_s
         return [
             tool(name="get_release_summary", timeout_s=deadline)(self.get_release_summary),
             tool(name="file_risk_report", timeout_s=deadline)(
@@ -157,7 +161,7 @@ class ReleaseTools:
     async def _fetch_summary(self, release_id: str) -> tuple[ToolOutcome, bool]:
         """The outcome, and whether its failure may pass if asked again."""
         try:
-            reply = await self._send("GET", f"/api/releases/{_segment(release_id)}/summary")
+            reply = await self._send("GET", f"/api/releases/{path_segment(release_id)}/summary")
         except _Unavailable as error:
             return _no_summary(
                 f"The summary of release {release_id!r} is unavailable: {error}."
@@ -186,6 +190,41 @@ class ReleaseTools:
             content=encode_data(summary),
             data=summary if isinstance(summary, dict) else {"summary": summary},
         ), False
+
+    async def read(self, path: str, what: str) -> Any | ToolOutcome:
+        """GET `path` (with its query) of the release API: the JSON it answered, or a failed
+        outcome that says plainly what went wrong. A blip (a 5xx, a timeout, nothing
+        listening) is asked once more, as for the summary."""
+        failure, transient = await self._read_once(path, what)
+        if transient:
+            await asyncio.sleep(self.summary_retry_delay_s)
+            failure, transient = await self._read_once(path, what)
+        return failure
+
+    async def _read_once(self, path: str, what: str) -> tuple[Any | ToolOutcome, bool]:
+        try:
+            reply = await self._send("GET", path)
+        except _Unavailable as error:
+            return ToolOutcome.failure(f"{what} could not be read: {error}."), True
+        if reply.ok:
+            try:
+                return json.loads(reply.text), False
+            except ValueError:
+                return ToolOutcome.failure(
+                    f"{what} could not be read: the release API sent a response that is not "
+                    "valid JSON."
+                ), False
+        said = _error_text(reply.text)
+        detail = f" It said: {said}" if said else self._quote(reply)
+        error_type = (
+            InvalidArgumentsError.__name__
+            if reply.status in (400, 403, 404)
+            else ToolExecutionError.__name__
+        )
+        return ToolOutcome.failure(
+            f"{what} could not be read: the release API answered {reply.describe()}.{detail}",
+            error_type=error_type,
+        ), reply.status >= 500
 
     def _note_summary(self, release_id: str, outcome: ToolOutcome) -> ToolOutcome:
         if outcome.success:
@@ -439,7 +478,7 @@ def _ends_the_run(failure: ToolOutcome) -> ToolOutcome:
     )
 
 
-def _segment(value: str) -> str:
+def path_segment(value: str) -> str:
     # A release id is one path segment: "../admin" must not walk the API's URL space, and
     # a bare ".." would be resolved away by URL normalisation unless escaped.
     encoded = quote(value, safe="")

@@ -234,8 +234,36 @@ def _match(
     return None
 
 
+# "failed in 4 of the last 10 releases", "after passing in the last 10 releases": figures of the
+# release's history, which only the policy's history sentences carry.
+_HISTORY_AFTER_RE = re.compile(r"\s+(of (the|its) last [\d,]+ |(earlier |recent )?)releases?\b")
+_HISTORY_BEFORE_RE = re.compile(r"\b(the|its) last\s+$")
+
+
+def _history_figure(text: str, figure: Figure, facts: Facts) -> tuple[str | None, str | None]:
+    after = text[figure.start + len(figure.text) :]
+    before = text[: figure.start]
+    if figure.unit or figure.decimals:
+        return None, None
+    if not (
+        _HISTORY_AFTER_RE.match(after) is not None
+        and (after.lstrip().startswith("of") or _HISTORY_BEFORE_RE.search(before))
+    ):
+        return None, None
+    # The policy's history sentences, or what the run's drill-downs showed of the history.
+    found = _match(figure, [k for k in facts.direct if k.measure == "history"]) or _match(
+        figure, facts.investigated
+    )
+    if found is not None:
+        return f"{figure.text} = {found.source}", None
+    return None, f"{figure.text} is not in the release's history as the policy read it"
+
+
 def _ground_figure(text: str, figure: Figure, facts: Facts) -> tuple[str | None, str | None]:
     """(evidence, problem) for one figure; both None when it is prose."""
+    history = _history_figure(text, figure, facts)
+    if history != (None, None):
+        return history
     is_count = not figure.unit and not figure.decimals
     kind = _test_word(text, figure) if is_count else None
     if kind is not None and _has(_near(text, figure, before=3, after=0), _THRESHOLD_WORDS):
@@ -252,7 +280,7 @@ def _ground_figure(text: str, figure: Figure, facts: Facts) -> tuple[str | None,
                 f"{figure.text} is given as a test count, but the release has no test results",
             )
         counts = _test_counts(kind, facts)
-        found = _match(figure, counts)
+        found = _match(figure, counts) or _match(figure, facts.investigated)
         if found is None:
             allowed = ", ".join(sorted({f"{k.value:g}" for k in counts})) or "none"
             # The release has test results, and this is not one of its counts: a contradiction.
@@ -448,10 +476,12 @@ def ground_report(
     *,
     extra_known: Sequence[float] = (),
     summary_read: bool | None = None,
+    investigated: Sequence[float] = (),
 ) -> ReportGrounding:
-    """The grounding of every finding and of the summary, against the release data."""
+    """The grounding of every finding and of the summary, against the release data (and
+    `investigated`, the figures the run's drill-downs showed)."""
     cfg = cfg or PolicySettings()
-    facts = facts_of(data, verdict, cfg, extra_known)
+    facts = facts_of(data, verdict, cfg, extra_known, investigated)
     parts = [
         ground_text(
             f"finding {i}", text, data, verdict, cfg, facts=facts, summary_read=summary_read
