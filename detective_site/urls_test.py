@@ -29,6 +29,8 @@ API |= {
     f"ingest:{name}"
     for name in ("put_release", "post_commits", "post_junit", "post_metrics", "assess_release")
 }
+# The drill-downs (sources/drilldown/) want a run's token or the API key, as the summary does.
+API |= {f"drilldown:{name}" for name in ("tests", "changes", "metric_history")}
 
 
 def sample_path(pattern: RoutePattern | RegexPattern) -> str:
