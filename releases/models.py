@@ -73,6 +73,11 @@ class Service(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    hidden = models.BooleanField(
+        default=False,
+        help_text="Left out of the release lists and counts: a service the evals made for a "
+        "scenario's files (evals/scenario_sources.py), not one anybody releases.",
+    )
 
     class Meta:
         ordering = ["name"]
