@@ -5,7 +5,8 @@ scenario), so releases may not import it. The three places that need the evals a
 hooks instead, which `EvalsConfig.ready` installs (evals/apps.py):
 
 - the release API answers a trial's tools from its scenario, never from a real release
-  (`evals/api_source.py`);
+  (`evals/api_source.py`), except a scenario made of files, whose release the evals ingested
+  into a hidden service (`trial_release`);
 - a run's page says how the trial it was was judged (`evals.selectors.trial_verdict`);
 - a reviewer's label is checked by the eval suite's own loader before it is written as a
   scenario (`evals.scenario.parse_scenario`).
@@ -21,11 +22,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 if TYPE_CHECKING:
     from django.http import HttpResponseBase, JsonResponse
 
-    from releases.models import Conversation
+    from releases.models import Conversation, Release
 
 
 class TrialApi(Protocol):
     def is_eval_trial(self, conversation: Conversation | None) -> TypeGuard[Conversation]: ...
+
+    def trial_release(self, conversation: Conversation) -> Release | None: ...
 
     def summary_response(
         self, conversation: Conversation, version: str, *, asynchronous: bool = True

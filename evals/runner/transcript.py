@@ -144,6 +144,9 @@ class Transcript(BaseModel):
     usage: Usage | None = None
     cost_usd: float | None = None
     duration_ms: float | None = None
+    # The tools the agent was offered (None: not recorded): the drill-downs are the larger
+    # models' profile's only, so a check that asks for one applies where it was offered.
+    tools_offered: list[str] | None = None
 
     # -- tools ---------------------------------------------------------------------------
 
