@@ -99,8 +99,12 @@ class Service(models.Model):
 
 def default_service_id() -> int:
     """The default for Release.service: a release created without a service is the default
-    service's (made on first use, should its data migration's row have been deleted)."""
-    return Service.default().pk
+    service's (made on first use, should its data migration's row have been deleted).
+
+    Its id is read alone: migrations older than a Service column call this too (remaking the
+    release table), when the table does not have that column yet."""
+    found = Service.objects.filter(slug=DEFAULT_SERVICE_SLUG).values_list("pk", flat=True).first()
+    return found if found is not None else Service.default().pk
 
 
 class AssessmentOutcome(models.TextChoices):
