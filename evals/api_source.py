@@ -23,9 +23,9 @@ exactly what the runner meant.
 A scenario made of files (`evals/scenario_sources.py`) has a real release behind it, in a
 hidden service of its own: the trial names it (`release_pk`), the summary and the filing are
 judged from it as a real release's are (`verdicts.judge_release`), and the API's other calls
-(the drill-downs) reach it through `trial_release`, which `Caller.release` asks. The trial's
-Conversation does not point at the release itself: trials of one scenario may run at once,
-and a release has one active run at a time.
+(the drill-downs) reach it through `trial_release` (installed as `eval_hooks.trial_release`).
+The trial's Conversation does not point at the release itself: trials of one scenario may run
+at once, and a release has one active run at a time.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _spec(conversation: Conversation) -> dict[str, Any]:
     return conversation.metadata[EVAL_KEY]
 
 
-def trial_release(conversation: Conversation) -> Release | None:
+def _ingested(conversation: Conversation) -> Release | None:
     """The ingested release behind a trial of a scenario made of files (None for the others,
     whose data is the scenario's payload alone)."""
     pk = _spec(conversation).get("release_pk")
@@ -103,15 +103,24 @@ def trial_release(conversation: Conversation) -> Release | None:
     return Release.objects.select_related("service").filter(pk=pk).first()
 
 
+def trial_release(conversation: Conversation, version: str) -> Release | None:
+    """The release whose detail answers a trial's drill-downs for `version`: its scenario's
+    ingested release, when the trial asks about that one (None: a 404, as for any release
+    the scenario does not have)."""
+    if not is_eval_trial(conversation) or version != _spec(conversation).get("release_id"):
+        return None
+    return _ingested(conversation)
+
+
 def _judged(conversation: Conversation, payload: dict[str, Any]) -> verdicts.Judged:
-    release = trial_release(conversation)
+    release = _ingested(conversation)
     return (
         verdicts.judge_release(release) if release is not None else verdicts.judge_summary(payload)
     )
 
 
 def _data(conversation: Conversation, payload: dict[str, Any]) -> dict[str, Any]:
-    release = trial_release(conversation)
+    release = _ingested(conversation)
     return release.as_summary() if release is not None else payload
 
 

@@ -13,7 +13,7 @@ from evals import api_source, scenario_sources
 from evals.models import EvalRun
 from evals.scenario import Scenario, load_suite
 from evals.services import start_trial
-from releases.api import Caller
+from releases import eval_hooks
 from releases.models import Conversation, Release, RiskReport
 
 pytestmark = pytest.mark.django_db
@@ -193,12 +193,9 @@ def test_a_trial_of_a_scenario_made_of_files_reads_its_ingested_release(client: 
     ]
     assert any(line.startswith('Revert "fix(billing)') for line in body["changes"])
     assert body["policy"]["severity_floor"] == "high"
-    # The drill-downs find the release through the caller, as for an assessment's own.
-    caller = Caller(run=conversation)
-    assert caller.release(scenario.release_id) == Release.objects.get(pk=pk)
-    assert caller.may_touch(scenario.release_id)
-    assert not caller.may_touch("v36.0.3")
-    assert caller.release("v36.0.3") is None
+    # The drill-downs find the release through the hook the evals app installs.
+    assert eval_hooks.trial_release(conversation, scenario.release_id) == Release.objects.get(pk=pk)
+    assert eval_hooks.trial_release(conversation, "v36.0.3") is None
 
     filed = _file(
         client,
@@ -215,6 +212,4 @@ def test_a_trial_of_a_scenario_made_of_files_reads_its_ingested_release(client: 
 def test_a_trial_without_files_has_no_release_for_the_drill_downs() -> None:
     conversation, _, scenario = _trial("high_payment_failures")
     Release.objects.create(version=scenario.release_id)
-    caller = Caller(run=conversation)
-    assert caller.release(scenario.release_id) is None
-    assert not caller.may_touch(scenario.release_id)
+    assert eval_hooks.trial_release(conversation, scenario.release_id) is None

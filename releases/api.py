@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
@@ -64,29 +63,16 @@ class Caller:
 
     run: Conversation | None = None
 
-    @cached_property
-    def run_release(self) -> Release | None:
-        """The release a run is about: its own, or for an eval trial of a scenario made of
-        files, the release the evals ingested for it (`evals.api_source.trial_release`)."""
-        if self.run is None:
-            return None
-        trials = eval_hooks.trial_api(self.run)
-        if trials is not None:
-            return trials.trial_release(self.run)
-        return self.run.release
-
     def may_touch(self, version: str) -> bool:
         return self.run is None or (
-            self.run_release is not None and self.run_release.version == version
+            self.run.release is not None and self.run.release.version == version
         )
 
     def release(self, version: str) -> Release | None:
         """The release this caller means by `version`: a run's own release (whatever its
         service), else the default service's release of that version."""
-        if self.run is not None:
-            if self.run_release is None:
-                return None
-            return self.run_release if self.run_release.version == version else None
+        if self.run is not None and self.run.release is not None:
+            return self.run.release if self.run.release.version == version else None
         return selectors.find_release(version) if validation.is_valid_version(version) else None
 
 

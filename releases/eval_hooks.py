@@ -5,8 +5,7 @@ scenario), so releases may not import it. The three places that need the evals a
 hooks instead, which `EvalsConfig.ready` installs (evals/apps.py):
 
 - the release API answers a trial's tools from its scenario, never from a real release
-  (`evals/api_source.py`), except a scenario made of files, whose release the evals ingested
-  into a hidden service (`trial_release`);
+  (`evals/api_source.py`; the drill-downs from the release `trial_release` gives, if any);
 - a run's page says how the trial it was was judged (`evals.selectors.trial_verdict`);
 - a reviewer's label is checked by the eval suite's own loader before it is written as a
   scenario (`evals.scenario.parse_scenario`).
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
 
 class TrialApi(Protocol):
     def is_eval_trial(self, conversation: Conversation | None) -> TypeGuard[Conversation]: ...
-
-    def trial_release(self, conversation: Conversation) -> Release | None: ...
 
     def summary_response(
         self, conversation: Conversation, version: str, *, asynchronous: bool = True
@@ -58,6 +55,14 @@ class TrialVerdict:
     eval_run_id: int
 
 
+class TrialRelease(Protocol):
+    """The release whose ingested detail (tests, commits, metric samples) answers an eval
+    trial's drill-down calls (`GET /api/releases/<version>/tests` and the others), or None
+    when its scenario has none."""
+
+    def __call__(self, run: Conversation, version: str) -> Release | None: ...
+
+
 class TrialVerdicts(Protocol):
     def __call__(self, run: Conversation) -> TrialVerdict | None: ...
 
@@ -77,6 +82,7 @@ class ScenarioRejected(ValueError):
 class Hooks:
     trial_api: TrialApi | None = None
     trial_verdict: TrialVerdicts | None = None
+    trial_release: TrialRelease | None = None
     scenario_check: ScenarioCheck | None = None
 
 
@@ -87,6 +93,13 @@ def trial_api(run: Conversation | None) -> TrialApi | None:
     """Who answers the API for this run: the evals app when it is an eval trial, else None."""
     api = installed.trial_api
     return api if api is not None and api.is_eval_trial(run) else None
+
+
+def trial_release(run: Conversation, version: str) -> Release | None:
+    """The release behind an eval trial's drill-downs; None (a 404) until the evals app
+    installs a hook that gives one."""
+    hook = installed.trial_release
+    return hook(run, version) if hook is not None else None
 
 
 def trial_verdict(run: Conversation) -> TrialVerdict | None:
