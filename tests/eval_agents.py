@@ -159,6 +159,8 @@ class ScriptedAgent:
         for tool in scenario.expect.tools.must_call_before_filing:
             if tool in offered and tool not in results and fault != "skip_summary":
                 arguments = {"release_id": release, **DRILL_DOWN_ARGUMENTS.get(tool, {})}
+                if tool == "get_metric_history" and "error-rate" in scenario.tags:
+                    arguments["metric"] = "error_rate"
                 call = ToolCall(id=f"call_d{n}", name=tool, arguments=arguments)
                 return reply(f"Looking closer: {tool}.", call, input_tokens=700, output_tokens=30)
         severity, findings, summary = self._report(scenario, fault)

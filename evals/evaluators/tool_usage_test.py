@@ -46,16 +46,19 @@ def test_the_failing_tests_are_looked_at_before_filing_where_the_tool_was_offere
     suite: Suite,
 ) -> None:
     scenario = suite.get("new_failure_after_payment_change")
-    assert scenario.expect.tools.must_call_before_filing == ["get_test_details"]
-    large = ["get_release_summary", "get_test_details", "file_risk_report"]
+    drill_downs = ["get_test_details", "get_code_changes"]
+    assert scenario.expect.tools.must_call_before_filing == drill_downs
+    large = ["get_release_summary", *drill_downs, "file_risk_report"]
     evaluator = ToolUsageEvaluator()
 
-    skipped = evaluator.evaluate(scenario, _payment_run(offered=large))
+    skipped = evaluator.evaluate(scenario, _payment_run("get_code_changes", offered=large))
     assert [c.name for c in skipped.failed_checks] == ["called get_test_details before filing"]
-    looked = evaluator.evaluate(scenario, _payment_run("get_test_details", offered=large))
+    looked = evaluator.evaluate(scenario, _payment_run(*drill_downs, offered=large))
     assert looked.passed
-    assert "called get_test_details before filing" in [c.name for c in looked.checks]
+    assert {"called get_test_details before filing", "called get_code_changes before filing"} <= {
+        c.name for c in looked.checks
+    }
     # The small profile has no drill-downs: nothing to ask of it.
-    small = evaluator.evaluate(scenario, _payment_run(offered=large[::2]))
+    small = evaluator.evaluate(scenario, _payment_run(offered=large[::3]))
     assert small.passed
     assert not any("before filing" in c.name for c in small.checks)
