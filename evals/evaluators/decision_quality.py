@@ -73,6 +73,10 @@ class DecisionQualityEvaluator:
         if payload:
             verdict = policy.evaluate(payload)
             floor = verdict.severity
+            # The API judged a release made of files with its history too: its floor holds.
+            recorded = (report.policy_severity or "").strip().lower()
+            if _SEVERITY_RANK.get(recorded, -1) > _SEVERITY_RANK[floor]:
+                floor = recorded
             checks.append(
                 Check(
                     name="not below the risk policy",
