@@ -32,7 +32,7 @@ def policy_changes(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[
 
 
 # Settings stored as fractions (0.05) that the site shows as percentages (5 %): edited as such.
-PERCENT_SETTINGS = ("error_rate_", "p95_rise_", "skipped_share_")
+PERCENT_SETTINGS = ("error_rate_", "p95_rise_", "skipped_share_", "metric_confidence")
 
 
 class PercentField(forms.FloatField):
@@ -79,6 +79,40 @@ class AreasField(forms.CharField):
         return areas
 
 
+class LinesField(forms.CharField):
+    """A list of texts (patterns) as one a line."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "cols": 80})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:
+        return [line.strip() for line in str(value or "").splitlines() if line.strip()]
+
+
+class JsonSettingField(forms.CharField):
+    """A nested setting (the metric judge's per-metric settings) as JSON; PolicySettings
+    checks its shape when the form is cleaned."""
+
+    widget = forms.Textarea(attrs={"rows": 8, "cols": 80})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            plain = {
+                key: inner.model_dump(mode="json") if hasattr(inner, "model_dump") else inner
+                for key, inner in value.items()
+            }
+            return json.dumps(plain, indent=2)
+        return value
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return json.loads(str(value or "{}"))
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"Not JSON: {error}") from None
+
+
 def _field_for(name: str, info: Any) -> forms.Field:
     annotation = info.annotation
     optional = type(None) in get_args(annotation)
@@ -101,8 +135,25 @@ def _field_for(name: str, info: Any) -> forms.Field:
             help_text=help_text + ", in % (5 is 5 %)",
         )
     if base is float:
-        unit = ", in ms" if "_ms_" in name else ""
+        unit = ", in ms" if "_ms_" in name or name.endswith("_ms_rise") else ""
         return forms.FloatField(required=not optional, min_value=0, help_text=help_text + unit)
+    if name == "schema_change_patterns":
+        return LinesField(
+            required=False,
+            help_text="one regular expression a line, found in change titles and commit "
+            "messages (case-insensitive): a database upgrade or schema change",
+        )
+    if name == "metric_settings":
+        return JsonSettingField(
+            help_text='per metric: {"label", "unit", "percent", "bad_direction": "increase" or '
+            '"decrease", "effect": "median" or "mean", "allowed_ratio", "min_absolute_change", '
+            '"critical"}'
+        )
+    if name == "critical_paths":
+        return AreasField(
+            help_text="one area a line, then the globs of changed paths in it: "
+            '"migrations: */migrations/*, *.sql"'
+        )
     return AreasField(
         help_text="one area a line, then the words that find it in test names and changes: "
         '"payments: payment, refund, checkout"'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +23,15 @@ def form_data(**overrides: Any) -> dict[str, Any]:
         if isinstance(value, bool):
             if value:
                 data[name] = "on"
+        elif name == "metric_settings":
+            data[name] = json.dumps(value)
         elif isinstance(value, dict):
             data[name] = "\n".join(f"{area}: {', '.join(words)}" for area, words in value.items())
-        elif value is not None and name.startswith(("error_rate_", "p95_rise_", "skipped_share_")):
+        elif isinstance(value, list):
+            data[name] = "\n".join(value)
+        elif value is not None and name.startswith(
+            ("error_rate_", "p95_rise_", "skipped_share_", "metric_confidence")
+        ):
             data[name] = value * 100  # edited as percentages
         elif value is not None:
             data[name] = value
@@ -52,10 +60,16 @@ def test_editing_a_policy_in_the_admin_saves_a_new_version(admin_client: Client)
     assert v1.thresholds["error_rate_high_above"] == 0.05  # the old version stands
     v2 = verdicts.current_policy()
     assert (v2.version, v2.thresholds["error_rate_high_above"]) == (2, 0.03)
+    # The nested and listed settings come back as they went in.
+    saved, defaults = verdicts.settings_of(v2), PolicySettings()
+    assert saved.metric_settings == defaults.metric_settings
+    assert saved.schema_change_patterns == defaults.schema_change_patterns
+    assert (saved.critical_paths, saved.metric_confidence) == (defaults.critical_paths, 0.95)
     # Shown as the site shows them: percentages, and the areas as lines of words.
     again = admin_client.get(f"/admin/releases/riskpolicy/{v2.pk}/change/").content.decode()
     assert 'name="error_rate_high_above" value="3.0"' in again
-    assert "payments: payment" in again and "{&quot;" not in again
+    areas = re.search(r'name="critical_areas"[^>]*>([^<]*)<', again)
+    assert areas and "payments: payment" in areas.group(1) and "{&quot;" not in areas.group(1)
     assert v2.note == "Stricter error rate after the March incident"
     assert v2.created_by is not None and v2.created_by.username == "admin"
 

@@ -7,12 +7,17 @@ release (`summary_for_agent`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from releases import history_hooks
 from releases.models import Conversation, Message, Release, RiskPolicy
+from releases.release_order import earlier_releases
 from releases.review_scenario import SUMMARY_TOOL
 from releases.risk.digest import digest
+from releases.risk.history import EMPTY as EMPTY_HISTORY
+from releases.risk.history import History
 from releases.risk.policy import PolicySettings, PolicyVerdict, evaluate
 
 
@@ -24,9 +29,16 @@ class Judged:
     settings: PolicySettings
     verdict: PolicyVerdict
     summary: dict[str, Any]
+    history: History = EMPTY_HISTORY
 
     def for_agent(self) -> dict[str, Any]:
-        return digest(self.summary, self.verdict, version=self.policy.version, cfg=self.settings)
+        return digest(
+            self.summary,
+            self.verdict,
+            version=self.policy.version,
+            cfg=self.settings,
+            history=self.history,
+        )
 
 
 def current_policy() -> RiskPolicy:
@@ -44,11 +56,12 @@ def settings_of(policy: RiskPolicy) -> PolicySettings:
 
 
 def previous_p95(release: Release) -> float | None:
-    """The p95 of the release before this one (by creation), when it was measured."""
+    """The p95 of the service's release before this one (by deploy order), when it was
+    measured. Another service's release says nothing of this one's latency: measured, a
+    200 -> 260 ms p95 taken from an unrelated release made a clean release medium."""
     previous = (
-        Release.objects.filter(created_at__lt=release.created_at)
+        earlier_releases(release)
         .exclude(deployment_metrics=None)
-        .order_by("-created_at", "-id")
         .values_list("deployment_metrics", flat=True)
         .first()
     )
@@ -58,14 +71,27 @@ def previous_p95(release: Release) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def judge_summary(summary: dict[str, Any], *, previous: float | None = None) -> Judged:
+def judge_summary(
+    summary: dict[str, Any],
+    *,
+    previous: float | None = None,
+    history: History | Callable[[PolicySettings], History] | None = None,
+) -> Judged:
+    """The policy's verdict on a summary; `history` is the release's past, or how to read it
+    under the policy's settings (its window)."""
     policy = current_policy()
     settings = settings_of(policy)
-    return Judged(policy, settings, evaluate(summary, settings, previous_p95=previous), summary)
+    past = history(settings) if callable(history) else history or History.empty()
+    verdict = evaluate(summary, settings, previous_p95=previous, history=past)
+    return Judged(policy, settings, verdict, summary, past)
 
 
 def judge_release(release: Release) -> Judged:
-    return judge_summary(release.as_summary(), previous=previous_p95(release))
+    return judge_summary(
+        release.as_summary(),
+        previous=previous_p95(release),
+        history=lambda cfg: history_hooks.history_of(release, window=cfg.history_releases),
+    )
 
 
 def read_the_summary(run: Conversation) -> bool:

@@ -124,6 +124,8 @@ class Commit(models.Model):
 
     class Meta:
         ordering = ["-authored_at", "sha"]
+        # What an author committed before in the service (sources/history.py).
+        indexes = [models.Index(fields=["author_email"], name="commit_author_email")]
         constraints = [
             models.UniqueConstraint(fields=["release", "sha"], name="commit_once_per_release"),
         ]
@@ -190,7 +192,11 @@ class TestCase(models.Model):
                 condition=Q(status__in=TestStatus.values), name="testcase_status_valid"
             ),
         ]
-        indexes = [models.Index(fields=["release", "status"], name="testcase_release_status")]
+        indexes = [
+            models.Index(fields=["release", "status"], name="testcase_release_status"),
+            # A test's history across the service's releases (sources/history.py).
+            models.Index(fields=["name", "status"], name="testcase_name_status"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.classname}::{self.name} #{self.attempt} {self.status}"

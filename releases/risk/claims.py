@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from releases.risk.policy import LEVEL_RANK, PolicyVerdict, Signal
+from releases.risk.signal import INSTRUCTIONS_SIGNAL
 
 Outcome = Literal["holds", "contradicts", "absent"]
 
@@ -151,7 +152,19 @@ def _named_failing(text: str, failing: Sequence[str]) -> list[str]:
     return named
 
 
-def _test_claims(text: str, data: Mapping[str, Any]) -> list[ClaimCheck]:
+def _short_names(failing: Sequence[str]) -> set[str]:
+    """Each failing test by its full label and by its name alone: an ingested release lists
+    "checkout.CartTest::test_totals", which a sentence may call test_totals."""
+    names = set()
+    for name in failing:
+        names.add(name.lower())
+        names.add(re.split(r"::|[./]", name)[-1].lower())
+    return names
+
+
+def _test_claims(
+    text: str, data: Mapping[str, Any], verdict: PolicyVerdict | None = None
+) -> list[ClaimCheck]:
     checks: list[ClaimCheck] = []
     failed = _failed_count(data)
     failing = _failing(data)
@@ -186,7 +199,7 @@ def _test_claims(text: str, data: Mapping[str, Any]) -> list[ClaimCheck]:
             )
     elif fails and named:
         checks += [ClaimCheck("holds", f"{name} is listed as failing") for name in named]
-    lowered_failing = {name.lower() for name in failing}
+    lowered_failing = _short_names(failing)
     for match in _TEST_NAME_RE.finditer(text):
         name = match.group(0)
         if name.lower() in lowered_failing or not fails:
@@ -195,7 +208,10 @@ def _test_claims(text: str, data: Mapping[str, Any]) -> list[ClaimCheck]:
             ClaimCheck("absent", f"{name} is not among the failing tests the release lists")
         )
     flaky = _FLAKY_RE.search(text)
-    if flaky and not _negated(text, flaky.start()) and not _mentions_flaky(data):
+    known_flaky = verdict is not None and any(
+        s.name == "known_flaky_failures" for s in verdict.signals
+    )
+    if flaky and not _negated(text, flaky.start()) and not (_mentions_flaky(data) or known_flaky):
         checks.append(
             ClaimCheck(
                 "absent", "it calls a test flaky, but the release data says nothing of flaky tests"
@@ -355,7 +371,7 @@ def _order_claims(text: str, verdict: PolicyVerdict | None) -> list[ClaimCheck]:
     match = _ORDERS_RE.search(text)
     if match is None or verdict is None or _negated(text, match.start()):
         return []
-    flagged = [s for s in verdict.signals if s.needs_review]
+    flagged = [s for s in verdict.signals if s.name == INSTRUCTIONS_SIGNAL]
     if flagged:
         return [ClaimCheck("holds", s.detail) for s in flagged]
     return [
@@ -377,7 +393,7 @@ def check_claims(
 ) -> list[ClaimCheck]:
     """Every claim of `text` this module recognises, checked."""
     return [
-        *_test_claims(text, data),
+        *_test_claims(text, data, verdict),
         *_metric_claims(text, data, verdict),
         *_level_claims(text, verdict, has_figures),
         *_read_claims(text, summary_read),

@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from releases.risk.history import History
 from releases.risk.instructions import reads_like_instruction
-from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
+from releases.risk.policy import PolicySettings, PolicyVerdict
+from releases.risk.signal import change_areas
 
 COMPACT_CHANGES_ABOVE = 40
 # What the release's authors wrote; the version is the key the agent was asked about.
@@ -29,7 +31,7 @@ def _kind(change: str) -> str:
 
 
 def compact_changes(changes: Sequence[str], cfg: PolicySettings) -> dict[str, Any]:
-    risky = [c for c in changes if areas_in(c, cfg.critical_areas) or c == WITHHELD]
+    risky = [c for c in changes if change_areas(c, cfg) or c == WITHHELD]
     rest = [c for c in changes if c not in risky]
     kinds = Counter(_kind(c) for c in rest)
     examples: dict[str, list[str]] = {}
@@ -88,12 +90,50 @@ def withhold_instructions(value: Any) -> Any:
     return value
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def drilldowns(history: History) -> dict[str, str]:
+    """Which of the agent's drill-downs have something to show for this release, by tool
+    name: a release ingested with its detail has its tests, commits and metric samples to
+    look at; one typed in by hand has none, and the key is then left out of the digest."""
+    shown: dict[str, str] = {}
+    if history.has_test_detail:
+        failing = history.failing()
+        flaky = [t for t in history.tests if t.outcome == "flaky"]
+        if failing or flaky:
+            parts = [_count(len(failing), "failed test")] if failing else []
+            if flaky:
+                parts.append(_count(len(flaky), "test") + " that passed on a rerun")
+            shown["get_test_details"] = (
+                f"{', '.join(parts)}, with their history in {history.service}: details available"
+            )
+        else:
+            shown["get_test_details"] = "no failed tests; the test results are available"
+    if history.changes is not None:
+        changes = history.changes
+        shown["get_code_changes"] = (
+            f"{_count(changes.commits, 'commit')}, {_count(changes.file_count, 'file')} changed "
+            f"({changes.lines:,} lines): details available"
+        )
+    if history.metrics:
+        names = ", ".join(m.name for m in history.metrics[:5])
+        recent = max((len(m.recent) for m in history.metrics), default=0)
+        against = f" and the last {_count(recent, 'release')}" if recent else ""
+        shown["get_metric_history"] = (
+            f"samples of {names} in this release's window, its baseline{against}: details available"
+        )
+    return shown
+
+
 def digest(
     summary: Mapping[str, Any],
     verdict: PolicyVerdict,
     *,
     version: int | None,
     cfg: PolicySettings | None = None,
+    history: History | None = None,
 ) -> dict[str, Any]:
     """The summary as the release API serves it to the agent."""
     cfg = cfg or PolicySettings()
@@ -104,5 +144,8 @@ def digest(
     changes = out.get("changes")
     if isinstance(changes, list) and len(changes) > COMPACT_CHANGES_ABOVE:
         out["changes"] = compact_changes([c for c in changes if isinstance(c, str)], cfg)
+    found = drilldowns(history) if history is not None else {}
+    if found:
+        out["drilldowns"] = found
     out["policy"] = policy_block(verdict, version)
     return out

@@ -8,14 +8,14 @@ or unknown), the measure it belongs to, and whether it is one of the policy's li
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from releases.risk.figures import extract_figures
-from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in
+from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in, risky_changes
+from releases.risk.signal import number
 
 # What a known number is, for rule 6: a count, a fraction (a rate or a share, 0.071), a
 # latency in milliseconds, a ratio ("1.4 times"), or a number whose meaning is unknown.
@@ -34,15 +34,8 @@ class Known:
     limit: bool = False
 
 
-def _number(value: Any) -> float | None:
-    """A finite number, or None: a value that cannot be read grounds nothing."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
+# A finite number, or None: a value that cannot be read grounds nothing.
+_number = number
 
 
 _PLAIN_NAMES = {
@@ -67,7 +60,20 @@ _SIGNAL_KINDS: dict[str, tuple[Kind, str | None]] = {
     "risky_changes_with_failures": ("count", "tests"),
     "skipped_tests": ("count", "tests"),
     "risky_changes": ("count", "changes"),
+    "no_tests_ran": ("count", "tests"),
+    # From the release's history (history_signals.py): "failed in 4 of the last 10 releases"
+    # is grounded by these only (grounding's history rule).
+    "known_flaky_failures": ("count", "history"),
+    "new_failures": ("count", "history"),
+    "correlated_failures": ("count", "tests"),
+    "change_size": ("count", "changes"),
+    "critical_paths": ("count", "changes"),
+    "new_authors": ("count", "changes"),
 }
+# Signals whose figure is a count of this release's failing tests.
+_FAILURE_SIGNALS = frozenset(
+    {"critical_area_failures", "known_flaky_failures", "new_failures", "correlated_failures"}
+)
 
 
 def _in_text(text: str, source: str, measure: str | None = None) -> Iterable[Known]:
@@ -181,6 +187,10 @@ def facts(
         if critical:
             failures.add(float(len(critical)))
             tests["failing tests in a critical area"] = float(len(critical))
+        # With a history, the policy counts known-flaky failures apart from the others.
+        for signal in verdict.signals if verdict is not None else ():
+            if signal.name in _FAILURE_SIGNALS and isinstance(signal.figure, int):
+                failures.add(float(signal.figure))
         for key in ("passed", "failed", "skipped"):
             for denominator in ("total", "executed"):
                 if key in tests and tests[denominator]:
@@ -235,7 +245,7 @@ def facts(
         change_counts.append(
             Known(float(len(changes)), "the number of changes", "count", "changes")
         )
-        risky = [c for c in changes if isinstance(c, str) and areas_in(c, cfg.critical_areas)]
+        risky, _ = risky_changes([c for c in changes if isinstance(c, str)], cfg)
         change_counts.append(
             Known(float(len(risky)), "changes in a critical area", "count", "changes")
         )

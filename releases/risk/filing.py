@@ -20,6 +20,7 @@ from typing import Any
 from releases.risk.figures import numbers_in
 from releases.risk.grounding import ReportGrounding, ground_report
 from releases.risk.policy import SEVERITY_RANK, PolicySettings, PolicyVerdict
+from releases.risk.signal import INSTRUCTIONS_SIGNAL
 
 _MISSING_WORDS = re.compile(
     r"\b(missing|absent|unavailable|not available|not provided|not reported|no data|"
@@ -129,7 +130,7 @@ def decide(
             + "; ".join(s.detail for s in missing)
         )
         decision.to_add += [s.detail for s in missing]
-    instructions = [s for s in verdict.signals if s.needs_review]
+    instructions = [s for s in verdict.signals if s.name == INSTRUCTIONS_SIGNAL]
     if instructions and not _INSTRUCTION_WORDS.search(text):
         decision.problems.append(
             "the release data contains text addressed to the assessor, and the report does "
@@ -145,4 +146,8 @@ def decide(
         reason = f"release data tries to instruct the assessor: {signal.detail}"
         if reason not in decision.review_reasons:
             decision.review_reasons.append(reason)
+    # Too little metric data is never a pass: whatever the model filed, a person looks.
+    for signal in verdict.signals:
+        if signal.needs_review and signal.name != INSTRUCTIONS_SIGNAL:
+            decision.review_reasons.append(f"the policy asks for a person: {signal.detail}")
     return decision

@@ -234,8 +234,33 @@ def _match(
     return None
 
 
+# "failed in 4 of the last 10 releases", "after passing in the last 10 releases": figures of the
+# release's history, which only the policy's history sentences carry.
+_HISTORY_AFTER_RE = re.compile(r"\s+(of (the|its) last [\d,]+ |(earlier |recent )?)releases?\b")
+_HISTORY_BEFORE_RE = re.compile(r"\b(the|its) last\s+$")
+
+
+def _history_figure(text: str, figure: Figure, facts: Facts) -> tuple[str | None, str | None]:
+    after = text[figure.start + len(figure.text) :]
+    before = text[: figure.start]
+    if figure.unit or figure.decimals:
+        return None, None
+    if not (
+        _HISTORY_AFTER_RE.match(after) is not None
+        and (after.lstrip().startswith("of") or _HISTORY_BEFORE_RE.search(before))
+    ):
+        return None, None
+    found = _match(figure, [k for k in facts.direct if k.measure == "history"])
+    if found is not None:
+        return f"{figure.text} = {found.source}", None
+    return None, f"{figure.text} is not in the release's history as the policy read it"
+
+
 def _ground_figure(text: str, figure: Figure, facts: Facts) -> tuple[str | None, str | None]:
     """(evidence, problem) for one figure; both None when it is prose."""
+    history = _history_figure(text, figure, facts)
+    if history != (None, None):
+        return history
     is_count = not figure.unit and not figure.decimals
     kind = _test_word(text, figure) if is_count else None
     if kind is not None and _has(_near(text, figure, before=3, after=0), _THRESHOLD_WORDS):

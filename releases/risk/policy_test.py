@@ -216,3 +216,72 @@ def test_settings_round_trip_as_json_for_the_policy_table() -> None:
         PolicySettings.model_validate({"error_rate_high_above": 2})
     with pytest.raises(ValueError):
         PolicySettings.model_validate({"no_such_threshold": 1})
+
+
+@pytest.mark.parametrize(
+    ("p95", "baseline", "level"),
+    [
+        (149.0, 100.0, "none"),  # 49 % up, but by 49 ms: under the 50 ms that count
+        (150.0, 100.0, "medium"),  # by 50 ms: counts
+        (1300.0, 1000.0, "medium"),
+        (600.0, 500.0, "medium"),  # 20 % and 100 ms
+        (590.0, 500.0, "none"),  # 18 %: under the 20 % rise
+    ],
+)
+def test_a_rise_on_a_tiny_latency_is_not_a_signal_on_its_own(
+    p95: float, baseline: float, level: str
+) -> None:
+    verdict = evaluate(
+        release(
+            deployment_metrics={"response_time_p95": p95, "response_time_p95_baseline": baseline}
+        )
+    )
+    change = signal(verdict, "p95_change")
+    assert change.level == level
+    if p95 - baseline < 50 and level == "none" and p95 / baseline >= 1.2:
+        assert "under the 50 ms that counts as a rise" in change.detail
+    # Without the minimum, the same rise is medium again.
+    unlimited = evaluate(
+        release(
+            deployment_metrics={"response_time_p95": p95, "response_time_p95_baseline": baseline}
+        ),
+        PolicySettings(p95_min_ms_rise=None),
+    )
+    assert signal(unlimited, "p95_change").level == ("medium" if p95 / baseline >= 1.2 else "none")
+
+
+@pytest.mark.parametrize(
+    ("tests", "ran_nothing"),
+    [
+        ({"passed": 0, "failed": 0, "skipped": 0}, True),
+        ({"passed": 0, "failed": 0, "skipped": 1}, False),
+        ({"passed": 1, "failed": 0, "skipped": 0}, False),
+        ({"passed": 0, "failed": 0}, False),  # skipped not given: not known to be nothing
+    ],
+)
+def test_no_tests_ran_is_a_signal(tests: dict[str, int], ran_nothing: bool) -> None:
+    data = release()
+    data["tests"] = tests
+    verdict = evaluate(data)
+    assert any(s.name == "no_tests_ran" for s in verdict.signals) is ran_nothing
+    if ran_nothing:
+        assert verdict.severity == "medium"
+        assert "No tests ran: 0 passed, 0 failed, 0 skipped" in verdict.evidence()[0]
+
+
+def test_a_database_upgrade_and_a_dropped_column_are_a_critical_area() -> None:
+    # The demo's v2.3.0, with its one failing test's area word ("refunds") taken out.
+    verdict = evaluate(
+        release(
+            changes=[
+                "Upgraded the primary database from PostgreSQL 13 to 16",
+                "Rewrote the order search query to use a GIN index",
+                "Dropped the unused orders.legacy_status column",
+            ],
+            tests={"failed": 1, "failing_tests": ["orders/search_test::test_search_by_email"]},
+        )
+    )
+    assert signal(verdict, "risky_changes").areas == ("migrations",)
+    assert signal(verdict, "risky_changes").detail == "2 changes in migrations"
+    with_failures = signal(verdict, "risky_changes_with_failures")
+    assert with_failures.critical and verdict.severity == "high"

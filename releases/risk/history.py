@@ -1,0 +1,263 @@
+"""What a release's service did before it, as plain facts: the history-aware signals of the risk
+policy read these, and the agent's drill-downs show them.
+
+Plain Python (no Django): `sources.history` computes a `History` from the detail tables (commits,
+test cases, metric samples) and the releases app asks for it through `releases.history_hooks`.
+A release without detail, or a site without the sources app, has `History.empty()`, and the
+policy then reads the summary alone, as it did before histories existed.
+
+"Earlier releases" are the same service's, by deploy order (creation order for a release that
+was never deployed), most recent first; "recent" means the last `window` of them (the policy's
+`history_releases`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Literal
+
+TestOutcome = Literal["passed", "failed", "skipped", "flaky"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRef:
+    """An earlier release of the service: which, and when it went out (or was created)."""
+
+    id: int
+    version: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TestHistory:
+    """One test (by its label, `classname::name`) in this release and in the service's past."""
+
+    __test__ = False  # a record, whatever pytest thinks of its name
+
+    label: str
+    file: str
+    suite: str
+    # How its last attempt in this release went; "flaky": it passed after failing.
+    outcome: TestOutcome
+    # Failed and passed in this release (a rerun passed, or JUnit's flakyFailure).
+    flaky_here: bool
+    # The earliest release of the service it failed in: an earlier one, else this one when it
+    # fails here, else None.
+    first_failed_in: str | None = None
+    # It failed in an earlier release of the service (any, not only the recent ones).
+    failed_before: bool = False
+    # How it went in each of the recent earlier releases that ran it, most recent first:
+    # (version, outcome), where "flaky" is failed and passed within that release.
+    recent: tuple[tuple[str, TestOutcome], ...] = ()
+
+    @property
+    def failed_here(self) -> bool:
+        return self.outcome == "failed"
+
+    @property
+    def recent_releases(self) -> int:
+        return len(self.recent)
+
+    @property
+    def failed_in_versions(self) -> tuple[str, ...]:
+        return tuple(v for v, outcome in self.recent if outcome in ("failed", "flaky"))
+
+    @property
+    def failed_in_recent(self) -> int:
+        return len(self.failed_in_versions)
+
+    @property
+    def flaky_in_recent(self) -> int:
+        return sum(outcome == "flaky" for _, outcome in self.recent)
+
+    @property
+    def failure_runs(self) -> int:
+        """Separate stretches of failing releases among the recent ones: failing on and off
+        makes several, a failure that was fixed (and perhaps comes back now) one."""
+        runs, failing = 0, False
+        for _, outcome in self.recent:
+            now_failing = outcome in ("failed", "flaky")
+            runs += now_failing and not failing
+            failing = now_failing
+        return runs
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    path: str
+    added: int
+    deleted: int
+    binary: bool = False
+
+    @property
+    def directory(self) -> str:
+        parent = str(PurePosixPath(self.path).parent)
+        return "" if parent == "." else parent
+
+    @property
+    def subsystem(self) -> str:
+        """Kamei et al.'s subsystem: the top-level directory ("" for a file at the root)."""
+        parts = PurePosixPath(self.path).parts
+        return parts[0] if len(parts) > 1 else ""
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorFacts:
+    """One author of the release's commits and what they had touched before in the service."""
+
+    author: str
+    commits: int
+    files: tuple[str, ...]
+    # The files and directories of this release they had never committed to in the service's
+    # earlier releases.
+    new_files: tuple[str, ...]
+    new_directories: tuple[str, ...]
+    # Their commits in the service's earlier releases.
+    earlier_commits: int
+
+    @property
+    def new_to_all_files(self) -> bool:
+        return bool(self.files) and len(self.new_files) == len(self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeFacts:
+    """The change's size and spread: Kamei et al.'s just-in-time defect metrics over the
+    release's commits (merges left out), and who made it."""
+
+    commits: int
+    files: tuple[FileChange, ...]
+    # Commit messages (subject and body, cut to a bounded length), for what titles leave out.
+    messages: tuple[str, ...] = ()
+    authors: tuple[AuthorFacts, ...] = ()
+    # Were there earlier commits in the service at all? Without them everyone is "new".
+    service_has_earlier_commits: bool = False
+
+    @property
+    def lines_added(self) -> int:  # LA
+        return sum(f.added for f in self.files)
+
+    @property
+    def lines_deleted(self) -> int:  # LD
+        return sum(f.deleted for f in self.files)
+
+    @property
+    def lines(self) -> int:
+        return self.lines_added + self.lines_deleted
+
+    @property
+    def file_count(self) -> int:  # NF
+        return len(self.files)
+
+    @property
+    def directories(self) -> tuple[str, ...]:  # ND
+        return tuple(sorted({f.directory for f in self.files}))
+
+    @property
+    def subsystems(self) -> tuple[str, ...]:  # NS
+        return tuple(sorted({f.subsystem for f in self.files}))
+
+    @property
+    def entropy(self) -> float:
+        """How evenly the changed lines spread over the files, from 0 (all in one file) to 1
+        (the same in each): Shannon's entropy of the lines' distribution over the files,
+        divided by its largest value, log2 of the file count (Kamei et al.'s normalisation)."""
+        return spread_entropy([f.added + f.deleted for f in self.files])
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
+
+    def new_authors(self) -> list[AuthorFacts]:
+        """Authors new to every file they changed here, when the service has a past to be new
+        to."""
+        if not self.service_has_earlier_commits:
+            return []
+        return [a for a in self.authors if a.new_to_all_files]
+
+
+def spread_entropy(lines_per_file: Iterable[int]) -> float:
+    counts = [n for n in lines_per_file if n > 0]
+    total = sum(counts)
+    if len(counts) < 2 or total == 0:
+        return 0.0
+    entropy = -sum((n / total) * math.log2(n / total) for n in counts)
+    return min(1.0, entropy / math.log2(len(counts)))
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSeries:
+    """One metric's samples: this release's window, its baseline window, and the release
+    windows of the recent earlier releases (most recent first)."""
+
+    name: str
+    release: tuple[float, ...]
+    baseline: tuple[float, ...] = ()
+    recent: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+    def recent_pooled(self) -> tuple[float, ...]:
+        return tuple(value for _, values in self.recent for value in values)
+
+    def comparison(self) -> tuple[tuple[float, ...], str]:
+        """What this release is compared with, and in words: its own baseline window when it
+        has one, else the release windows of the recent releases."""
+        if self.baseline:
+            return self.baseline, "the baseline window"
+        if self.recent:
+            count = len(self.recent)
+            return self.recent_pooled(), (
+                f"the last {count} release{'s' if count != 1 else ''}"
+                if count != 1
+                else "the previous release"
+            )
+        return (), "no baseline"
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    service: str
+    version: str
+    # The earlier releases of the service looked at (the last `window`), most recent first.
+    previous: tuple[ReleaseRef, ...] = ()
+    tests: tuple[TestHistory, ...] = ()
+    changes: ChangeFacts | None = None
+    metrics: tuple[MetricSeries, ...] = ()
+    window: int = 10
+    # Test results were ingested for this release (JUnit): its failures have a history.
+    has_test_detail: bool = False
+
+    @classmethod
+    def empty(cls) -> History:
+        return cls(service="", version="")
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.tests or self.changes or self.metrics or self.has_test_detail)
+
+    def test(self, label: str) -> TestHistory | None:
+        return next((t for t in self.tests if t.label == label), None)
+
+    def metric(self, name: str) -> MetricSeries | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+    def failing(self) -> list[TestHistory]:
+        return [t for t in self.tests if t.failed_here]
+
+
+EMPTY = History.empty()
+
+__all__ = [
+    "EMPTY",
+    "AuthorFacts",
+    "ChangeFacts",
+    "FileChange",
+    "History",
+    "MetricSeries",
+    "ReleaseRef",
+    "TestHistory",
+    "spread_entropy",
+]

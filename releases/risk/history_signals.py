@@ -1,0 +1,431 @@
+"""The risk policy's signals that read a release's history (`releases.risk.history`): known-flaky
+against new failures, failures beside the code the release changed, the change's size and
+spread and its authors' experience, and the metric judge.
+
+Each is a pure function of the history and the settings, with its evidence sentence carrying
+its figures ("checkout.PayTest::test_charge failed in 4 of the last 10 releases of checkout
+(known flaky)"), so that the small model, which copies the policy's sentences, cites them. An
+empty history gives no signal: the policy then reads the summary as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from releases.risk.history import AuthorFacts, ChangeFacts, History, TestHistory
+from releases.risk.judge import Judgement, judge
+from releases.risk.settings import LEVEL_RANK, Level, PolicySettings
+from releases.risk.signal import Signal, areas_in, change_areas, path_areas, shown
+
+# Sentences name at most this many tests, files or authors ("and 3 more").
+NAMED = 3
+
+
+def _plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown_items = [shown(item) for item in items[:NAMED]]
+    more = len(items) - NAMED
+    return ", ".join(shown_items) + (f" and {more} more" if more > 0 else "")
+
+
+# ---------------------------------------------------------------------------------------
+# Failures: known flaky, new, back again, and beside the changed code
+# ---------------------------------------------------------------------------------------
+
+
+def is_known_flaky(test: TestHistory, cfg: PolicySettings) -> bool:
+    """Failed and passed on the same release (here or recently), or failed in separate
+    stretches of the recent releases, on and off."""
+    return (
+        test.flaky_here
+        or test.flaky_in_recent > 0
+        or test.failure_runs >= cfg.known_flaky_failure_runs_at_or_above
+    )
+
+
+_GENERIC = frozenset(
+    {
+        "", "test", "tests", "spec", "specs", "src", "lib", "app", "main", "java", "com", "org",
+        "net", "io", "example", "internal", "pkg", "unit", "integration", "e2e", "py", "js", "ts",
+    }
+)  # fmt: skip
+_WORD = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _strip_test(word: str) -> str:
+    for affix in ("test_", "_test", "tests", "test", "_spec", "spec"):
+        if word.startswith(affix) and len(word) > len(affix):
+            word = word[len(affix) :]
+        elif word.endswith(affix) and len(word) > len(affix):
+            word = word[: -len(affix)]
+    return word.strip("_")
+
+
+def _test_words(test: TestHistory) -> set[str]:
+    """The directories, module and class a test lives in, without "test" affixes: what a
+    changed file's path is matched with (tests/payments/test_gateway.py -> payments, gateway)."""
+    words: set[str] = set()
+    file = PurePosixPath(test.file) if test.file else None
+    if file is not None:
+        words |= {part.lower() for part in file.parent.parts}
+        words.add(_strip_test(file.stem.lower()))
+    classname, _, _ = test.label.rpartition("::")
+    for part in re.split(r"[./:]", classname):
+        words.add(_strip_test(_CAMEL.sub("_", part).lower()))
+    return words - _GENERIC
+
+
+def _path_words(path: str) -> set[str]:
+    parts = PurePosixPath(path.lower())
+    return ({*parts.parent.parts, parts.stem} | {_strip_test(parts.stem)}) - _GENERIC
+
+
+def correlated_paths(
+    test: TestHistory, changes: ChangeFacts | None, cfg: PolicySettings | None = None
+) -> list[str]:
+    """The changed files a failing test shares a directory, module or class name with, or
+    (with the policy's settings) a critical area: a payments test and the payment code."""
+    if changes is None:
+        return []
+    words = _test_words(test)
+    areas = set(areas_in(f"{test.label} {test.file}", cfg.critical_areas)) if cfg else set()
+    return [
+        f.path
+        for f in changes.files
+        if words & _path_words(f.path) or (areas and areas & set(path_areas(f.path, cfg)))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Failures:
+    """The release's failing tests as the history sees them."""
+
+    known_flaky: tuple[TestHistory, ...] = ()
+    new: tuple[TestHistory, ...] = ()  # never failed before in the service
+    returned: tuple[TestHistory, ...] = ()  # failed before, then passed, now again
+    correlated: tuple[tuple[TestHistory, tuple[str, ...]], ...] = ()
+
+    @property
+    def excused(self) -> frozenset[str]:
+        """The labels whose failure alone should not raise the release: known flaky and not
+        in code the release changed."""
+        return frozenset(t.label for t in self.known_flaky)
+
+
+def classify_failures(history: History, cfg: PolicySettings) -> Failures:
+    failing = history.failing()
+    correlated = tuple(
+        (t, tuple(paths)) for t in failing if (paths := correlated_paths(t, history.changes, cfg))
+    )
+    in_changed_code = {t.label for t, _ in correlated}
+    flaky = tuple(t for t in failing if is_known_flaky(t, cfg) and t.label not in in_changed_code)
+    rest = [t for t in failing if t not in flaky]
+    return Failures(
+        known_flaky=flaky,
+        new=tuple(t for t in rest if not t.failed_before),
+        returned=tuple(t for t in rest if t.failed_before),
+        correlated=correlated,
+    )
+
+
+def _flaky_sentence(test: TestHistory, service: str) -> str:
+    where = f" of {service}" if service else ""
+    parts = []
+    if test.recent_releases:
+        parts.append(
+            f"failed in {test.failed_in_recent} of the last "
+            f"{_plural(test.recent_releases, 'release')}{where}"
+        )
+    if test.flaky_here:
+        parts.append("failed and passed on a rerun in this release")
+    elif test.flaky_in_recent:
+        parts.append(f"failed and passed within the same release in {test.flaky_in_recent} of them")
+    return f"{shown(test.label)} {' and '.join(parts)} (known flaky)"
+
+
+def _returned_sentence(test: TestHistory) -> str:
+    """A failure seen before that is not flaky: back after passing, or failing still."""
+    passing = 0
+    for _, outcome in test.recent:
+        if outcome != "passed":
+            break
+        passing += 1
+    if passing:
+        return (
+            f"{shown(test.label)} fails again after passing in the last "
+            f"{_plural(passing, 'release')}; it first failed in {test.first_failed_in} "
+            "(a failure that came back)"
+        )
+    return (
+        f"{shown(test.label)} is still failing: it failed in {test.failed_in_recent} of the "
+        f"last {_plural(test.recent_releases, 'release')}, first in {test.first_failed_in}"
+    )
+
+
+def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -> list[Signal]:
+    signals = []
+    service = history.service
+    if failures.known_flaky:
+        count = len(failures.known_flaky)
+        sentences = [_flaky_sentence(t, service) for t in failures.known_flaky[:NAMED]]
+        more = f"; and {count - NAMED} more known flaky" if count > NAMED else ""
+        signals.append(
+            Signal(
+                name="known_flaky_failures",
+                label="Known-flaky failures",
+                level=cfg.known_flaky_failures_level,
+                critical=False,
+                figure=count,
+                threshold=f"{cfg.known_flaky_failures_level} when every failure is known flaky "
+                "(failed and passed on the same release, or failed on and off in "
+                f"{cfg.known_flaky_failure_runs_at_or_above} or more stretches of the last "
+                f"{cfg.history_releases} releases); never high",
+                detail="; ".join(sentences) + more,
+            )
+        )
+    new_ones = [*failures.new, *failures.returned]
+    if new_ones:
+        sentences = []
+        for t in new_ones[:NAMED]:
+            if t.failed_before:
+                sentences.append(_returned_sentence(t))
+            else:
+                ran = (
+                    f", after passing in the last {_plural(t.recent_releases, 'release')}"
+                    if t.recent_releases
+                    else ""
+                )
+                sentences.append(
+                    f"{shown(t.label)} failed for the first time in "
+                    f"{service or 'the service'}{ran} (a new failure)"
+                )
+        more = f"; and {len(new_ones) - NAMED} more" if len(new_ones) > NAMED else ""
+        signals.append(
+            Signal(
+                name="new_failures",
+                label="Failures that are not known flaky",
+                level=cfg.failed_tests_level,
+                critical=False,
+                figure=len(new_ones),
+                threshold=f"{cfg.failed_tests_level} from 1 failure that is not known flaky",
+                detail="; ".join(sentences) + more,
+            )
+        )
+    if failures.correlated:
+        sentences = [
+            f"{shown(t.label)} fails beside changed code: {_listed(list(paths))}"
+            for t, paths in failures.correlated[:NAMED]
+        ]
+        count = len(failures.correlated)
+        more = f"; and {count - NAMED} more" if count > NAMED else ""
+        signals.append(
+            Signal(
+                name="correlated_failures",
+                label="Failures beside changed code",
+                level=cfg.correlated_failures_level,
+                critical=False,
+                figure=count,
+                threshold=f"{cfg.correlated_failures_level} from 1 failing test whose directory, "
+                "module or class matches a changed file",
+                detail="; ".join(sentences) + more,
+            )
+        )
+    return signals
+
+
+# ---------------------------------------------------------------------------------------
+# The change: size, spread, critical paths, authors
+# ---------------------------------------------------------------------------------------
+
+
+def changed_areas(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, list[str]]:
+    """Per critical area, what of the change lies in it: changed paths, and commit messages
+    (their first line) that describe a database upgrade or schema change."""
+    found: dict[str, list[str]] = {}
+    for path in changes.paths:
+        for area in path_areas(path, cfg):
+            found.setdefault(area, []).append(path)
+    for message in changes.messages:
+        for area in change_areas(message, cfg):
+            found.setdefault(area, []).append(f'the commit "{message.split(chr(10), 1)[0]}"')
+    return found
+
+
+def change_signals(changes: ChangeFacts, cfg: PolicySettings) -> list[Signal]:
+    signals = [_change_size(changes, cfg)]
+    areas = changed_areas(changes, cfg)
+    if areas:
+        count = len({item for items in areas.values() for item in items})
+        listed = "; ".join(f"{area}: {_listed(items)}" for area, items in sorted(areas.items()))
+        signals.append(
+            Signal(
+                name="critical_paths",
+                label="Changed files in a critical area",
+                level=cfg.risky_changes_level,
+                critical=False,
+                figure=count,
+                threshold=f"{cfg.risky_changes_level} from 1 changed file or commit message in "
+                "a critical area",
+                detail=f"The change touches {', '.join(sorted(areas))} ({listed})",
+                areas=tuple(sorted(areas)),
+            )
+        )
+    new_authors = changes.new_authors()
+    if new_authors:
+        critical = [a for a in new_authors if any(path_areas(p, cfg) for p in a.new_files)]
+        level = cfg.new_author_in_critical_area_level if critical else cfg.new_author_level
+        signals.append(
+            Signal(
+                name="new_authors",
+                label="Authors new to the files they change",
+                level=level,
+                critical=False,
+                figure=len(new_authors),
+                threshold=f"{cfg.new_author_level} for an author new to every file they "
+                f"change; {cfg.new_author_in_critical_area_level} in a critical area",
+                detail="; ".join(_author_sentence(a, cfg) for a in new_authors[:NAMED]),
+            )
+        )
+    return signals
+
+
+def _author_sentence(author: AuthorFacts, cfg: PolicySettings) -> str:
+    areas = sorted({area for p in author.new_files for area in path_areas(p, cfg)})
+    where = f", in {', '.join(areas)}" if areas else ""
+    dirs = f" ({_listed(list(author.new_directories))})" if author.new_directories else ""
+    return (
+        f"{shown(author.author)} changed {_plural(len(author.files), 'file')}{where}{dirs} "
+        f"and had never committed to {'it' if len(author.files) == 1 else 'any of them'} in "
+        "the service's earlier releases"
+    )
+
+
+def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
+    lines, files, dirs = changes.lines, changes.file_count, len(changes.directories)
+    crossed = [
+        f"{figure:,} {what}, at or above the {limit:,} that make a change large"
+        for figure, limit, what in (
+            (lines, cfg.large_change_lines_at_or_above, "lines"),
+            (files, cfg.large_change_files_at_or_above, "files"),
+            (dirs, cfg.large_change_directories_at_or_above, "directories"),
+        )
+        if limit is not None and figure >= limit
+    ]
+    level: Level = cfg.large_change_level if crossed else "none"
+    spread = changes.entropy
+    how = "evenly" if spread >= 0.8 else "unevenly" if spread >= 0.4 else "mostly in a few"
+    detail = (
+        f"The change: {lines:,} lines ({changes.lines_added:,} added, "
+        f"{changes.lines_deleted:,} deleted) in {_plural(files, 'file')}, "
+        f"{_plural(dirs, 'directory', 'directories')} and "
+        f"{_plural(len(changes.subsystems), 'subsystem')}, spread {how}"
+        + (" files" if how == "mostly in a few" else "")
+        + f" (entropy {spread:.2f} of 1)"
+        + (f"; {'; '.join(crossed)}" if crossed else "")
+    )
+    limits = [
+        f"{what} from {limit:,}"
+        for limit, what in (
+            (cfg.large_change_lines_at_or_above, "lines"),
+            (cfg.large_change_files_at_or_above, "files"),
+            (cfg.large_change_directories_at_or_above, "directories"),
+        )
+        if limit is not None
+    ]
+    return Signal(
+        name="change_size",
+        label="Size and spread of the change",
+        level=level,
+        critical=False,
+        figure=lines,
+        threshold=f"{cfg.large_change_level}: " + ", ".join(limits) if limits else "not judged",
+        detail=detail,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics against their baseline
+# ---------------------------------------------------------------------------------------
+
+
+def judge_metrics(history: History, cfg: PolicySettings) -> Judgement | None:
+    """The judge's verdict on the metrics it has settings for, each against its baseline
+    window or, without one, the recent releases' windows. None when no such metric has a
+    series of samples in this release."""
+    settings = cfg.judge_settings()
+    # One sample is a figure (a metrics file's snapshot), which the summary's signals judge;
+    # a series of them is what the judge compares.
+    judged = [m for m in history.metrics if m.name in settings.metrics and len(m.release) > 1]
+    if not judged:
+        return None
+    baseline = {m.name: m.comparison()[0] for m in judged}
+    current = {m.name: m.release for m in judged}
+    return judge(baseline, current, settings)
+
+
+def metric_signal(history: History, cfg: PolicySettings) -> Signal | None:
+    judgement = judge_metrics(history, cfg)
+    if judgement is None:
+        return None
+    against = sorted(
+        {m.comparison()[1] for m in history.metrics if judgement.metric(m.name) is not None}
+    )
+    level: Level = "none"
+    critical = False
+    if judgement.vetoed_by:
+        level, critical = cfg.critical_metric_regression_level, True
+    elif judgement.outcome == "fail":
+        level = cfg.metric_regression_level
+    elif judgement.outcome == "too_little_data":
+        level = cfg.too_little_metric_data_level
+    figures = [m.sentence for m in judgement.metrics if m.outcome != "pass" or level == "none"]
+    if against != ["the baseline window"]:
+        # The judge's "the baseline" is then the recent releases: say so.
+        figures.insert(0, f"Against {' and '.join(against)}:")
+    if judgement.outcome == "too_little_data":
+        figures.insert(0, judgement.sentence)
+    regressed = [m.label for m in judgement.metrics if m.outcome == "fail"]
+    return Signal(
+        name="metric_judge",
+        label="Metrics against " + " and ".join(against),
+        level=level,
+        critical=critical,
+        figure=", ".join(regressed) or judgement.outcome,
+        threshold=f"Mann-Whitney at {cfg.metric_confidence * 100:g} % confidence, at least "
+        f"{cfg.metric_min_samples} samples a window; {cfg.metric_regression_level} for a "
+        f"regression, {cfg.critical_metric_regression_level} for a critical metric's; "
+        f"{cfg.too_little_metric_data_level} and a person's review for too little data",
+        detail=" ".join(figures),
+        needs_review=judgement.outcome == "too_little_data",
+    )
+
+
+def history_signals(history: History, failures: Failures, cfg: PolicySettings) -> list[Signal]:
+    """Every history-aware signal of the release, but the failures' effect on the test
+    signals (which `policy._tests` applies with `failures.excused`)."""
+    signals = failure_signals(history, failures, cfg)
+    if history.changes is not None:
+        signals += change_signals(history.changes, cfg)
+    metric = metric_signal(history, cfg)
+    if metric is not None:
+        signals.append(metric)
+    return [s for s in signals if s.detail]
+
+
+__all__ = [
+    "LEVEL_RANK",
+    "Failures",
+    "changed_areas",
+    "classify_failures",
+    "correlated_paths",
+    "history_signals",
+    "is_known_flaky",
+    "judge_metrics",
+]

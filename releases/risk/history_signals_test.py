@@ -1,0 +1,323 @@
+"""The history-aware signals at their boundaries, alone and through the policy's verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from releases.risk.history import (
+    AuthorFacts,
+    ChangeFacts,
+    FileChange,
+    History,
+    MetricSeries,
+    TestHistory,
+    TestOutcome,
+)
+from releases.risk.history_signals import classify_failures, correlated_paths, is_known_flaky
+from releases.risk.policy import PolicySettings, PolicyVerdict, evaluate
+
+CFG = PolicySettings()
+PAY = "checkout.PaymentTest::test_refund"
+CART = "catalog.SearchTest::test_sorting"
+
+
+def test_history(
+    label: str = CART,
+    *,
+    outcome: TestOutcome = "failed",
+    recent: str = "",
+    flaky_here: bool = False,
+    failed_before: bool | None = None,
+    file: str = "",
+) -> TestHistory:
+    """`recent` reads most recent first: F failed, P passed, K failed and passed (flaky)."""
+    word: dict[str, TestOutcome] = {"F": "failed", "P": "passed", "K": "flaky"}
+    went = tuple((f"v1.{i}.0", word[c]) for i, c in enumerate(recent))
+    before = any(c in "FK" for c in recent) if failed_before is None else failed_before
+    return TestHistory(
+        label=label,
+        file=file,
+        suite="",
+        outcome=outcome,
+        flaky_here=flaky_here,
+        first_failed_in="v1.0.0" if before else "v2.0.0",
+        failed_before=before,
+        recent=went,
+    )
+
+
+test_history.__test__ = False  # type: ignore[attr-defined]
+
+
+def history(
+    *tests: TestHistory,
+    changes: ChangeFacts | None = None,
+    metrics: tuple[MetricSeries, ...] = (),
+) -> History:
+    return History(
+        service="checkout",
+        version="v2.0.0",
+        tests=tests,
+        changes=changes,
+        metrics=metrics,
+        has_test_detail=bool(tests),
+    )
+
+
+def summary(*failing: str, changes: list[str] | None = None, **metrics: Any) -> dict[str, Any]:
+    return {
+        "changes": changes or ["Copy fixes on the receipt page"],
+        "tests": {"passed": 100, "failed": len(failing), "skipped": 0, "failing_tests": failing},
+        "deployment_metrics": {"error_rate": 0.001, "response_time_p95": 300, **metrics},
+    }
+
+
+def names(verdict: PolicyVerdict) -> dict[str, str]:
+    return {s.name: s.level for s in verdict.signals}
+
+
+def detail(verdict: PolicyVerdict, name: str) -> str:
+    return next(s.detail for s in verdict.signals if s.name == name)
+
+
+@pytest.mark.parametrize(
+    ("test", "runs_needed", "flaky"),
+    [
+        (test_history(flaky_here=True), 2, True),  # failed and passed here
+        (test_history(recent="PKPP"), 2, True),  # failed and passed in one recent release
+        (test_history(recent="FPF"), 2, True),  # on and off: two stretches
+        (test_history(recent="FPF"), 3, False),  # ... but three are asked for
+        (test_history(recent="FFPPP"), 2, False),  # one stretch: a failure, then fixed
+        (test_history(recent="PPPP"), 2, False),  # never failed: new
+        (test_history(recent=""), 2, False),  # no history at all
+    ],
+)
+def test_known_flaky(test: TestHistory, runs_needed: int, flaky: bool) -> None:
+    cfg = PolicySettings(known_flaky_failure_runs_at_or_above=runs_needed)
+    assert is_known_flaky(test, cfg) is flaky
+
+
+@pytest.mark.parametrize(
+    ("tests", "severity", "levels"),
+    [
+        # A known-flaky failure alone, even in payments, does not make a release high.
+        ([test_history(PAY, recent="FPFPPPPPPP")], "low", {"known_flaky_failures": "low"}),
+        ([test_history(CART, flaky_here=True)], "low", {"failed_tests": "low"}),
+        # A new failure in a critical area still does.
+        ([test_history(PAY, recent="PPPP")], "high", {"critical_area_failures": "high"}),
+        # Known flaky beside a new one: the new one counts.
+        (
+            [test_history(CART, recent="FPF"), test_history(PAY, recent="PP")],
+            "high",
+            {"new_failures": "medium", "known_flaky_failures": "low"},
+        ),
+        # A failure that was fixed and comes back is not flaky.
+        ([test_history(CART, recent="PPPFF")], "medium", {"new_failures": "medium"}),
+    ],
+)
+def test_known_flaky_against_new_failures(
+    tests: list[TestHistory], severity: str, levels: dict[str, str]
+) -> None:
+    verdict = evaluate(summary(*(t.label for t in tests)), CFG, history=history(*tests))
+    assert verdict.severity == severity
+    assert levels.items() <= names(verdict).items()
+
+
+def test_the_sentences_cite_the_history() -> None:
+    flaky = test_history(PAY, recent="FPFPPPPPPP")
+    new = test_history(CART, recent="PPP")
+    back = test_history("checkout.TaxTest::test_vat", recent="PPF")
+    verdict = evaluate(summary(PAY, CART, back.label), CFG, history=history(flaky, new, back))
+    assert detail(verdict, "known_flaky_failures") == (
+        f"{PAY} failed in 2 of the last 10 releases of checkout (known flaky)"
+    )
+    text = detail(verdict, "new_failures")
+    assert f"{CART} failed for the first time in checkout, after passing in the last 3 " in text
+    assert (
+        "checkout.TaxTest::test_vat fails again after passing in the last 2 releases; it first "
+        "failed in v1.0.0 (a failure that came back)"
+    ) in text
+    assert "(1 of them known flaky)" in detail(verdict, "failed_tests")
+    assert any("known flaky" in sentence for sentence in verdict.evidence())
+
+
+CHANGED_PAYMENTS = ChangeFacts(
+    commits=1, files=(FileChange("src/payments/refunds.py", 40, 3),), authors=()
+)
+
+
+@pytest.mark.parametrize(
+    ("test", "paths"),
+    [
+        (test_history(PAY, file="tests/payments/test_refund.py"), ["src/payments/refunds.py"]),
+        (test_history("RefundsTest::test_partial"), ["src/payments/refunds.py"]),
+        (test_history(CART, file="tests/catalog/test_sorting.py"), []),
+    ],
+)
+def test_correlation_by_directory_module_or_class(test: TestHistory, paths: list[str]) -> None:
+    assert correlated_paths(test, CHANGED_PAYMENTS) == paths
+
+
+def test_correlation_by_critical_area() -> None:
+    billing = ChangeFacts(commits=1, files=(FileChange("src/billing/invoice.py", 5, 1),))
+    test = test_history("checkout.CardTest::test_3ds_challenge")
+    assert correlated_paths(test, billing) == []
+    assert correlated_paths(test, billing, CFG) == ["src/billing/invoice.py"]
+    search = ChangeFacts(commits=1, files=(FileChange("src/search/rank.py", 5, 1),))
+    assert correlated_paths(test, search, CFG) == []
+
+
+def test_a_known_flaky_test_beside_changed_code_is_not_excused() -> None:
+    flaky = test_history(PAY, recent="FPFP", file="tests/payments/test_refund.py")
+    past = history(flaky, changes=CHANGED_PAYMENTS)
+    assert classify_failures(past, CFG).excused == frozenset()
+    verdict = evaluate(summary(PAY), CFG, history=past)
+    assert verdict.severity == "high"
+    assert detail(verdict, "correlated_failures") == (
+        f"{PAY} fails beside changed code: src/payments/refunds.py"
+    )
+
+
+def change(lines: int = 10, files: int = 1, dirs: int = 1) -> ChangeFacts:
+    per_file = lines // files
+    made = tuple(
+        FileChange(f"docs/d{i % dirs}/f{i}.md", per_file + (lines % files if i == 0 else 0), 0)
+        for i in range(files)
+    )
+    return ChangeFacts(commits=1, files=made)
+
+
+@pytest.mark.parametrize(
+    ("facts", "level"),
+    [
+        (change(lines=999), "none"),
+        (change(lines=1000), "medium"),
+        (change(files=29), "none"),
+        (change(files=30), "medium"),
+        (change(files=10, dirs=9), "none"),
+        (change(files=10, dirs=10), "medium"),
+    ],
+)
+def test_change_size_boundaries(facts: ChangeFacts, level: str) -> None:
+    verdict = evaluate(summary(), CFG, history=history(changes=facts))
+    assert names(verdict)["change_size"] == level
+
+
+def test_the_change_sentence_has_kameis_figures() -> None:
+    facts = ChangeFacts(
+        commits=3,
+        files=(
+            FileChange("src/auth/login.py", 1500, 500),
+            FileChange("db/migrations/0042_users.sql", 900, 100),
+        ),
+    )
+    verdict = evaluate(summary(), CFG, history=history(changes=facts))
+    assert detail(verdict, "change_size") == (
+        "The change: 3,000 lines (2,400 added, 600 deleted) in 2 files, 2 directories and "
+        "2 subsystems, spread evenly (entropy 0.92 of 1); 3,000 lines, at or above the 1,000 "
+        "that make a change large"
+    )
+    assert names(verdict)["critical_paths"] == "medium"
+    assert "auth: src/auth/login.py" in detail(verdict, "critical_paths")
+    assert "migrations: db/migrations/0042_users.sql" in detail(verdict, "critical_paths")
+
+
+def authored(*paths: str, earlier: bool = True) -> ChangeFacts:
+    return ChangeFacts(
+        commits=1,
+        files=tuple(FileChange(p, 5, 1) for p in paths),
+        authors=(AuthorFacts("Bob", 1, paths, paths, ("x",), 0),),
+        service_has_earlier_commits=earlier,
+    )
+
+
+@pytest.mark.parametrize(
+    ("facts", "level"),
+    [
+        (authored("docs/guide.md"), "low"),
+        (authored("src/auth/session.py"), "medium"),
+        # A service without earlier commits has no one to be new against.
+        (authored("src/auth/session.py", earlier=False), None),
+    ],
+)
+def test_authors_new_to_their_files(facts: ChangeFacts, level: str | None) -> None:
+    verdict = evaluate(summary(), CFG, history=history(changes=facts))
+    assert names(verdict).get("new_authors") == level
+
+
+def samples(centre: float, n: int, spread: float = 10.0) -> tuple[float, ...]:
+    return tuple(centre + spread * ((i * 7) % 11 - 5) / 5 for i in range(n))
+
+
+@pytest.mark.parametrize(
+    ("series", "level", "needs_review"),
+    [
+        # p95 doubled against its baseline window: a regression.
+        (MetricSeries("response_time_p95", samples(900, 60), samples(420, 60)), "medium", False),
+        # The same, against the recent releases when there is no baseline window.
+        (
+            MetricSeries(
+                "response_time_p95",
+                samples(900, 30),
+                recent=(("v1.9.0", samples(420, 30)), ("v1.8.0", samples(430, 30))),
+            ),
+            "medium",
+            False,
+        ),
+        # 900 ms is normal for this service.
+        (MetricSeries("response_time_p95", samples(900, 60), samples(890, 60)), "none", False),
+        # The error rate is critical: its regression vetoes.
+        (
+            MetricSeries("error_rate", samples(0.015, 40, 0.001), samples(0.001, 40, 0.0002)),
+            "high",
+            False,
+        ),
+        # Too little data is never a pass: a person looks.
+        (MetricSeries("response_time_p95", samples(900, 5), samples(420, 60)), "medium", True),
+        (MetricSeries("response_time_p95", samples(900, 60)), "medium", True),
+    ],
+)
+def test_the_metric_judge_as_a_signal(series: MetricSeries, level: str, needs_review: bool) -> None:
+    verdict = evaluate(summary(), CFG, history=history(metrics=(series,)))
+    signal = next(s for s in verdict.signals if s.name == "metric_judge")
+    assert (signal.level, signal.needs_review) == (level, needs_review)
+    assert signal.counts_as == level
+    if needs_review:
+        assert signal.detail in verdict.evidence()
+
+
+def test_the_metric_sentence_explains_the_judgement() -> None:
+    series = MetricSeries("response_time_p95", samples(910, 60), samples(420, 60))
+    verdict = evaluate(summary(), CFG, history=history(metrics=(series,)))
+    assert detail(verdict, "metric_judge") == (
+        "p95 latency rose from a median of 420 ms to 910 ms over 60 samples each "
+        "(Mann-Whitney p < 0.001), 2.2 times the baseline, above the 1.5 times allowed."
+    )
+    assert detail(verdict, "metric_judge") in verdict.evidence()
+
+
+@pytest.mark.parametrize(
+    "series",
+    [
+        MetricSeries("queue_depth", samples(900, 60), samples(10, 60)),  # no settings
+        MetricSeries("response_time_p95", (900.0,), (420.0,)),  # a snapshot, not a series
+    ],
+)
+def test_what_the_judge_leaves_to_the_summary(series: MetricSeries) -> None:
+    verdict = evaluate(summary(), CFG, history=history(metrics=(series,)))
+    assert "metric_judge" not in names(verdict)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        summary(),
+        summary(PAY, changes=["Upgraded the primary database"]),
+        summary(CART, response_time_p95_baseline=200),
+        {"changes": None, "tests": None, "deployment_metrics": None},
+    ],
+)
+def test_an_empty_history_changes_nothing(data: dict[str, Any]) -> None:
+    assert evaluate(data, CFG, history=History.empty()) == evaluate(data, CFG)

@@ -1,0 +1,194 @@
+"""The risk policy's settings: every threshold and switch, as data.
+
+The admin edits them (releases/policy_admin.py) and every edit is a new version of the policy
+(`releases.models.RiskPolicy`); a stored version that lacks a setting added since reads it at
+its default.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from releases.risk.judge import DEFAULT_METRICS, JudgeSettings, MetricSettings
+
+Level = Literal["none", "low", "medium", "high"]
+Severity = Literal["low", "medium", "high"]
+
+LEVEL_RANK: dict[str, int] = {"none": 0, "low": 1, "medium": 2, "high": 3}
+SEVERITY_RANK: dict[str, int] = {"low": 1, "medium": 2, "high": 3}
+
+DEFAULT_CRITICAL_AREAS: dict[str, list[str]] = {
+    "payments": [
+        "payment", "pay", "checkout", "refund", "ledger", "payout", "billing", "invoice", "psp",
+        "3ds", "3-d secure", "charge", "capture",
+    ],
+    "auth": [
+        "auth", "authentication", "login", "logout", "session", "token", "password",
+        "oauth", "oidc", "sso", "2fa", "mfa", "identity provider", "permission",
+    ],
+    "security": [
+        "security", "secure", "csrf", "xss", "encryption", "encrypt", "secret",
+        "vulnerability", "cve", "rate limit", "rate limiting",
+    ],
+    "data": ["data integrity", "backfill", "data loss", "purge", "truncate"],
+    "migrations": ["migration", "migrate", "schema", "alter table"],
+}  # fmt: skip
+
+# The area schema changes count in (the critical areas above name it).
+SCHEMA_AREA = "migrations"
+# Within one sentence: up to 40 characters without a full stop, but a dot inside a name
+# ("orders.legacy_status") is no full stop.
+_NEAR = r"(?:[^.;\n]|\.(?=\w)){0,40}"
+DEFAULT_SCHEMA_CHANGE_PATTERNS: tuple[str, ...] = (
+    # "Upgraded the primary database from PostgreSQL 13 to 16"
+    r"\b(upgrad|downgrad|migrat|switch|mov)\w*\b" + _NEAR + r"\b(database|db|postgres\w*|mysql"
+    r"|mariadb|sqlite|oracle|mongo\w*|schema)s?\b",
+    r"\b(database|postgres\w*|mysql|mariadb)\b" + _NEAR + r"\b(upgrad|downgrad|migrat)\w*",
+    # "Dropped the unused orders.legacy_status column", "ALTER TABLE", "rename index"
+    r"\b(drop|alter|renam|truncat)\w*\b" + _NEAR + r"\b(column|table|index|indexes|constraint"
+    r"|schema)s?\b",
+)
+DEFAULT_CRITICAL_PATHS: dict[str, list[str]] = {
+    SCHEMA_AREA: [
+        "*/migrations/*", "migrations/*", "*/migrate/*", "*/alembic/*", "alembic/*",
+        "*/flyway/*", "*/liquibase/*", "*.sql", "*schema.*", "*schema/*", "*.prisma",
+    ],
+}  # fmt: skip
+
+
+class PolicySettings(BaseModel):
+    """Every threshold and switch of the policy. The defaults are policy version 1."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error_rate_medium_at_or_above: float = Field(0.02, ge=0, le=1)
+    error_rate_high_above: float = Field(0.05, ge=0, le=1)
+    error_rate_critical: bool = True
+
+    p95_ms_medium_above: float | None = Field(1000.0, ge=0)
+    p95_ms_high_above: float | None = Field(None, ge=0)
+    # The rise of p95 against the previous release (or the metrics' own baseline), as a
+    # fraction: 0.2 is 20 % slower.
+    p95_rise_medium_at_or_above: float | None = Field(0.2, ge=0)
+    p95_rise_high_at_or_above: float | None = Field(None, ge=0)
+    latency_critical: bool = False
+
+    failed_tests_level: Level = "medium"
+    failed_tests_high_at_or_above: int | None = Field(None, ge=1)
+    failed_tests_critical: bool = False
+    critical_area_failure_level: Level = "high"
+    risky_changes_level: Level = "medium"
+    risky_changes_with_failures_level: Level = "high"
+
+    missing_data_level: Level = "medium"
+    instructions_in_data_level: Level = "medium"
+    # A quarter of the tests skipped says little about the release: worth a mention.
+    skipped_share_low_at_or_above: float | None = Field(0.25, ge=0, le=1)
+
+    critical_areas: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_CRITICAL_AREAS.items()}
+    )
+
+    # ---- Read from the release's detail and its service's history (releases/risk/
+    # history_signals.py). A release without detail has no history: these stay silent. ----
+
+    # How many of the service's earlier releases the history looks back over: ten releases are
+    # a few weeks of a weekly service, enough to see a test fail on and off, few enough that an
+    # old, fixed failure does not count against today's.
+    history_releases: int = Field(10, ge=1, le=100)
+    # A failing test is known flaky when it failed and passed on the same release (here or in
+    # a recent one), or failed in this many separate stretches of the recent releases (on and
+    # off; one stretch is a failure that was fixed, and its return is a regression). Its
+    # failure alone counts at `known_flaky_failures_level` and never makes a release high: the
+    # same failure shipped before, and a release that is medium for every flaky test teaches
+    # people to skip medium. A known-flaky test in code the release changed is not excused.
+    known_flaky_failure_runs_at_or_above: int = Field(2, ge=2)
+    known_flaky_failures_level: Level = "low"
+    # Failing tests whose file, module or area matches a file the release changed.
+    correlated_failures_level: Level = "medium"
+    # Kamei et al.'s just-in-time metrics: a change's size (LA + LD), files (NF) and spread
+    # (ND) predict its defects. The defaults sit far above a usual release (their projects'
+    # median commit changes a few dozen lines in 2 to 3 files): a release past any of them
+    # is one a reviewer could not read whole.
+    large_change_lines_at_or_above: int | None = Field(1000, ge=1)
+    large_change_files_at_or_above: int | None = Field(30, ge=1)
+    large_change_directories_at_or_above: int | None = Field(10, ge=1)
+    large_change_level: Level = "medium"
+    # An author who never committed to any file they change here, in the service's earlier
+    # releases (experience is Kamei et al.'s other predictor); more when it is a critical area.
+    new_author_level: Level = "low"
+    new_author_in_critical_area_level: Level = "medium"
+    # The metric judge (releases/risk/judge.py): this release's samples against its baseline
+    # window (or the recent releases'), Mann-Whitney at this confidence, with at least this
+    # many samples a window; per metric its direction, allowed ratio, minimum change, veto.
+    metric_confidence: float = Field(0.95, gt=0, lt=1)
+    metric_min_samples: int = Field(20, ge=1)
+    metric_settings: dict[str, MetricSettings] = Field(
+        default_factory=lambda: {name: m.model_copy() for name, m in DEFAULT_METRICS.items()}
+    )
+    metric_regression_level: Level = "medium"
+    # A critical metric (the error rate) that fails vetoes: a canary judge would roll back.
+    critical_metric_regression_level: Level = "high"
+    # Too little data is never a pass: the report goes to a person.
+    too_little_metric_data_level: Level = "medium"
+
+    # ---- Read from the summary as well ----
+
+    # A rise of p95 against the previous release smaller than this many ms is not a signal on
+    # its own, whatever its percentage (120 -> 150 ms is 25 % and nothing a user notices); the
+    # judge's own minimum change for p95 is the same 50 ms.
+    p95_min_ms_rise: float | None = Field(50.0, ge=0)
+    # Test results that ran nothing (0 passed, 0 failed, 0 skipped) show nothing: as missing.
+    no_tests_ran_level: Level = "medium"
+    # Database upgrades and schema changes, found in change titles and commit messages by
+    # these patterns (regular expressions, case-insensitive), and in changed paths by these
+    # globs; both count as the area they are listed under.
+    schema_change_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SCHEMA_CHANGE_PATTERNS)
+    )
+    critical_paths: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_CRITICAL_PATHS.items()}
+    )
+
+    @field_validator("schema_change_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"{pattern!r} is not a regular expression: {error}") from None
+        return patterns
+
+    def judge_settings(self) -> JudgeSettings:
+        return JudgeSettings(
+            confidence=self.metric_confidence,
+            min_samples=self.metric_min_samples,
+            metrics=dict(self.metric_settings),
+        )
+
+
+# (medium's setting, high's setting, what they measure): medium must start below high.
+_ORDERED = (
+    ("error_rate_medium_at_or_above", "error_rate_high_above", "error rate"),
+    ("p95_ms_medium_above", "p95_ms_high_above", "p95 latency (ms)"),
+    ("p95_rise_medium_at_or_above", "p95_rise_high_at_or_above", "p95 rise"),
+)
+
+
+def threshold_order_problems(cfg: PolicySettings) -> list[str]:
+    """Thresholds out of order, in words: a medium threshold above its high one would call a
+    release high before it is medium (the policy form and `new_policy_version` refuse it)."""
+    problems = []
+    for medium_name, high_name, what in _ORDERED:
+        medium, high = getattr(cfg, medium_name), getattr(cfg, high_name)
+        if medium is not None and high is not None and medium > high:
+            problems.append(
+                f"The {what} thresholds are out of order: medium starts at {medium:g} "
+                f"({medium_name}), above high's {high:g} ({high_name}). Medium must start "
+                "below high."
+            )
+    return problems
