@@ -212,7 +212,7 @@ def test_scenarios_made_of_files_are_ingested_once_and_their_trials_read_them(
     assert all(r.service.hidden and r.service.slug.startswith("eval-") for r in ingested)
     # What the trial filed was judged on the ingested release: two new payment failures.
     filed = {t.metadata["eval_report"]["latest"]["severity"] for t in trials}
-    assert filed == {"high", "medium"}
+    assert filed == {"high", "low"}
     payment = trials.filter(metadata__eval__scenario_id="new_failure_after_payment_change")
     assert {t.metadata["eval_report"]["latest"]["policy_severity"] for t in payment} == {"high"}
 
