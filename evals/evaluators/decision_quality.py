@@ -73,9 +73,11 @@ class DecisionQualityEvaluator:
         if payload:
             verdict = policy.evaluate(payload)
             floor = verdict.severity
-            # The API judged a release made of files with its history too: its floor holds.
+            # Where the API recorded its policy's severity, that is the floor it applied: for a
+            # release made of files, judged with its history (a known-flaky failure lowers it,
+            # a failure beside the changed code raises it), which the summary alone does not show.
             recorded = (report.policy_severity or "").strip().lower()
-            if _SEVERITY_RANK.get(recorded, -1) > _SEVERITY_RANK[floor]:
+            if recorded in _SEVERITY_RANK:
                 floor = recorded
             checks.append(
                 Check(

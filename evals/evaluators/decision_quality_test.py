@@ -91,3 +91,16 @@ def test_the_floor_is_the_apis_when_it_judged_the_release_with_its_history(suite
     assert score is not None
     failed = {c.name: c.detail for c in score.failed_checks}
     assert failed["not below the risk policy"] == "filed low, the policy gives medium"
+    # Lower too: the summary alone says high (payment failures), the history excused them.
+    scenario = suite.get("high_payment_failures")
+    _, payment = case(TESTDATA / "good_high_payment.json")
+    filed = payment.filed_report()
+    assert filed is not None
+    excused = payment.model_copy(
+        update={
+            "report": filed.model_copy(update={"severity": "medium", "policy_severity": "medium"})
+        }
+    )
+    lowered = DecisionQualityEvaluator().evaluate(scenario, excused)
+    assert lowered is not None
+    assert "not below the risk policy" not in {c.name for c in lowered.failed_checks}
