@@ -63,8 +63,17 @@ ROOMS: dict[str, Room] = {
         frozenset({"agent", "local_model", "detective_site.settings"}),
     ),
     "evals": Room(
-        "scenarios, trials, evaluators and eval runs; builds on releases",
-        frozenset({"agent", "local_model", "releases", "detective_site.settings"}),
+        "scenarios, trials, evaluators and eval runs; builds on releases and sources",
+        frozenset(
+            {
+                "agent",
+                "local_model",
+                "releases",
+                "sources",
+                "detective_client",
+                "detective_site.settings",
+            }
+        ),
     ),
     "sources": Room(
         "ingestion: a release's detail from git, JUnit XML and metrics; tokens, the ingestion API",

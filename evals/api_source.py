@@ -19,6 +19,13 @@ database, so a scenario never reads or writes a real release, even one of the sa
 The payload travels in the Conversation row rather than being looked up in the suite files,
 so that a server started from another checkout, or a suite outside `evals/scenarios/`, serves
 exactly what the runner meant.
+
+A scenario made of files (`evals/scenario_sources.py`) has a real release behind it, in a
+hidden service of its own: the trial names it (`release_pk`), the summary and the filing are
+judged from it as a real release's are (`verdicts.judge_release`), and the API's other calls
+(the drill-downs) reach it through `trial_release` (installed as `eval_hooks.trial_release`).
+The trial's Conversation does not point at the release itself: trials of one scenario may run
+at once, and a release has one active run at a time.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingH
 
 from evals.scenario import Scenario
 from releases import services, verdicts
-from releases.models import Conversation
+from releases.models import Conversation, Release
 from releases.risk import filing
 
 EVAL_KEY = "eval"
@@ -51,6 +58,7 @@ def trial_metadata(
     trial: int,
     suite_version: str,
     tool_timeout_s: float | None = None,
+    release_pk: int | None = None,
 ) -> dict[str, Any]:
     """What the runner puts under `metadata["eval"]` of a trial's Conversation.
 
@@ -70,6 +78,7 @@ def trial_metadata(
             "fingerprint": scenario.fingerprint,
             "release_id": scenario.release_id,
             "release": scenario.release_payload(),
+            "release_pk": release_pk,
             "fault": spec,
         }
     }
@@ -83,6 +92,36 @@ def is_eval_trial(conversation: Conversation | None) -> TypeGuard[Conversation]:
 
 def _spec(conversation: Conversation) -> dict[str, Any]:
     return conversation.metadata[EVAL_KEY]
+
+
+def _ingested(conversation: Conversation) -> Release | None:
+    """The ingested release behind a trial of a scenario made of files (None for the others,
+    whose data is the scenario's payload alone)."""
+    pk = _spec(conversation).get("release_pk")
+    if not isinstance(pk, int):
+        return None
+    return Release.objects.select_related("service").filter(pk=pk).first()
+
+
+def trial_release(conversation: Conversation, version: str) -> Release | None:
+    """The release whose detail answers a trial's drill-downs for `version`: its scenario's
+    ingested release, when the trial asks about that one (None: a 404, as for any release
+    the scenario does not have)."""
+    if not is_eval_trial(conversation) or version != _spec(conversation).get("release_id"):
+        return None
+    return _ingested(conversation)
+
+
+def _judged(conversation: Conversation, payload: dict[str, Any]) -> verdicts.Judged:
+    release = _ingested(conversation)
+    return (
+        verdicts.judge_release(release) if release is not None else verdicts.judge_summary(payload)
+    )
+
+
+def _data(conversation: Conversation, payload: dict[str, Any]) -> dict[str, Any]:
+    release = _ingested(conversation)
+    return release.as_summary() if release is not None else payload
 
 
 def _not_found(version: str) -> JsonResponse:
@@ -129,7 +168,7 @@ def summary_response(
             hang = _hang(delay_s) if asynchronous else _hang_in_thread(delay_s)
             return StreamingHttpResponse(hang, content_type="application/json")
     # What a real release's summary carries: the data, the policy's signals beside it.
-    return JsonResponse(verdicts.judge_summary(payload).for_agent())
+    return JsonResponse(_judged(conversation, payload).for_agent())
 
 
 def file_report(
@@ -147,7 +186,8 @@ def file_report(
     payload = spec.get("release")
     if release_id != spec.get("release_id") or payload is None:
         return _not_found(release_id)
-    judged = verdicts.judge_summary(payload)
+    judged = _judged(conversation, payload)
+    data = _data(conversation, payload)
     with transaction.atomic():
         # The agent's store merges its own metadata into the same row.
         row = Conversation.objects.select_for_update().get(pk=conversation.pk)
@@ -156,7 +196,7 @@ def file_report(
             severity=severity,
             findings=findings,
             summary=summary,
-            data=payload,
+            data=data,
             verdict=judged.verdict,
             cfg=judged.settings,
             refused_before=bool(refusals),

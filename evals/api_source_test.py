@@ -9,10 +9,11 @@ import httpx
 import pytest
 from django.test import Client
 
-from evals import api_source
+from evals import api_source, scenario_sources
 from evals.models import EvalRun
 from evals.scenario import Scenario, load_suite
 from evals.services import start_trial
+from releases import eval_hooks
 from releases.models import Conversation, Release, RiskReport
 
 pytestmark = pytest.mark.django_db
@@ -175,3 +176,40 @@ def test_a_finished_trials_token_stops_working(client: Client) -> None:
 def test_ordinary_runs_are_not_eval_trials() -> None:
     assert not api_source.is_eval_trial(None)
     assert not api_source.is_eval_trial(Conversation(metadata={"release_id": "v1"}))
+
+
+def test_a_trial_of_a_scenario_made_of_files_reads_its_ingested_release(client: Client) -> None:
+    ingested = scenario_sources.ingest_suite(load_suite(pattern="revert_brings_failure_back"))
+    scenario = ingested.suite.scenarios[0]
+    pk = ingested.releases[scenario.id]
+    run = EvalRun.objects.create(suite_version=SUITE.version)
+    conversation, token = start_trial(run, scenario, 1, provider="openai", model="m", release_pk=pk)
+    # The same version in the default service is not what the trial reads.
+    Release.objects.create(version=scenario.release_id, title="the real one", changes=["real"])
+
+    body = _get(client, token, scenario.release_id).json()
+    assert body["tests"]["failing_tests"] == [
+        "billing.invoice_test::test_total_keeps_an_expired_coupon_applied_at_checkout"
+    ]
+    assert any(line.startswith('Revert "fix(billing)') for line in body["changes"])
+    assert body["policy"]["severity_floor"] == "high"
+    # The drill-downs find the release through the hook the evals app installs.
+    assert eval_hooks.trial_release(conversation, scenario.release_id) == Release.objects.get(pk=pk)
+    assert eval_hooks.trial_release(conversation, "v36.0.3") is None
+
+    filed = _file(
+        client,
+        token,
+        release_id=scenario.release_id,
+        severity="high",
+        findings=["The revert of the billing coupon fix brings its failing test back"],
+        summary="High: a billing failure is back.",
+    )
+    assert filed.status_code == 201, filed.json()
+    assert not RiskReport.objects.exists()
+
+
+def test_a_trial_without_files_has_no_release_for_the_drill_downs() -> None:
+    conversation, _, scenario = _trial("high_payment_failures")
+    Release.objects.create(version=scenario.release_id)
+    assert eval_hooks.trial_release(conversation, scenario.release_id) is None

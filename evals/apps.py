@@ -16,4 +16,5 @@ class EvalsConfig(AppConfig):
 
         eval_hooks.installed.trial_api = api_source
         eval_hooks.installed.trial_verdict = selectors.trial_verdict
+        eval_hooks.installed.trial_release = api_source.trial_release
         eval_hooks.installed.scenario_check = scenario.parse_scenario

@@ -17,6 +17,11 @@ Rules the loader applies (so that the data files stay short and readable):
   buried among the noise. The rule is deterministic: the same file always gives the same list.
 - `tools.get_release_summary` (a `ToolOverride`) makes the summary tool fail in a given way
   for this scenario only; how the runner produces the failure is described on `ToolOverride`.
+- `sources` (a `SourceSet`) instead of `release`: the release is made of real-format files in
+  `files/<scenario id>/` (JUnit XML, commits as the ingestion API takes them, OpenMetrics
+  text), per release in deploy order, the one under test last. Before the trials the runner
+  ingests them through the `sources` services into a hidden service of the scenario's own
+  (`evals/scenario_sources.py`), and the summary is the ingested release's, as for a real one.
 
 Validation errors name the file and the field (`high_payment.toml: expect.severity: ...`), and
 every file is checked before anything is reported, so one run of the loader lists all problems.
@@ -29,6 +34,7 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,11 +45,17 @@ SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low")
 
 SUMMARY_TOOL = "get_release_summary"
 REPORT_TOOL = "file_risk_report"
+# The drill-downs the larger models' profile offers (the small profile gets none).
+DRILL_DOWN_TOOLS: frozenset[str] = frozenset(
+    {"get_test_details", "get_code_changes", "get_metric_history"}
+)
 # Tools the agent has; expectations naming any other tool are a typo in a scenario file.
-KNOWN_TOOLS: frozenset[str] = frozenset({SUMMARY_TOOL, REPORT_TOOL})
+KNOWN_TOOLS: frozenset[str] = frozenset({SUMMARY_TOOL, REPORT_TOOL, *DRILL_DOWN_TOOLS})
 
 DEFAULT_SUITE_DIR = Path(__file__).resolve().parent / "scenarios"
 MANIFEST_NAME = "suite.toml"
+# Where the scenarios made of files keep them: `<suite>/files/<scenario id>/`.
+FILES_DIR = "files"
 
 # Dimensions the deterministic evaluators produce (the optional judge adds "judge").
 DIMENSIONS: tuple[str, ...] = ("tool_usage", "decision_quality", "error_handling")
@@ -70,6 +82,9 @@ class TestResults(_Strict):
     failed: int | None = Field(default=None, ge=0)
     skipped: int | None = Field(default=None, ge=0)
     failing_tests: list[str] | None = None
+    # What a release ingested from JUnit XML also counts (sources/summary.py).
+    flaky: int | None = Field(default=None, ge=0)
+    flaky_tests: list[str] | None = None
 
 
 class GeneratedChanges(_Strict):
@@ -152,6 +167,54 @@ class ToolOverrides(_Strict):
     get_release_summary: ToolOverride | None = None
 
 
+class SourceRelease(_Strict):
+    """One release of a scenario's service, as files under `files/<scenario id>/` (paths
+    relative to it). Metrics samples count in the window their timestamps lie in: the
+    release's (30 minutes from its deploy) or its baseline's (the previous release's)."""
+
+    version: str = Field(min_length=1)
+    deployed_at: datetime
+    title: str | None = None
+    junit: list[str] = Field(default_factory=list)
+    commits: str | None = None  # a JSON list of commits, as POST .../commits takes them
+    metrics: str | None = None  # OpenMetrics (or Prometheus) text
+
+
+class SourceSet(_Strict):
+    """A scenario's release made of files: its service's releases in deploy order, the one
+    under test last (its version is the scenario's `release_id`)."""
+
+    releases: list[SourceRelease] = Field(min_length=1)
+    # Filled by the loader: where the files are (not part of the fingerprint: the same files
+    # in another checkout are the same scenario), and a hash of their contents (part of it).
+    directory: str = Field(default="", exclude=True)
+    digest: str = ""
+
+    @model_validator(mode="after")
+    def _in_deploy_order(self) -> SourceSet:
+        versions = [r.version for r in self.releases]
+        if len(set(versions)) != len(versions):
+            raise ValueError("a version appears twice in sources.releases")
+        times = [r.deployed_at for r in self.releases]
+        if times != sorted(times) or len(set(times)) != len(times):
+            raise ValueError("sources.releases must be in deploy order, each deployed later")
+        return self
+
+    @property
+    def under_test(self) -> SourceRelease:
+        return self.releases[-1]
+
+    def files(self) -> list[str]:
+        return sorted(
+            {
+                name
+                for r in self.releases
+                for name in [*r.junit, r.commits, r.metrics]
+                if name is not None
+            }
+        )
+
+
 class KeywordGroup(_Strict):
     """One idea the agent's text must (or must not) contain, in any of several wordings.
 
@@ -178,10 +241,19 @@ class ToolExpectations(_Strict):
     order: list[str] = Field(default_factory=list)
     # More calls than this to the summary tool is a loop, not a retry.
     max_summary_calls: int = Field(default=3, ge=1)
+    # Drill-downs the agent must have called before its (first) filing, e.g. the failing
+    # tests' details before filing high. Checked only where the agent was offered the tool
+    # (the larger models' profile; the small one gets the drill-downs' findings as evidence).
+    must_call_before_filing: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _known_and_consistent(self) -> ToolExpectations:
-        for name in [*self.must_call, *self.must_not_call, *self.order]:
+        for name in [
+            *self.must_call,
+            *self.must_not_call,
+            *self.order,
+            *self.must_call_before_filing,
+        ]:
             if name not in KNOWN_TOOLS:
                 raise ValueError(f"unknown tool {name!r} (known: {', '.join(sorted(KNOWN_TOOLS))})")
         both = set(self.must_call) & set(self.must_not_call)
@@ -246,6 +318,8 @@ class Scenario(_Strict):
     # The release the prompt asks about (also when that release does not exist).
     release_id: str = Field(min_length=1)
     release: ReleaseData | None = None
+    # The release made of files instead (see SourceSet); `release` is then derived from it.
+    sources: SourceSet | None = None
     tools: ToolOverrides = Field(default_factory=ToolOverrides)
     expect: Expectations
     critical: bool = False
@@ -253,6 +327,14 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
+        if self.sources is not None:
+            if self.release is not None:
+                raise ValueError("give either release or sources: the release is derived")
+            if self.sources.under_test.version != self.release_id:
+                raise ValueError(
+                    f"the last of sources.releases is {self.sources.under_test.version!r}, "
+                    f"not the release_id {self.release_id!r}"
+                )
         if self.release is not None and self.release.version != self.release_id:
             raise ValueError(
                 f"release.version {self.release.version!r} differs from release_id "
@@ -271,7 +353,7 @@ class Scenario(_Strict):
 
     @property
     def kind(self) -> ScenarioKind:
-        if self.release is None:
+        if self.release is None and self.sources is None:
             return "missing_release"
         if self.tools.get_release_summary is not None:
             return "tool_failure"
@@ -287,8 +369,14 @@ class Scenario(_Strict):
         return self.kind == "assessment"
 
     def release_payload(self) -> dict[str, Any] | None:
-        """What the release API should serve for `release_id` (None: answer 404)."""
+        """What the release API should serve for `release_id` (None: answer 404, or a scenario
+        made of files that is not ingested yet: see `with_ingested`)."""
         return None if self.release is None else self.release.payload()
+
+    def with_ingested(self, summary: dict[str, Any]) -> Scenario:
+        """This scenario made of files, with the summary its ingested release has."""
+        present = {key: value for key, value in summary.items() if value is not None}
+        return self.model_copy(update={"release": ReleaseData.model_validate(present)})
 
     @property
     def missing_fields(self) -> list[str]:
@@ -301,7 +389,12 @@ class Scenario(_Strict):
     @property
     def fingerprint(self) -> str:
         """A short hash of the whole scenario: a changed scenario is not compared like for like."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        # A scenario made of files: its files (their digest), not what this database made
+        # of them.
+        excluded = {"release"} if self.sources is not None else set()
+        canonical = json.dumps(
+            self.model_dump(mode="json", exclude=excluded), sort_keys=True, separators=(",", ":")
+        )
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -434,6 +527,22 @@ def load_suite(
     )
 
 
+def _with_files(scenario: Scenario, directory: Path, source: str, problems: list[str]) -> Scenario:
+    """The scenario with where its files are and the digest of their contents."""
+    assert scenario.sources is not None
+    digest = hashlib.sha256()
+    for name in scenario.sources.files():
+        path = directory / name
+        if not path.resolve().is_relative_to(directory.resolve()) or not path.is_file():
+            problems.append(f"{source}: sources: no file {FILES_DIR}/{scenario.id}/{name}")
+            continue
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    sources = scenario.sources.model_copy(
+        update={"directory": str(directory), "digest": digest.hexdigest()[:16]}
+    )
+    return scenario.model_copy(update={"sources": sources})
+
+
 def _read_dir(
     root: Path, scenarios: list[Scenario], seen: dict[str, str], problems: list[str]
 ) -> None:
@@ -450,6 +559,8 @@ def _read_dir(
             continue
         if scenario.id != file.stem:
             problems.append(f"{file.name}: id: {scenario.id!r} differs from the file name")
+        if scenario.sources is not None:
+            scenario = _with_files(scenario, root / FILES_DIR / scenario.id, file.name, problems)
         if scenario.id in seen:
             problems.append(f"{file.name}: id: {scenario.id!r} already used by {seen[scenario.id]}")
         seen[scenario.id] = file.name

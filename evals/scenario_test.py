@@ -72,7 +72,10 @@ def test_the_suite_covers_what_the_issue_lists(suite) -> None:
 def test_expectations_agree_with_the_risk_policy(suite) -> None:
     # The release API refuses a report below the policy's severity: an expectation below it
     # would ask the agent for a report that cannot be filed.
+    # (A scenario made of files is checked once ingested: scenario_sources_test.py.)
     for s in suite.scenarios:
+        if s.sources is not None:
+            continue
         payload = s.release_payload()
         if s.kind != "assessment" or payload is None:
             assert not s.expect.acceptable
@@ -115,6 +118,9 @@ def test_generated_changes_follow_the_documented_rule(suite) -> None:
     assert changes == s.release_payload()["changes"]  # type: ignore[index]  (deterministic)
 
 
+_SOURCE = {"version": "v1.0.0", "deployed_at": "2026-02-01T00:00:00Z", "junit": ["a.xml"]}
+
+
 def _minimal(**overrides: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": "x_case",
@@ -155,6 +161,36 @@ def _minimal(**overrides: Any) -> dict[str, Any]:
             "must not be valid JSON",
         ),
         ({"surprise": 1}, "surprise", "Extra inputs"),
+        (
+            {
+                "expect": {
+                    "report_required": True,
+                    "severity": "low",
+                    "tools": {"must_call_before_filing": ["get_test_detail"]},
+                }
+            },
+            "expect.tools",
+            "unknown tool",
+        ),
+        ({"sources": {"releases": [_SOURCE]}}, "(file)", "either release or sources"),
+        (
+            {"release": None, "sources": {"releases": [{**_SOURCE, "version": "v0.9.0"}]}},
+            "(file)",
+            "not the release_id",
+        ),
+        (
+            {
+                "release": None,
+                "sources": {
+                    "releases": [
+                        _SOURCE,
+                        {**_SOURCE, "version": "v0.9.0", "deployed_at": "2026-01-01T00:00:00Z"},
+                    ]
+                },
+            },
+            "sources",
+            "deploy order",
+        ),
         (
             {"release": {"version": "v1.0.0", "tests": {"passed": -1}}},
             "release.tests.passed",

@@ -228,8 +228,10 @@ def start_trial(
     provider: str,
     model: str,
     tool_timeout_s: float | None = None,
+    release_pk: int | None = None,
 ) -> tuple[Conversation, str]:
-    """The trial's Conversation (running, marked as an eval trial) and its API token."""
+    """The trial's Conversation (running, marked as an eval trial) and its API token;
+    `release_pk`: the release ingested for a scenario made of files."""
     now = timezone.now()
     conversation = Conversation.objects.create(
         release=None,
@@ -242,6 +244,7 @@ def start_trial(
             trial=trial,
             suite_version=run.suite_version,
             tool_timeout_s=tool_timeout_s,
+            release_pk=release_pk,
         ),
         started_at=now,
         heartbeat_at=now,

@@ -73,6 +73,11 @@ class Service(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    hidden = models.BooleanField(
+        default=False,
+        help_text="Left out of the release lists and counts: a service the evals made for a "
+        "scenario's files (evals/scenario_sources.py), not one anybody releases.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -94,8 +99,12 @@ class Service(models.Model):
 
 def default_service_id() -> int:
     """The default for Release.service: a release created without a service is the default
-    service's (made on first use, should its data migration's row have been deleted)."""
-    return Service.default().pk
+    service's (made on first use, should its data migration's row have been deleted).
+
+    Its id is read alone: migrations older than a Service column call this too (remaking the
+    release table), when the table does not have that column yet."""
+    found = Service.objects.filter(slug=DEFAULT_SERVICE_SLUG).values_list("pk", flat=True).first()
+    return found if found is not None else Service.default().pk
 
 
 class AssessmentOutcome(models.TextChoices):

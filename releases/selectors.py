@@ -66,7 +66,7 @@ def releases_with_latest_report(
     Two queries in all, however many releases: one for the releases, one for the newest report
     of each (Django slices a prefetch per parent with a window function).
     """
-    queryset = releases if releases is not None else Release.objects.all()
+    queryset = releases if releases is not None else Release.objects.filter(service__hidden=False)
     if search := search.strip():
         queryset = queryset.filter(Q(version__icontains=search) | Q(title__icontains=search))
     latest_first = RiskReport.objects.order_by("-filed_at", "-id")
@@ -167,7 +167,9 @@ class ReleaseFilters:
 
 
 def filtered_releases(filters: ReleaseFilters) -> QuerySet[Release]:
-    queryset = with_latest_state(Release.objects.select_related("service"))
+    queryset = with_latest_state(
+        Release.objects.select_related("service").filter(service__hidden=False)
+    )
     if search := filters.search.strip():
         # `changes` is a JSON list of strings: matched as its JSON text.
         queryset = queryset.filter(
@@ -337,7 +339,7 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         .order_by("-created_at")[:HOME_LIST_LIMIT]
     )
     # Counted as the release list shows them.
-    release_counts = with_severity_shown(Release.objects.all()).aggregate(
+    release_counts = with_severity_shown(Release.objects.filter(service__hidden=False)).aggregate(
         releases=Count("pk"),
         high=Count("pk", filter=Q(effective_severity=Severity.HIGH)),
         medium=Count("pk", filter=Q(effective_severity=Severity.MEDIUM)),

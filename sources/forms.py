@@ -36,7 +36,7 @@ def _lines(text: str) -> list[str]:
 
 class ReleaseForm(forms.Form):
     service = forms.ModelChoiceField(
-        Service.objects.all(), required=False, empty_label="Default service"
+        Service.objects.filter(hidden=False), required=False, empty_label="Default service"
     )
     version = forms.RegexField(
         regex=rf"\A{VERSION_PATTERN}\Z", help_text=f"e.g. v2.1.0: {VERSION_FORMAT}."

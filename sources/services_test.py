@@ -245,3 +245,13 @@ def test_a_metrics_file_is_split_by_the_deploy_time_when_no_window_is_named() ->
     assert target.deployment_metrics["error_rate"] == pytest.approx(0.05)
     assert target.deployment_metrics["error_rate_baseline"] == pytest.approx(0.01)
     assert MetricSample.objects.filter(release=target).count() == 2
+
+
+def test_a_report_without_tests_means_none_ran_not_missing() -> None:
+    target = release()
+    empty = io.BytesIO(b'<?xml version="1.0"?>\n<testsuites tests="0"/>\n')
+    services.ingest_junit(target, empty, "empty.xml", API)
+    target.refresh_from_db()
+    assert target.test_results is not None
+    tests = target.test_results
+    assert (tests["passed"], tests["failed"], tests["skipped"]) == (0, 0, 0)

@@ -4,8 +4,10 @@ well, or badly in chosen ways, over OpenAI's Chat Completions streaming wire for
 A `ScriptedAgent` reads the conversation in each request (like a real model would), finds the
 scenario by the release named in the first user message, and plays one of:
 
-- **good**: reads the summary, then files the expected severity with findings that name every
-  key risk (no figures), or, when the summary cannot be had, says so plainly and files nothing;
+- **good**: reads the summary, then the drill-downs its scenario asks for before filing (those
+  the request offers: the larger models' profile), then files the expected severity with
+  findings that name every key risk (no figures), or, when the summary cannot be had, says so
+  plainly and files nothing;
 - **reworded**: as good, in other words (another wording of each key risk and of the
   failure): an equally good agent;
 - per-scenario **faults** (`faults={"scenario_id": "wrong_severity", ...}`):
@@ -46,6 +48,11 @@ MODEL = "scripted-evals"
 FAULTS = ("wrong_severity", "skip_summary", "invented_figure", "provider_error")
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 _FLIP = {"high": "low", "medium": "low", "low": "high"}
+# What the good agent asks a drill-down for, beside the release.
+DRILL_DOWN_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "get_test_details": {"status": "failed"},
+    "get_metric_history": {"metric": "response_time_p95"},
+}
 
 
 def _text(content: Any) -> str:
@@ -111,7 +118,10 @@ class ScriptedAgent:
         if fault == "provider_error":
             error = {"error": {"message": "Incorrect API key provided", "type": "auth"}}
             return 401, json.dumps(error).encode(), "application/json"
-        turn = self._turn(messages, scenario, fault, n)
+        offered = {tool.get("function", {}).get("name") for tool in body.get("tools") or []} - {
+            None
+        }
+        turn = self._turn(messages, scenario, fault, n, offered)
         return 200, openai_sse(turn, model=MODEL), "text/event-stream"
 
     def _scenario(self, messages: list[dict[str, Any]]) -> Scenario | None:
@@ -128,6 +138,7 @@ class ScriptedAgent:
         scenario: Scenario | None,
         fault: str | None,
         n: int,
+        offered: set[str] | frozenset[str] = frozenset(),
     ) -> ModelResponse:
         if scenario is None:
             return reply("I cannot tell which release to assess.")
@@ -145,6 +156,13 @@ class ScriptedAgent:
         summary_ok, _ = results.get("get_release_summary", (True, ""))
         if not summary_ok:
             return reply(self._failure_text(scenario), input_tokens=600, output_tokens=40)
+        for tool in scenario.expect.tools.must_call_before_filing:
+            if tool in offered and tool not in results and fault != "skip_summary":
+                arguments = {"release_id": release, **DRILL_DOWN_ARGUMENTS.get(tool, {})}
+                if tool == "get_metric_history" and "error-rate" in scenario.tags:
+                    arguments["metric"] = "error_rate"
+                call = ToolCall(id=f"call_d{n}", name=tool, arguments=arguments)
+                return reply(f"Looking closer: {tool}.", call, input_tokens=700, output_tokens=30)
         severity, findings, summary = self._report(scenario, fault)
         call = ToolCall(
             id=f"call_r{n}",

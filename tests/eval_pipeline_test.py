@@ -16,7 +16,8 @@ from django.test import Client
 from django.urls import reverse
 
 from evals.models import EvalRun
-from releases.models import Conversation, RiskReport, RunStatus
+from releases.models import Conversation, Release, RiskReport, RunStatus
+from sources.models import Ingestion
 from tests.eval_agents import MODEL, ScriptedAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -194,3 +195,32 @@ def test_a_run_whose_every_trial_errors_fails(llm: respx.MockRouter) -> None:
     assert error is not None and error.returncode == 1
     assert run.status == RunStatus.FAILED and "Every trial errored" in run.error
     assert run.results.filter(passed__isnull=True).count() == 16
+
+
+def test_scenarios_made_of_files_are_ingested_once_and_their_trials_read_them(
+    llm: respx.MockRouter,
+) -> None:
+    made_of_files = "--scenarios=new_failure_after_payment_change,known_flaky_failures"
+    first, out, error = run_evals(llm, ScriptedAgent("good"), made_of_files)
+    assert error is None, out
+    assert first.results.count() == 4 and first.pass_rate == 1.0
+    trials = Conversation.objects.filter(eval_results__run=first)
+    releases = {trial.metadata["eval"]["release_pk"] for trial in trials}
+    assert len(releases) == 2
+    ingested = Release.objects.filter(pk__in=releases).select_related("service")
+    assert {r.version for r in ingested} == {"v31.1.0", "v30.1.0"}
+    assert all(r.service.hidden and r.service.slug.startswith("eval-") for r in ingested)
+    # What the trial filed was judged on the ingested release: two new payment failures.
+    filed = {t.metadata["eval_report"]["latest"]["severity"] for t in trials}
+    assert filed == {"high", "low"}
+    payment = trials.filter(metadata__eval__scenario_id="new_failure_after_payment_change")
+    assert {t.metadata["eval_report"]["latest"]["policy_severity"] for t in payment} == {"high"}
+
+    # A second run ingests nothing new: the same releases, no new ingestion.
+    ingestions = Ingestion.objects.count()
+    second, out, error = run_evals(llm, ScriptedAgent("good"), made_of_files)
+    assert error is None, out
+    again = Conversation.objects.filter(eval_results__run=second)
+    assert {trial.metadata["eval"]["release_pk"] for trial in again} == releases
+    assert Ingestion.objects.count() == ingestions
+    assert not RiskReport.objects.exists()

@@ -73,6 +73,12 @@ class DecisionQualityEvaluator:
         if payload:
             verdict = policy.evaluate(payload)
             floor = verdict.severity
+            # Where the API recorded its policy's severity, that is the floor it applied: for a
+            # release made of files, judged with its history (a known-flaky failure lowers it,
+            # a failure beside the changed code raises it), which the summary alone does not show.
+            recorded = (report.policy_severity or "").strip().lower()
+            if recorded in _SEVERITY_RANK:
+                floor = recorded
             checks.append(
                 Check(
                     name="not below the risk policy",

@@ -74,3 +74,33 @@ def test_the_policys_own_sentences_pass_the_apis_check_on_every_scenario(suite: 
         assert labels == {"figures found in the data"}, (scenario.id, labels)
         checked += 1
     assert checked >= 20
+
+
+def test_the_floor_is_the_apis_when_it_judged_the_release_with_its_history(suite: Suite) -> None:
+    scenario = suite.get("low_clean_docs")  # the summary alone says low
+    _, good = case(TESTDATA / "good_low_clean.json")
+    report = good.filed_report()
+    assert report is not None and report.severity == "low"
+    passed = DecisionQualityEvaluator().evaluate(scenario, good)
+    assert passed is not None and passed.passed
+    # The API judged the release with its history and found medium: low is below it.
+    judged = good.model_copy(
+        update={"report": report.model_copy(update={"policy_severity": "medium"})}
+    )
+    score = DecisionQualityEvaluator().evaluate(scenario, judged)
+    assert score is not None
+    failed = {c.name: c.detail for c in score.failed_checks}
+    assert failed["not below the risk policy"] == "filed low, the policy gives medium"
+    # Lower too: the summary alone says high (payment failures), the history excused them.
+    scenario = suite.get("high_payment_failures")
+    _, payment = case(TESTDATA / "good_high_payment.json")
+    filed = payment.filed_report()
+    assert filed is not None
+    excused = payment.model_copy(
+        update={
+            "report": filed.model_copy(update={"severity": "medium", "policy_severity": "medium"})
+        }
+    )
+    lowered = DecisionQualityEvaluator().evaluate(scenario, excused)
+    assert lowered is not None
+    assert "not below the risk policy" not in {c.name for c in lowered.failed_checks}

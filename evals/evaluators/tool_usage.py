@@ -1,6 +1,7 @@
 """**tool_usage**: required tools called, forbidden ones not, the order respected, arguments
 valid (the release asked about, a valid severity, findings present), no second filing, no
-loop on the summary tool. Value: the share of checks that hold."""
+loop on the summary tool, the drill-downs a scenario asks for called before filing (where the
+agent had them). Value: the share of checks that hold."""
 
 from __future__ import annotations
 
@@ -78,6 +79,8 @@ class ToolUsageEvaluator:
                     )
                 )
 
+        checks += self._before_filing(expect.must_call_before_filing, names, transcript)
+
         wrong_ids: list[str] = []
         wrong_filing = False
         for inv in invocations:
@@ -121,6 +124,25 @@ class ToolUsageEvaluator:
             )
         )
         return Score.from_checks(self.dimension, checks)
+
+    @staticmethod
+    def _before_filing(tools: list[str], names: list[str], transcript: Transcript) -> list[Check]:
+        """Each drill-down named was called before the first filing: looked at the failing
+        tests before filing high, say. Only where the agent was offered it (the larger
+        models' profile); a run that filed nothing has nothing to check."""
+        if REPORT_TOOL not in names:
+            return []
+        offered = set(transcript.tools_offered or ())
+        before = set(names[: names.index(REPORT_TOOL)])
+        return [
+            Check(
+                name=f"called {tool} before filing",
+                passed=tool in before,
+                detail="" if tool in before else f"calls: {listing(names)}",
+            )
+            for tool in tools
+            if tool in offered
+        ]
 
     @staticmethod
     def _duplicate_check(filings: list[ToolInvocation], transcript: Transcript) -> Check:

@@ -92,6 +92,9 @@ class FiledReport(BaseModel):
     findings: list[str] = Field(default_factory=list)
     summary: str = ""
     report_id: str | None = None
+    # The severity the release API's policy gave when the report was filed: for a scenario
+    # made of files, judged with the release's history, which its summary alone does not show.
+    policy_severity: str | None = None
 
     @property
     def text(self) -> str:
@@ -144,6 +147,9 @@ class Transcript(BaseModel):
     usage: Usage | None = None
     cost_usd: float | None = None
     duration_ms: float | None = None
+    # The tools the agent was offered (None: not recorded): the drill-downs are the larger
+    # models' profile's only, so a check that asks for one applies where it was offered.
+    tools_offered: list[str] | None = None
 
     # -- tools ---------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ from agent.providers.protocol import ModelRequest, Provider
 from agent.retry import RetryingProvider, RetryPolicy
 from agent.telemetry import end_workflow, workflow_span
 from agent.tls import async_client
-from evals import services
+from evals import scenario_sources, services
 from evals.evaluators.judge import LLMJudge
 from evals.evaluators.trial import TrialResult, aevaluate
 from evals.models import EvalRun
@@ -232,6 +232,8 @@ class SuiteRunner:
     _active: set[Any] = field(default_factory=set)
     _progressed: bool = False
     _db: DbThreads | None = None
+    # The release ingested for each scenario made of files, by scenario id.
+    _releases: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -240,6 +242,14 @@ class SuiteRunner:
     async def execute(self) -> list[TrialResult]:
         semaphore = asyncio.Semaphore(max(1, self.options.concurrency))
         self._db = DbThreads(min(self.options.concurrency, DB_THREADS))
+        if any(scenario.sources is not None for scenario in self.suite.scenarios):
+            # Before any trial: each reads its scenario's release as ingested.
+            try:
+                ingested = await self._db.take().run(scenario_sources.ingest_suite, self.suite)
+            except BaseException:
+                await asyncio.shield(self._db.close())
+                raise
+            self.suite, self._releases = ingested.suite, ingested.releases
         tick = asyncio.create_task(self._tick())
         try:
             # Trial-major order: the first results already cover every scenario.
@@ -289,6 +299,7 @@ class SuiteRunner:
                     provider=self.run.provider,
                     model=self.run.model,
                     tool_timeout_s=self.options.tool_timeout_s,
+                    release_pk=self._releases.get(scenario.id),
                 )
                 conversation_id = conversation.pk
                 self._active.add(conversation_id)
@@ -338,6 +349,8 @@ class SuiteRunner:
             http_client=self.http_client,
             provider=self.provider_factory() if self.provider_factory is not None else None,
         )
+        tools = getattr(agent, "tools", None)
+        offered = [tool.name for tool in tools.get_tools()] if tools is not None else None
         # The trial's row is the agent's conversation: same id; the metadata the row
         # already has (the scenario) is kept, the agent's is merged into it.
         agent.conversation = agent.conversation.model_copy(update={"id": str(conversation_id)})
@@ -415,6 +428,7 @@ class SuiteRunner:
             usage=Usage.model_validate(usage) if usage else None,
             cost_usd=cost if isinstance(cost, int | float) else None,
             duration_ms=duration_ms,
+            tools_offered=offered,
         )
 
 
