@@ -273,16 +273,20 @@ def openmetrics(
     demo: DemoRelease, deployed_at: datetime, previous: tuple[DemoRelease, datetime] | None
 ) -> str:
     """The release's window and, with a previous release that had metrics, that release's
-    window as its baseline: per-minute samples around each figure, and the figure over the
+    window as its baseline (else its own figures a week earlier): per-minute samples around each figure, and the figure over the
     whole window as `<name>:window` (what a recording rule gives; the summary reads it first).
     A missing figure is NaN."""
     families: dict[str, list[str]] = {}
-    windows = [(demo, deployed_at)]
+    windows = [(demo, deployed_at, "")]
     if previous is not None and previous[0].deployment_metrics is not None:
-        windows.insert(0, previous)
-    for owner, start in windows:
+        windows.insert(0, (*previous, ""))
+    elif demo.deployment_metrics is not None:
+        # A service's first release: its baseline is the same window a week earlier (what
+        # ran before it behaved as it does), so that the judge has a baseline to read.
+        windows.insert(0, (demo, deployed_at - timedelta(days=7), "/a week earlier"))
+    for owner, start, seed in windows:
         figures = owner.deployment_metrics or {}
-        rng = random.Random(f"{owner.service}/{owner.version}/metrics")
+        rng = random.Random(f"{owner.service}/{owner.version}/metrics{seed}")
         step = DEFAULT_WINDOW / SAMPLES_PER_WINDOW
         for name, value in figures.items():
             lines = families.setdefault(name, [])

@@ -30,6 +30,7 @@ from releases.risk.history import (
     TestOutcome,
 )
 from sources.models import Commit, CommitFile, MetricSample, MetricWindow, TestCase, TestStatus
+from sources.summary import SUMMARY_METRICS, sources_of
 
 DEFAULT_WINDOW = 10
 MAX_TESTS = 200
@@ -294,35 +295,53 @@ def metric_series(
 ) -> tuple[MetricSeries, ...]:
     """Per metric (by name, every label set together; Prometheus' `<key>:window` figures left
     out, they are one value per window) its samples in this release's window, its baseline
-    window, and the release windows of the service's last `window` releases."""
+    window, and the release windows of the service's last `window` releases.
+
+    The summary's metrics go by their keys (`error_rate`, `response_time_p95`) whatever the
+    stored name (an OpenMetrics file's `detective_response_time_p95_ms`, ...), scaled to the
+    key's unit, as the summary and the drill-down read them: the judge must see the series the
+    summary's figure came from."""
     samples = MetricSample.objects.exclude(value=None).exclude(name__endswith=":window")
-    own = samples.filter(release=release)
+    stored = set(samples.filter(release=release).values_list("name", flat=True).distinct())
+    # stored name -> (the metric's name, factor); a summary key takes its first source stored.
+    as_metric: dict[str, tuple[str, float]] = {}
+    for key in SUMMARY_METRICS:
+        source = next((scaled for scaled in sources_of(key) if scaled.name in stored), None)
+        if source is not None:
+            as_metric[source.name] = (key, source.factor)
+    taken = {scaled.name for key in SUMMARY_METRICS for scaled in sources_of(key)}
+    for name in stored - taken:
+        as_metric[name] = (name, 1.0)
     if names is not None:
-        own = own.filter(name__in=list(names))
+        as_metric = {raw: kept for raw, kept in as_metric.items() if kept[0] in names}
     found: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for name, which, value in own.order_by("timestamp", "id").values_list(
-        "name", "window", "value"
+    for raw, which, value in (
+        samples.filter(release=release, name__in=list(as_metric))
+        .order_by("timestamp", "id")
+        .values_list("name", "window", "value")
     ):
+        name, factor = as_metric[raw]
         bucket = found[(name, which)]
         if len(bucket) < MAX_SAMPLES:
-            bucket.append(value)
+            bucket.append(value * factor)
     metric_names = sorted({name for name, _ in found})
     if not metric_names:
         return ()
     refs = list(refs) if refs is not None else earlier(release, window)
     earlier_values: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for release_id, name, value in (
+    for release_id, raw, value in (
         samples.filter(
             release_id__in=[ref.id for ref in refs],
             window=MetricWindow.RELEASE,
-            name__in=metric_names,
+            name__in=list(as_metric),
         )
         .order_by("timestamp", "id")
         .values_list("release_id", "name", "value")
     ):
+        name, factor = as_metric[raw]
         bucket = earlier_values[(name, release_id)]
         if len(bucket) < MAX_SAMPLES:
-            bucket.append(value)
+            bucket.append(value * factor)
     return tuple(
         MetricSeries(
             name=name,

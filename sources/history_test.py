@@ -187,6 +187,27 @@ def test_the_metric_series_have_both_windows_and_the_recent_releases(
     assert p95.comparison()[1] == "the baseline window"
 
 
+def test_an_exporters_gauges_are_the_summary_metrics_series_in_the_keys_unit() -> None:
+    # An OpenMetrics file names p95 in seconds and the error rate in percent: the judge must
+    # get them as the summary reads them, or it finds "too little data" for a full series.
+    earlier = release("checkout", "v1.0.0", 0)
+    metrics(earlier, "release", [0.4] * 3, name="detective_response_time_p95_seconds")
+    target = release("checkout", "v1.1.0", 2)
+    metrics(target, "baseline", [0.4, 0.5], name="detective_response_time_p95_seconds")
+    metrics(target, "release", [0.9, 1.0], name="detective_response_time_p95_seconds")
+    metrics(target, "release", [1.5, 2.5], name="detective_error_rate_percent")
+    metrics(target, "release", [7.0], name="queue_depth")
+
+    series = {m.name: m for m in read_history(target, window=5).metrics}
+
+    assert sorted(series) == ["error_rate", "queue_depth", "response_time_p95"]
+    assert series["response_time_p95"].release == (900.0, 1000.0)
+    assert series["response_time_p95"].baseline == (400.0, 500.0)
+    assert series["response_time_p95"].recent == (("v1.0.0", (400.0, 400.0, 400.0)),)
+    assert series["error_rate"].release == pytest.approx((0.015, 0.025))
+    assert series["queue_depth"].release == (7.0,)
+
+
 def test_the_queries_do_not_grow_with_the_releases(checkout: list[Release]) -> None:
     with CaptureQueriesContext(connection) as few:
         read_history(checkout[3], window=10)

@@ -42,6 +42,19 @@ NAMES = SummaryNames(
     ),
 )
 
+SUMMARY_METRICS = ("error_rate", "response_time_p95")
+
+
+def sources_of(metric: str) -> tuple[Scaled, ...]:
+    """The stored names that give `metric` as a series (Prometheus' per-step samples under the
+    key itself, or the exporters' gauges), each with its factor to the key's unit; any other
+    metric is its own name. A window's single figure (`<key>:window`) is not a series."""
+    known = getattr(NAMES, metric, None) if metric in SUMMARY_METRICS else None
+    if known is None:
+        return (Scaled(metric),)
+    return tuple(scaled for scaled in known if not scaled.name.endswith(":window"))
+
+
 # Which commits a long range lists first: breaking ones, then those that change behaviour.
 _TYPE_RANK = {"revert": 1, "feat": 2, "fix": 3, "perf": 4, "refactor": 5}
 

@@ -23,11 +23,9 @@ from releases.release_order import earlier_releases
 from releases.risk.judge import JudgeSettings, Window, judge_metric
 from releases.risk.settings import PolicySettings
 from sources.models import MetricSample, MetricWindow
-from sources.parsers.openmetrics import Scaled
-from sources.summary import NAMES
+from sources.summary import SUMMARY_METRICS, sources_of
 
 METRIC_PATTERN = r"[A-Za-z_][A-Za-z0-9_:.]{0,199}"
-SUMMARY_METRICS = ("error_rate", "response_time_p95")
 MAX_NAMES_LISTED = 20
 
 
@@ -36,14 +34,6 @@ class UnknownMetric(LookupError):
 
 
 HISTORY_SAMPLES_PER_RELEASE = 5_000
-
-
-def sources_of(metric: str) -> tuple[Scaled, ...]:
-    """The stored names that give `metric`, each with its factor to the key's unit."""
-    known = getattr(NAMES, metric, None) if metric in SUMMARY_METRICS else None
-    if known is None:
-        return (Scaled(metric),)
-    return tuple(scaled for scaled in known if not scaled.name.endswith(":window"))
 
 
 def samples(release: Release, metric: str, window: str) -> tuple[list[float], int, str | None]:
