@@ -273,9 +273,9 @@ def openmetrics(
     demo: DemoRelease, deployed_at: datetime, previous: tuple[DemoRelease, datetime] | None
 ) -> str:
     """The release's window and, with a previous release that had metrics, that release's
-    window as its baseline (else its own figures a week earlier): per-minute samples around each figure, and the figure over the
-    whole window as `<name>:window` (what a recording rule gives; the summary reads it first).
-    A missing figure is NaN."""
+    window as its baseline (else its own figures a week earlier): per-minute samples around
+    each figure, and the figure over the whole window as `<name>:window` (what a recording
+    rule gives; the summary reads it first). A missing figure is NaN."""
     families: dict[str, list[str]] = {}
     windows = [(demo, deployed_at, "")]
     if previous is not None and previous[0].deployment_metrics is not None:
