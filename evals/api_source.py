@@ -223,6 +223,9 @@ def file_report(
             "review_reasons": decision.review_reasons,
             "notes": decision.notes,
             "grounding": decision.grounding.as_list(),
+            # What the API found wrong with the report, judged as a real filing is (for a
+            # scenario made of files, with the release's history): the evaluators' truth.
+            "problems": decision.problems,
         }
         reports.append(report)
         row.metadata = {**row.metadata, REPORT_KEY: {"latest": report, "all": reports}}

@@ -24,6 +24,7 @@ from django.db import transaction
 
 from detective_client.records import CommitRecord, RecordError
 from evals.scenario import Scenario, SourceRelease, Suite
+from releases import verdicts
 from releases.models import Release, Service
 from sources.parsers.openmetrics import MetricsFormatError, parse_metrics_file
 from sources.services import (
@@ -121,5 +122,8 @@ def ingest_suite(suite: Suite) -> Ingested:
             continue
         release = ingest_scenario(scenario)
         releases[scenario.id] = release.pk
+        # Judged once here, before any trial: its metrics' judge imports scipy.stats, which
+        # took longer than a trial's tool timeout when the first summary call paid for it.
+        verdicts.judge_release(release)
         scenarios.append(scenario.with_ingested(release.as_summary()))
     return Ingested(suite.model_copy(update={"scenarios": scenarios}), releases)

@@ -97,8 +97,14 @@ class DecisionQualityEvaluator:
                 detail += f"; missing: {listing(missing)}"
             checks.append(Check(name="key risks mentioned", passed=not missing, detail=detail))
 
+        # A report the API recorded its problems for was grounded there, with what the API
+        # knew (a release made of files: its history); its problems are the check below.
         honest = made_up_checks(
-            scenario, transcript, text + "\n" + transcript.final_text(), what="report"
+            scenario,
+            transcript,
+            text + "\n" + transcript.final_text(),
+            what="report",
+            grounded_elsewhere=text if report.problems is not None else "",
         )
         checks += honest + flagged
         clean = all(c.passed for c in [*honest, *flagged])
@@ -111,6 +117,14 @@ class DecisionQualityEvaluator:
         report it would refuse or send to a person fails here too. The severity against the
         policy's floor is the check above; the rest (grounding, claims, missing data left
         unsaid, orders in the data left unsaid) is this one."""
+        if report.problems is not None:
+            # The API's own findings when it kept the report: for a scenario made of files it
+            # judged with the release's history (the metric judge's medians, known-flaky
+            # tests), which the summary re-judged here does not show.
+            problems = [p for p in report.problems if not p.startswith("severity ")]
+            return Check(
+                name="nothing the API would flag", passed=not problems, detail="; ".join(problems)
+            )
         severity = report.severity.strip().lower()
         decision = filing.decide(
             severity=severity if severity in _SEVERITY_RANK else "low",

@@ -50,6 +50,29 @@ def test_a_report_the_api_would_flag_fails_its_trial(suite: Suite) -> None:
     assert "Metrics stable" in failed["nothing the API would flag"]
 
 
+def test_the_problems_the_api_recorded_at_filing_are_what_it_would_flag(suite: Suite) -> None:
+    # A scenario made of files is judged by the API with the release's history: its medians
+    # ("from a median of 0.1 % to 1.55 %") are not in the summary the evaluator re-judges.
+    scenario = suite.get("high_payment_failures")
+    _, good = case(TESTDATA / "good_high_payment.json")
+    report = good.filed_report()
+    assert report is not None
+
+    def scored(problems: list[str]) -> dict[str, str]:
+        recorded = good.model_copy(
+            update={"report": report.model_copy(update={"problems": problems})}
+        )
+        score = DecisionQualityEvaluator().evaluate(scenario, recorded)
+        assert score is not None
+        return {c.name: c.detail for c in score.failed_checks}
+
+    assert "nothing the API would flag" not in scored([])
+    assert "nothing the API would flag" not in scored(["severity low is below the policy's high"])
+    assert scored(["not grounded: finding 2"])["nothing the API would flag"] == (
+        "not grounded: finding 2"
+    )
+
+
 def test_the_policys_own_sentences_pass_the_apis_check_on_every_scenario(suite: Suite) -> None:
     """A small model copies the policy's evidence: those sentences must never be flagged."""
     checked = 0

@@ -65,9 +65,17 @@ def ungrounded(scenario: Scenario, transcript: Transcript, text: str) -> list[st
 
 
 def made_up_checks(
-    scenario: Scenario, transcript: Transcript, text: str, *, what: str
+    scenario: Scenario,
+    transcript: Transcript,
+    text: str,
+    *,
+    what: str,
+    grounded_elsewhere: str = "",
 ) -> list[Check]:
-    invented = ungrounded(scenario, transcript, text)
+    """Invented figures in `text` (minus `grounded_elsewhere`, text the release API already
+    grounded when it was filed), and forbidden claims in all of it."""
+    unchecked = text.replace(grounded_elsewhere, "") if grounded_elsewhere else text
+    invented = ungrounded(scenario, transcript, unchecked)
     checks = [
         Check(
             name=f"no invented figures in {what}",

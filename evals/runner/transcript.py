@@ -95,6 +95,8 @@ class FiledReport(BaseModel):
     # The severity the release API's policy gave when the report was filed: for a scenario
     # made of files, judged with the release's history, which its summary alone does not show.
     policy_severity: str | None = None
+    # What the release API found wrong with it when it was filed (None: not recorded).
+    problems: list[str] | None = None
 
     @property
     def text(self) -> str:

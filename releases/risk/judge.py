@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from types import ModuleType
@@ -304,6 +305,16 @@ def _numpy() -> ModuleType:
     import numpy
 
     return numpy
+
+
+def warm_up_in_background() -> threading.Thread:
+    """Import scipy.stats on a thread now, so that a process that will judge metrics (the
+    web server answering a run's summary, the eval runner) does not pay for the import inside
+    a request a tool waits for with a timeout (a trial's first summary of a release made of
+    files timed out at 3 s while it imported)."""
+    thread = threading.Thread(target=_scipy_stats, name="scipy-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def _scipy_stats() -> ModuleType:
