@@ -66,7 +66,7 @@ def run_evals(
             "--trials=2",
             f"--scenarios={SCENARIOS}",
             "--concurrency=8",
-            "--tool-timeout=2",
+            "--tool-timeout=6",
             "--provider=openai-compatible",
             f"--model={MODEL}",
             f"--base-url={LLM_URL}",

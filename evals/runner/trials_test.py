@@ -16,7 +16,9 @@ from tests.eval_agents import MODEL, ScriptedAgent
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LLM_URL = "http://llm.test/v1"
-FAST = {"tool_timeout_s": 2.0, "concurrency": 8}
+# The tools wait long enough for eight trials at once on a loaded 2-core machine (2 s timed out
+# filings there); the scenarios that hang do so for longer than any tool waits.
+FAST = {"tool_timeout_s": 6.0, "concurrency": 8}
 
 
 def options(**overrides: Any) -> EvalOptions:
