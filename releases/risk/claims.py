@@ -392,8 +392,11 @@ def check_claims(
     summary_read: bool | None,
     has_figures: bool,
 ) -> list[ClaimCheck]:
-    """Every claim of `text` this module recognises, checked."""
-    return [
+    """Every claim of `text` this module recognises, checked. One of the policy's own evidence
+    sentences, copied as it is, contradicts nothing: it was written from the data, and the
+    words it quotes from the data (a commit "fix(payments): round partial refunds ...") are
+    not the assessor saying that a failing test was fixed."""
+    checks = [
         *_test_claims(text, data, verdict),
         *_metric_claims(text, data, verdict),
         *_level_claims(text, verdict, has_figures),
@@ -402,3 +405,8 @@ def check_claims(
         *_missing_claims(text, verdict),
         *_order_claims(text, verdict),
     ]
+    if verdict is not None and " ".join(text.split()) in {
+        " ".join(sentence.split()) for sentence in verdict.evidence()
+    }:
+        return [check for check in checks if check.outcome == "holds"]
+    return checks

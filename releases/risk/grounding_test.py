@@ -3,12 +3,14 @@ figures, and figures that match only by coincidence."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from releases.risk.grounding import ground_report, ground_text
 from releases.risk.policy import evaluate
+from releases.risk.signal import Signal
 
 CLEAN: dict[str, Any] = {
     "changes": ["Documentation updates", "Fix typo in the footer"],
@@ -318,3 +320,39 @@ def test_missing_data_and_orders_are_checked_against_the_policy(
 ) -> None:
     part = ground_text("finding 1", text, data, evaluate(data))
     assert part.label == label, (part.evidence, part.problems)
+
+
+def test_the_policys_own_sentence_quoting_a_fix_commit_is_not_a_claim_of_a_fixed_test() -> None:
+    # The history-aware evidence quotes the commits that touch a critical area; a commit that
+    # says "fix" beside the failing test's words is the data speaking, not the assessor.
+    data = {
+        "changes": ["fix(payments): round partial refunds to the minor unit (14156b7)"],
+        "tests": {
+            "passed": 40,
+            "failed": 1,
+            "skipped": 0,
+            "failing_tests": ["payments.refunds_test::test_partial_refund_rounds_to_minor_unit"],
+        },
+        "deployment_metrics": {"error_rate": 0.001, "response_time_p95": 200},
+    }
+    quoting = (
+        "The change touches payments (payments: payments/refunds.py, the commit "
+        '"fix(payments): round partial refunds to the minor unit")'
+    )
+    policy = evaluate(data)
+    own = replace(
+        policy,
+        signals=(
+            *policy.signals,
+            Signal("critical_paths", "Changed files", "medium", True, detail=quoting),
+        ),
+    )
+    assert quoting in own.evidence()
+
+    assert ground_text("finding 1", quoting, data, own).problems == []
+    # The same words as the assessor's own, beside a sentence the policy did not write, are
+    # still checked.
+    said = quoting + ", so the partial refund rounding is fixed"
+    assert any(
+        "passes or is fixed" in p for p in ground_text("finding 1", said, data, own).problems
+    )
