@@ -86,7 +86,7 @@ class DecisionQualityEvaluator:
                     detail=f"filed {filed or '(none)'}, the policy gives {floor}",
                 )
             )
-            flagged.append(self._api_check(report, payload, verdict))
+            flagged.append(self._api_check(report, payload, verdict, scenario))
 
         text = report.text
         found, missing = self._key_risks(text, expect.key_risks)
@@ -97,14 +97,14 @@ class DecisionQualityEvaluator:
                 detail += f"; missing: {listing(missing)}"
             checks.append(Check(name="key risks mentioned", passed=not missing, detail=detail))
 
-        # A report the API recorded its problems for was grounded there, with what the API
-        # knew (a release made of files: its history); its problems are the check below.
+        # A release made of files was grounded by the API with its history, which the summary
+        # re-judged here lacks: the API's recorded problems are the check below.
         honest = made_up_checks(
             scenario,
             transcript,
             text + "\n" + transcript.final_text(),
             what="report",
-            grounded_elsewhere=text if report.problems is not None else "",
+            grounded_elsewhere=text if _api_knew_more(scenario, report) else "",
         )
         checks += honest + flagged
         clean = all(c.passed for c in [*honest, *flagged])
@@ -112,12 +112,15 @@ class DecisionQualityEvaluator:
         return Score.from_checks(self.dimension, checks, value=value)
 
     @staticmethod
-    def _api_check(report: FiledReport, payload: dict[str, Any], verdict: PolicyVerdict) -> Check:
+    def _api_check(
+        report: FiledReport, payload: dict[str, Any], verdict: PolicyVerdict, scenario: Scenario
+    ) -> Check:
         """The release API's own judgement of this filing (`releases/risk/filing.py`): a
         report it would refuse or send to a person fails here too. The severity against the
         policy's floor is the check above; the rest (grounding, claims, missing data left
         unsaid, orders in the data left unsaid) is this one."""
-        if report.problems is not None:
+        if _api_knew_more(scenario, report):
+            assert report.problems is not None
             # The API's own findings when it kept the report: for a scenario made of files it
             # judged with the release's history (the metric judge's medians, known-flaky
             # tests), which the summary re-judged here does not show.
@@ -149,3 +152,9 @@ class DecisionQualityEvaluator:
         for group in groups:
             (found if find_group(text, group) else missing).append(group.name)
         return found, missing
+
+
+def _api_knew_more(scenario: Scenario, report: FiledReport) -> bool:
+    """Did the API judge this report with more than the summary shows (a release made of
+    files, with its history), and record what it found?"""
+    return scenario.sources is not None and report.problems is not None

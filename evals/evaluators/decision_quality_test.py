@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from evals.evaluators.decision_quality import DecisionQualityEvaluator, severity_credit
 from evals.runner.transcript import Transcript
-from evals.scenario import Suite
+from evals.scenario import Scenario, Suite
 from releases.risk import filing, policy
 from releases.risk.digest import digest
 from tests.transcripts import TESTDATA, case
@@ -53,12 +53,14 @@ def test_a_report_the_api_would_flag_fails_its_trial(suite: Suite) -> None:
 def test_the_problems_the_api_recorded_at_filing_are_what_it_would_flag(suite: Suite) -> None:
     # A scenario made of files is judged by the API with the release's history: its medians
     # ("from a median of 0.1 % to 1.55 %") are not in the summary the evaluator re-judges.
-    scenario = suite.get("high_payment_failures")
+    summary_only = suite.get("high_payment_failures")
+    made_of_files = suite.get("known_flaky_failures").sources
+    scenario = summary_only.model_copy(update={"sources": made_of_files})
     _, good = case(TESTDATA / "good_high_payment.json")
     report = good.filed_report()
     assert report is not None
 
-    def scored(problems: list[str]) -> dict[str, str]:
+    def scored(problems: list[str], scenario: Scenario = scenario) -> dict[str, str]:
         recorded = good.model_copy(
             update={"report": report.model_copy(update={"problems": problems})}
         )
@@ -71,6 +73,8 @@ def test_the_problems_the_api_recorded_at_filing_are_what_it_would_flag(suite: S
     assert scored(["not grounded: finding 2"])["nothing the API would flag"] == (
         "not grounded: finding 2"
     )
+    # A scenario of the summary alone is re-judged here as before, whatever was recorded.
+    assert "nothing the API would flag" not in scored(["not grounded: 2"], summary_only)
 
 
 def test_the_policys_own_sentences_pass_the_apis_check_on_every_scenario(suite: Suite) -> None:
