@@ -23,6 +23,13 @@ from tests.llm_server import ScriptedLLM
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def _interruptible() -> None:
+    # A command started in the background by a non-interactive shell (a CI script's `... &`)
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt for it: the child
+    # gets SIGINT as a terminal's Ctrl+C would give it, whoever started the tests.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -44,6 +51,7 @@ def test_assess_cancels_its_run_when_stopped(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=_interruptible,
         )
         try:
             _wait(
@@ -92,6 +100,7 @@ def test_run_evals_cancels_its_run_when_stopped(signum: signal.Signals) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=_interruptible,
         )
         try:
             _wait(lambda: EvalRun.objects.exists() and bool(llm.requests), 90, "a trial")
