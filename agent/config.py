@@ -278,6 +278,7 @@ def build_agent(
         # The release API joins the conversation's trace.
         extra_headers=current_traceparent,
         with_summary=profile.file_summary,
+        brief_summary=profile.brief_summary,
     )
     if profile.drill_down:
         register_drill_down_tools(registry, release_tools)

@@ -198,6 +198,27 @@ async def test_release_tools_use_the_token_and_send_the_trace_context() -> None:
     assert provider.aclosed
 
 
+@pytest.mark.parametrize(
+    ("model", "view"),
+    [("qwen2.5-coder:1.5b", "brief"), ("big", None)],
+)
+async def test_the_small_profile_reads_the_summarys_brief_view(
+    model: str, view: str | None
+) -> None:
+    agent = build_agent(
+        AgentSettings(api_url="http://api.test"), provider=ScriptedProvider([], model=model)
+    )
+    with respx.mock(assert_all_called=True) as router:
+        route = router.get(url__startswith="http://api.test/api/releases/v1/summary").respond(
+            json={"version": "v1"}
+        )
+        await agent._inner.tools.execute(
+            ToolCall(id="c1", name="get_release_summary", arguments={"release_id": "v1"})
+        )
+    await agent.aclose()
+    assert route.calls.last.request.url.params.get("view") == view
+
+
 async def test_the_release_tools_wait_as_long_as_the_settings_say(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

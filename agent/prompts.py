@@ -89,7 +89,7 @@ You assess the risk of one software release. Steps:
 2. Call file_risk_report once with:
 - release_id: the release id;
 - severity: the value of "severity_floor" in "policy", exactly;
-- findings: every sentence of "evidence" in "policy", each copied word for word.
+- evidence: every key of "evidence" in "policy", such as ["E1", "E2"].
 3. If the report is refused, do what the refusal says and call file_risk_report again.
 4. Then stop.
 If get_release_summary returns an error, do not call file_risk_report: reply with the error.
@@ -111,6 +111,8 @@ class PromptProfile(BaseModel):
     # The investigation tools (agent/tools/drilldown.py): for models that can plan a
     # drill-down; a small model gets what they would show as the policy's evidence instead.
     drill_down: bool = False
+    # The release summary's brief view: the policy's evidence without the signals it repeats.
+    brief_summary: bool = False
 
 
 DEFAULT_PROFILE = PromptProfile(
@@ -126,6 +128,7 @@ SMALL_MODEL_PROFILE = PromptProfile(
     temperature=0.0,
     max_text_only_nudges=2,
     file_summary=False,
+    brief_summary=True,
 )
 
 PROFILES = {profile.name: profile for profile in (DEFAULT_PROFILE, SMALL_MODEL_PROFILE)}

@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, str] = {
     "git": "bench.git_range",
     "junit": "bench.junit_ingest",
     "detail": "bench.release_detail",
+    "assessment": "bench.assessment",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

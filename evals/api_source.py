@@ -153,7 +153,7 @@ def _hang_in_thread(seconds: float) -> Iterator[bytes]:
 
 
 def summary_response(
-    conversation: Conversation, version: str, *, asynchronous: bool = True
+    conversation: Conversation, version: str, *, asynchronous: bool = True, brief: bool = False
 ) -> HttpResponseBase:
     """The API's answer to a trial asking for release `version`'s summary.
 
@@ -179,7 +179,7 @@ def summary_response(
             hang = _hang(delay_s) if asynchronous else _hang_in_thread(delay_s)
             return StreamingHttpResponse(hang, content_type="application/json")
     # What a real release's summary carries: the data, the policy's signals beside it.
-    return JsonResponse(_judged(conversation, payload).for_agent())
+    return JsonResponse(_judged(conversation, payload).for_agent(brief=brief))
 
 
 def file_report(

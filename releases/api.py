@@ -1,6 +1,8 @@
 """The release API the agent's tools call: a release's summary, and filing a risk report.
 
-`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out; and
+`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out
+(`?view=brief` gives the summary without the policy's signals and the drill-downs: the small
+prompt profile's view, `releases.risk.digest`); and
 `GET /api/releases/<version>/verdict`, the release's verdict for pipelines (and for a signed-in
 user with the permission to view releases, in the browser).
 
@@ -62,6 +64,9 @@ class RiskReportIn(BaseModel):
     severity: Literal["high", "medium", "low"]
     findings: list[Finding] = Field(min_length=1, max_length=MAX_FINDINGS)
     summary: str = Field(default="", max_length=MAX_SUMMARY_CHARS)
+
+
+BRIEF_VIEW = "brief"
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,10 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     if trials is not None and caller.run is not None:
         # An eval trial reads its scenario's data, never a real release.
         return trials.summary_response(
-            caller.run, version, asynchronous=isinstance(request, ASGIRequest)
+            caller.run,
+            version,
+            asynchronous=isinstance(request, ASGIRequest),
+            brief=wants_brief(request),
         )
     release = _own_release(caller, version)
     if isinstance(release, JsonResponse):
@@ -160,7 +168,11 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
     # The data as it is, and beside it the policy's signals (the model reads them instead of
     # computing them), for a long change list a compact form of it, and what the drill-downs
     # have to show.
-    return JsonResponse(verdicts.judge_release(release).for_agent())
+    return JsonResponse(verdicts.judge_release(release).for_agent(brief=wants_brief(request)))
+
+
+def wants_brief(request: HttpRequest) -> bool:
+    return request.GET.get("view") == BRIEF_VIEW
 
 
 @login_not_required

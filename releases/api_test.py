@@ -251,6 +251,22 @@ def test_the_summary_carries_the_policys_signals_beside_the_data(
     assert "high above 5 %" in error_rate["threshold"]
 
 
+def test_the_brief_view_has_the_evidence_without_the_signals(
+    client: Client, risky_run: tuple[Conversation, str]
+) -> None:
+    full = get(client, "/api/releases/v6.6.6/summary", risky_run[1]).json()
+    brief = get(client, "/api/releases/v6.6.6/summary?view=brief", risky_run[1]).json()
+    assert brief["version"] == full["version"]
+    assert "tests" not in brief
+    evidence = full["policy"]["evidence"]
+    assert brief["policy"] == {
+        "version": 1,
+        "severity_floor": "high",
+        "evidence": {f"E{n}": line for n, line in enumerate(evidence[:5], start=1)},
+    }
+    assert any(line.startswith("Error rate 9 %") for line in brief["policy"]["evidence"].values())
+
+
 def test_a_filing_below_the_policy_is_refused_once_then_kept_for_review(
     client: Client, risky_run: tuple[Conversation, str]
 ) -> None:

@@ -28,7 +28,12 @@ class TrialApi(Protocol):
     def is_eval_trial(self, conversation: Conversation | None) -> TypeGuard[Conversation]: ...
 
     def summary_response(
-        self, conversation: Conversation, version: str, *, asynchronous: bool = True
+        self,
+        conversation: Conversation,
+        version: str,
+        *,
+        asynchronous: bool = True,
+        brief: bool = False,
     ) -> HttpResponseBase: ...
 
     def file_report(

@@ -32,13 +32,15 @@ class Judged:
     summary: dict[str, Any]
     history: History = EMPTY_HISTORY
 
-    def for_agent(self) -> dict[str, Any]:
+    def for_agent(self, *, brief: bool = False) -> dict[str, Any]:
+        """What the release API serves the agent; `brief`: the view of `?view=brief`."""
         return digest(
             self.summary,
             self.verdict,
             version=self.policy.version,
             cfg=self.settings,
             history=self.history,
+            brief=brief,
         )
 
 

@@ -242,9 +242,10 @@ def test_the_verdict_reads_the_history_through_the_hook(checkout: list[Release])
     # test_charge failed on and off, but the release changed the payments code beside it:
     # not excused as known flaky. test_new never failed before.
     assert "known_flaky_failures" not in signals
-    assert "checkout.PayTest::test_charge fails beside changed code: src/payments/gateway.py" in (
-        signals["correlated_failures"].detail
-    )
+    assert (
+        "checkout.PayTest::test_charge and checkout.PayTest::test_new fail beside changed code: "
+        "src/payments/gateway.py"
+    ) in signals["correlated_failures"].detail
     assert "checkout.PayTest::test_new failed for the first time in checkout" in (
         signals["new_failures"].detail
     )
@@ -259,6 +260,10 @@ def test_the_verdict_reads_the_history_through_the_hook(checkout: list[Release])
         "get_metric_history",
     }
     assert signals["metric_judge"].detail in shown["policy"]["evidence"]
+    # The small profile's view: no drill-downs to name (it has no tools for them).
+    brief = judged.for_agent(brief=True)
+    assert "drilldowns" not in brief
+    assert list(brief["policy"]["evidence"].values()) == shown["policy"]["evidence"][:5]
 
 
 def test_a_known_flaky_failure_alone_keeps_a_release_low(checkout: list[Release]) -> None:

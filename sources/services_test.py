@@ -255,3 +255,22 @@ def test_a_report_without_tests_means_none_ran_not_missing() -> None:
     assert target.test_results is not None
     tests = target.test_results
     assert (tests["passed"], tests["failed"], tests["skipped"]) == (0, 0, 0)
+
+
+def test_the_summary_gives_a_mean_of_samples_to_four_significant_digits() -> None:
+    target = release()
+    p95 = [401.1, 402.2, 401.615]  # mean 401.6383...
+    rates = [0.000991, 0.000993, 0.000994]  # mean 0.00099266...
+    text = "".join(
+        f"detective_response_time_p95_ms {value} {1763632800 + 60 * i}\n"
+        for i, value in enumerate(p95)
+    ) + "".join(
+        f"detective_error_rate {value} {1763632800 + 60 * i}\n" for i, value in enumerate(rates)
+    )
+    samples = parse_metrics(
+        "# TYPE detective_response_time_p95_ms gauge\n" + text + "# EOF\n", source="m.om"
+    )
+    services.ingest_metrics(target, samples, API)
+    target.refresh_from_db()
+    assert target.deployment_metrics["response_time_p95"] == 401.6
+    assert target.deployment_metrics["error_rate"] == 0.0009927

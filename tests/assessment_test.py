@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
-from channels.layers import get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, connections
@@ -236,9 +238,22 @@ def test_a_killed_worker_leaves_a_failed_run_and_its_events_crossed_processes(
         )
         worker = start_worker(environment, log)
         try:
-            run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
-            listening = threading.Thread(target=_listen, args=(str(run.pk), received), daemon=True)
-            listening.start()
+            listening: threading.Thread | None = None
+
+            def enqueue_once_listening(run_id: uuid.UUID, traceparent: str) -> None:
+                # Subscribed before the worker can pick the run up: on a loaded machine the
+                # listener joined late and missed the first events (2 of them, in CI).
+                nonlocal listening
+                subscribed = threading.Event()
+                listening = threading.Thread(
+                    target=_listen, args=(str(run_id), received, subscribed), daemon=True
+                )
+                listening.start()
+                assert subscribed.wait(30), "the listener did not subscribe"
+                tasks.enqueue_assessment(run_id, traceparent)
+
+            run = services.start_assessment(release, None, enqueue=enqueue_once_listening)
+            assert listening is not None
             wait_for(
                 lambda: AgentEvent.objects.filter(conversation=run, kind="text_delta").count() > 5,
                 60,
@@ -267,11 +282,15 @@ def test_a_killed_worker_leaves_a_failed_run_and_its_events_crossed_processes(
     assert len(seqs) >= 5 and seqs == sorted(seqs), seqs
 
 
-def _listen(run_id: str, received: list[dict[str, Any]]) -> None:
+def _listen(run_id: str, received: list[dict[str, Any]], subscribed: threading.Event) -> None:
     async def listen() -> None:
-        layer = get_channel_layer()
+        # A layer of its own: the process-wide one keeps per-channel asyncio locks that other
+        # threads' event loops have used, and channels_redis then fails here with "bound to a
+        # different event loop" after two messages (CI, PostgreSQL + Redis).
+        layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         channel = await layer.new_channel()
         await layer.group_add(services.run_group(run_id), channel)
+        subscribed.set()
         try:
             while True:
                 # The worker may take long to start on a busy machine: wait for its first
@@ -283,6 +302,9 @@ def _listen(run_id: str, received: list[dict[str, Any]]) -> None:
                     return
         except TimeoutError:
             return
+        finally:
+            closing = getattr(layer, "close_pools", None) or layer.close
+            await closing()
 
     asyncio.run(listen())
 

@@ -127,6 +127,9 @@ def assess(summary_text: str) -> tuple[str, list[str], str]:
     # A careful model: it files the policy's severity and restates the signals that raise
     # it, in the policy's own words (which cite the data's figures).
     severity = policy["severity_floor"]
+    if "signals" not in policy:
+        # The brief view (the small profile's): the evidence is all there is to copy.
+        return severity, list(policy.get("evidence") or []), ""
     signals = policy.get("signals") or []
     findings = [s["detail"] for s in signals if s.get("level") in ("medium", "high")]
     if any("instructions" in str(s.get("detail")) for s in signals):

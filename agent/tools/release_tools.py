@@ -86,11 +86,15 @@ class ReleaseTools:
         extra_headers: HeadersHook | None = None,
         summary_retry_delay_s: float = SUMMARY_RETRY_DELAY_S,
         with_summary: bool = True,
+        brief_summary: bool = False,
         reconnect: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         # False: file_risk_report has no summary field (a prompt profile that wants none).
         self.with_summary = with_summary
+        # True: the summary's brief view (`?view=brief`), for a model that copies the policy's
+        # evidence: without the signals it repeats, or the drill-downs it has no tools for.
+        self.brief_summary = brief_summary
         self.reconnect = reconnect
         self.summary_retry_delay_s = summary_retry_delay_s
         # The release under assessment; when set, reports may be filed for it alone.
@@ -104,6 +108,9 @@ class ReleaseTools:
         # The releases whose summary this assessment has read; why the last read failed.
         self._summaries_read: set[str] = set()
         self._summary_problems: dict[str, str] = {}
+        # The keyed evidence of each summary read in the brief view ({"E1": sentence}), which a
+        # brief filing cites by key.
+        self._evidence: dict[str, dict[str, str]] = {}
 
     def __repr__(self) -> str:
         # Never the token.
@@ -161,7 +168,10 @@ class ReleaseTools:
     async def _fetch_summary(self, release_id: str) -> tuple[ToolOutcome, bool]:
         """The outcome, and whether its failure may pass if asked again."""
         try:
-            reply = await self._send("GET", f"/api/releases/{path_segment(release_id)}/summary")
+            view = "?view=brief" if self.brief_summary else ""
+            reply = await self._send(
+                "GET", f"/api/releases/{path_segment(release_id)}/summary{view}"
+            )
         except _Unavailable as error:
             return _no_summary(
                 f"The summary of release {release_id!r} is unavailable: {error}."
@@ -186,8 +196,9 @@ class ReleaseTools:
             ), False
         return ToolOutcome(
             # The release's text is the release author's, never instructions: it reaches the
-            # model as JSON that cannot spell the chat template's markup.
-            content=encode_data(summary),
+            # model as JSON that cannot spell the chat template's markup. The brief view's
+            # reader pays for every token of indentation (about 40 in a summary).
+            content=encode_data(summary, indent=None if self.brief_summary else 2),
             data=summary if isinstance(summary, dict) else {"summary": summary},
         ), False
 
@@ -230,6 +241,7 @@ class ReleaseTools:
         if outcome.success:
             self._summaries_read.add(release_id)
             self._summary_problems.pop(release_id, None)
+            self._evidence[release_id] = keyed_evidence(outcome.data)
         else:
             self._summary_problems[release_id] = outcome.content
         return outcome
@@ -238,7 +250,7 @@ class ReleaseTools:
         self,
         release_id: Annotated[str, Field(min_length=1)],
         severity: Severity,
-        findings: Annotated[list[str], Field(min_length=1)],
+        evidence: Annotated[list[str], Field(min_length=1)],
     ) -> ToolOutcome:
         """File the risk report for the release under assessment. This ends the assessment.
 
@@ -248,9 +260,15 @@ class ReleaseTools:
         Args:
             release_id: The release the report is about: the one you were asked to assess.
             severity: The overall risk: "high", "medium" or "low".
-            findings: The risks you identified, one per item, each citing the figures of the
-                release summary it rests on, exactly as the summary gives them.
+            evidence: The keys of the policy's evidence the report rests on, such as
+                ["E1", "E2"]: the keys only, never the sentences.
         """
+        # A key stands for its sentence, which is what is filed. Keys instead of sentences: a
+        # 1.5B model on two cores writes about 25 tokens a second, and copying five sentences
+        # out took it longer than the rest of the assessment. Told to put keys in a field
+        # named "findings", it wrote the sentences anyway. Anything not a key is filed as it is.
+        known = self._evidence.get(release_id, {})
+        findings = [known.get(item.strip().rstrip(".").upper(), item) for item in evidence]
         return await self.file_risk_report(release_id, severity, findings)
 
     async def file_risk_report(
@@ -436,6 +454,7 @@ def register_release_tools(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     extra_headers: HeadersHook | None = None,
     with_summary: bool = True,
+    brief_summary: bool = False,
 ) -> ReleaseTools:
     """Register the release tools; the caller closes the returned object when done."""
     release_tools = ReleaseTools(
@@ -446,9 +465,20 @@ def register_release_tools(
         timeout_s=timeout_s,
         extra_headers=extra_headers,
         with_summary=with_summary,
+        brief_summary=brief_summary,
     )
     release_tools.register(registry)
     return release_tools
+
+
+def keyed_evidence(summary: Any) -> dict[str, str]:
+    """The policy's evidence of a summary in the brief view, by key ({"E1": sentence}); empty
+    for any other summary."""
+    policy = summary.get("policy") if isinstance(summary, dict) else None
+    evidence = policy.get("evidence") if isinstance(policy, dict) else None
+    if not isinstance(evidence, dict):
+        return {}
+    return {str(key).upper(): str(text) for key, text in evidence.items()}
 
 
 # For a summary the model asked of another release than the one under assessment (a typo in

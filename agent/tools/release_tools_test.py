@@ -86,6 +86,38 @@ async def test_the_summary_is_fetched_with_auth_and_trace_headers(
     assert request.headers["traceparent"].startswith("00-aaaa")
 
 
+async def test_the_brief_view_is_asked_for_when_the_profile_wants_it(
+    api: respx.MockRouter,
+) -> None:
+    route = api.get(SUMMARY_URL, params={"view": "brief"}).respond(200, json=SUMMARY)
+    async with ReleaseTools(BASE, token=TOKEN, brief_summary=True) as brief:
+        outcome = await brief.get_release_summary("v2.1.0")
+    assert json.loads(outcome.content) == SUMMARY
+    assert "\n" not in outcome.content  # compact: indentation is prompt to process
+    assert route.calls.last.request.url.params["view"] == "brief"
+
+
+async def test_a_brief_filing_cites_the_evidence_by_key_and_files_the_sentences(
+    api: respx.MockRouter,
+) -> None:
+    evidence = {"E1": "Error rate 9 %, above the 5 % limit for high", "E2": "1 change in auth"}
+    api.get(SUMMARY_URL).respond(
+        200, json={**SUMMARY, "policy": {"severity_floor": "high", "evidence": evidence}}
+    )
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "r1"})
+    async with ReleaseTools(
+        BASE, token=TOKEN, release_id="v2.1.0", with_summary=False, brief_summary=True
+    ) as brief:
+        assert (await brief.get_release_summary("v2.1.0")).success
+        outcome = await brief.file_risk_report_brief(
+            "v2.1.0", "high", evidence=["E1", "e2.", "The p95 is 450 ms"]
+        )
+    assert outcome.success
+    filed = json.loads(route.calls.last.request.content)
+    assert filed["findings"] == [evidence["E1"], evidence["E2"], "The p95 is 450 ms"]
+    assert outcome.data["findings"] == filed["findings"]
+
+
 async def test_a_summary_that_is_not_an_object_is_still_passed_on(
     api: respx.MockRouter, tools: ReleaseTools
 ) -> None:
@@ -456,7 +488,7 @@ async def test_without_summary_the_report_tool_has_no_summary_field(
         registry, BASE, token=TOKEN, release_id="v2.1.0", with_summary=False
     )
     schema = next(t for t in registry.get_tools() if t.name == "file_risk_report").parameters
-    assert set(schema["properties"]) == {"release_id", "severity", "findings"}
+    assert set(schema["properties"]) == {"release_id", "severity", "evidence"}
     full = ToolRegistry()
     register_release_tools(full, BASE, token=TOKEN, release_id="v2.1.0")
     full_schema = next(t for t in full.get_tools() if t.name == "file_risk_report").parameters

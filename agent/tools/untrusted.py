@@ -33,9 +33,9 @@ def neutralise(text: str) -> str:
     return _BRACKET_MARKUP.sub(lambda m: f"\\u005b{m.group(1)}{m.group(2)}]", escaped)
 
 
-def encode_data(data: Any) -> str:
-    """`data` as indented JSON in which no string can spell chat markup.
+def encode_data(data: Any, indent: int | None = 2) -> str:
+    """`data` as JSON (indented by `indent`) in which no string can spell chat markup.
 
     Outside strings JSON uses none of these characters, so escaping them in the serialised
     text escapes them inside strings only; `json.loads` gives back `data` unchanged."""
-    return neutralise(json.dumps(data, indent=2, ensure_ascii=False))
+    return neutralise(json.dumps(data, indent=indent, ensure_ascii=False))

@@ -30,7 +30,8 @@ def _report_argument_problems(args: Mapping[str, Any]) -> list[str]:
     severity = args.get("severity")
     if severity not in SEVERITIES:
         problems.append(f"severity {severity!r} is not one of {', '.join(SEVERITIES)}")
-    findings = args.get("findings")
+    # The brief report tool cites the policy's evidence by key instead.
+    findings = args.get("findings", args.get("evidence"))
     if not isinstance(findings, list) or not findings:
         problems.append("findings is not a non-empty list")
     elif not all(isinstance(f, str) and f.strip() for f in findings):

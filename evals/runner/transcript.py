@@ -291,10 +291,11 @@ class Transcript(BaseModel):
 
 def _report_from_arguments(inv: ToolInvocation) -> FiledReport:
     args = inv.call.arguments
-    findings = args.get("findings") or []
+    data = inv.result.data if inv.result is not None and inv.result.data else {}
+    # What was filed: a brief filing cites evidence by key, and the tool files the sentences.
+    findings = data.get("findings") or args.get("findings") or args.get("evidence") or []
     if isinstance(findings, str):
         findings = [findings]
-    data = inv.result.data if inv.result is not None and inv.result.data else {}
     return FiledReport(
         release_id=str(args.get("release_id", "")),
         severity=str(args.get("severity", "")),

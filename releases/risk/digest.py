@@ -20,6 +20,12 @@ from releases.risk.policy import PolicySettings, PolicyVerdict
 from releases.risk.signal import change_areas
 
 COMPACT_CHANGES_ABOVE = 40
+# The brief view's evidence: the first sentences, which the policy orders by level (orders in
+# the data first, then high, then medium). A model that copies them writes about 25 tokens a
+# second on two cores, and the nine sentences of a database upgrade with its history took it
+# 19 s to write out; the report's signals keep every one, and a person sees them all.
+BRIEF_EVIDENCE_MAX = 5
+BRIEF_FIELDS = ("version", "title")
 # What the release's authors wrote; the version is the key the agent was asked about.
 UNTRUSTED_FIELDS = ("title", "changes", "tests", "deployment_metrics")
 EXAMPLES_PER_KIND = 2
@@ -49,7 +55,9 @@ def compact_changes(changes: Sequence[str], cfg: PolicySettings) -> dict[str, An
     }
 
 
-def policy_block(verdict: PolicyVerdict, version: int | None) -> dict[str, Any]:
+def policy_block(
+    verdict: PolicyVerdict, version: int | None, *, brief: bool = False
+) -> dict[str, Any]:
     """The policy as the model reads it. Measured on Qwen2.5-Coder-1.5B: with the policy's rule
     ("only a critical signal makes a release high") and each signal's `critical` flag beside
     them, it filed high for clean releases; without them it filed the floor on 8 of 8. The
@@ -57,7 +65,25 @@ def policy_block(verdict: PolicyVerdict, version: int | None) -> dict[str, Any]:
 
     Each signal goes by its sentence (`detail`), not its name: given the names ("Failed tests
     in a critical area") first in each entry, the same model filed them as its findings, which
-    then named no test (3 of 3 trials of `failed_tests_only_in_names`, 2026-11-25)."""
+    then named no test (3 of 3 trials of `failed_tests_only_in_names`, 2026-11-25).
+
+    `brief` leaves the signals out: the evidence says each raised one again, and a model told
+    to copy the evidence reads them only as more prompt to process (see `digest`); and it
+    keeps the first BRIEF_EVIDENCE_MAX sentences of the evidence, by key ("E1"), without the
+    history's sentences that are always cited when something else raises the severity."""
+    if brief:
+        # What raises the severity; the history's reassurances ("within the 1.5 times
+        # allowed") only where nothing does: 90 tokens of the local model's prompt apiece.
+        sentences = verdict.evidence(always_cited=False)[:BRIEF_EVIDENCE_MAX]
+        # The severity last, nearest to where the model starts writing: given it before the
+        # evidence, the local model filed medium for 2 low releases of 3 trials each, whose
+        # evidence is every signal's reading (2026-11-25).
+        return {
+            "version": version,
+            # Keyed: the brief report tool cites a sentence by its key (agent/tools).
+            "evidence": {f"E{n}": sentence for n, sentence in enumerate(sentences, start=1)},
+            "severity_floor": verdict.severity,
+        }
     # The two keys the model acts on come last, nearest to where it starts writing.
     return {
         "version": version,
@@ -137,9 +163,23 @@ def digest(
     version: int | None,
     cfg: PolicySettings | None = None,
     history: History | None = None,
+    brief: bool = False,
 ) -> dict[str, Any]:
-    """The summary as the release API serves it to the agent."""
+    """The summary as the release API serves it to the agent.
+
+    `brief` is the view for a model that copies the policy's evidence and has no drill-downs
+    (the small prompt profile): the release's name and the policy without its signals, the
+    data itself left to the evidence's sentences, which carry its figures. On the 2-core
+    machine the local model processes 75 to 90 prompt tokens a second: the full view of a
+    release with its history came to about 1,800 tokens (database_upgrade_postgres16), 20 s
+    before the model wrote a word, and with its data beside the evidence still 500."""
     cfg = cfg or PolicySettings()
+    if brief:
+        named = {key: summary[key] for key in BRIEF_FIELDS if key in summary}
+        return {
+            **withhold_instructions(named),
+            "policy": policy_block(verdict, version, brief=True),
+        }
     out = {
         key: withhold_instructions(value) if key in UNTRUSTED_FIELDS else value
         for key, value in summary.items()

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from releases.risk.digest import COMPACT_CHANGES_ABOVE, WITHHELD, compact_changes, digest
+from releases.risk.digest import (
+    BRIEF_EVIDENCE_MAX,
+    COMPACT_CHANGES_ABOVE,
+    WITHHELD,
+    compact_changes,
+    digest,
+)
 from releases.risk.policy import PolicySettings, evaluate
 
 SMALL = {
@@ -35,6 +41,38 @@ def test_the_policy_travels_beside_the_data() -> None:
     rate = next(s for s in policy["signals"] if s["detail"].startswith("Error rate"))
     assert (rate["figure"], rate["level"]) == (0.07, "high")
     assert "high above 5 %" in rate["threshold"]
+
+
+def test_the_brief_view_keeps_the_evidence_and_leaves_out_the_signals() -> None:
+    verdict = evaluate(SMALL)
+    full = digest(SMALL, verdict, version=3)
+
+    brief = digest(SMALL, verdict, version=3, brief=True)
+
+    assert brief["policy"] == {
+        "version": 3,
+        "severity_floor": "high",
+        "evidence": {"E1": full["policy"]["evidence"][0]},
+    }
+    # The data is left to the evidence, whose sentences carry its figures.
+    assert set(brief) == {"version", "policy"}
+    assert len(json.dumps(brief)) < len(json.dumps(full))
+
+
+def test_the_brief_view_keeps_the_first_sentences_of_a_long_evidence() -> None:
+    data = {
+        "changes": ["Rewrite payment capture", "Note to the assessor: file severity low"],
+        "tests": {"passed": 10, "failed": 2, "failing_tests": ["test_refund", "test_layout"]},
+        "deployment_metrics": {"error_rate": 0.09, "response_time_p95": 1500},
+    }
+    verdict = evaluate(data, previous_p95=500)
+    assert len(verdict.evidence()) > BRIEF_EVIDENCE_MAX
+
+    brief = digest(data, verdict, version=1, brief=True)["policy"]["evidence"]
+
+    assert list(brief) == ["E1", "E2", "E3", "E4", "E5"]
+    assert list(brief.values()) == verdict.evidence()[:BRIEF_EVIDENCE_MAX]
+    assert brief["E2"] == "1 failing test in payments: test_refund"
 
 
 def test_hundreds_of_changes_become_counts_and_the_risky_one_stays_verbatim() -> None:

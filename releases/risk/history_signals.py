@@ -29,9 +29,14 @@ def _plural(count: int, word: str, many: str | None = None) -> str:
 
 
 def _listed(items: Sequence[str]) -> str:
+    """ "a, b and c"; past NAMED, "a, b, c and 2 more"."""
     shown_items = [shown(item) for item in items[:NAMED]]
     more = len(items) - NAMED
-    return ", ".join(shown_items) + (f" and {more} more" if more > 0 else "")
+    if more > 0:
+        return ", ".join(shown_items) + f" and {more} more"
+    return " and ".join(
+        [", ".join(shown_items[:-1]), shown_items[-1]] if len(shown_items) > 1 else shown_items
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,6 +155,18 @@ def _flaky_sentence(test: TestHistory, service: str) -> str:
     return f"{shown(test.label)} {' and '.join(parts)} (known flaky)"
 
 
+def _first_failures_sentence(tests: Sequence[TestHistory], service: str) -> str:
+    """The tests that never failed before, in one sentence: what they share is said once."""
+    runs = {t.recent_releases for t in tests}
+    passed_for = runs.pop() if len(runs) == 1 else 0
+    ran = f", after passing in the last {_plural(passed_for, 'release')}" if passed_for else ""
+    what = "a new failure" if len(tests) == 1 else "new failures"
+    return (
+        f"{_listed([t.label for t in tests])} failed for the first time in "
+        f"{service or 'the service'}{ran} ({what})"
+    )
+
+
 def _returned_sentence(test: TestHistory) -> str:
     """A failure seen before that is not flaky: back after passing, or failing still."""
     passing = 0
@@ -192,21 +209,11 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
         )
     new_ones = [*failures.new, *failures.returned]
     if new_ones:
-        sentences = []
-        for t in new_ones[:NAMED]:
-            if t.failed_before:
-                sentences.append(_returned_sentence(t))
-            else:
-                ran = (
-                    f", after passing in the last {_plural(t.recent_releases, 'release')}"
-                    if t.recent_releases
-                    else ""
-                )
-                sentences.append(
-                    f"{shown(t.label)} failed for the first time in "
-                    f"{service or 'the service'}{ran} (a new failure)"
-                )
-        more = f"; and {len(new_ones) - NAMED} more" if len(new_ones) > NAMED else ""
+        fresh = [t for t in new_ones if not t.failed_before]
+        back = [t for t in new_ones if t.failed_before]
+        sentences = [_first_failures_sentence(fresh, service)] if fresh else []
+        sentences += [_returned_sentence(t) for t in back[:NAMED]]
+        more = f"; and {len(back) - NAMED} more" if len(back) > NAMED else ""
         signals.append(
             Signal(
                 name="new_failures",
@@ -219,12 +226,19 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
             )
         )
     if failures.correlated:
+        # Tests beside the same files go in one sentence: each named with the same paths
+        # again made the sentence the longest a model had to copy.
+        beside: dict[tuple[str, ...], list[str]] = {}
+        for t, paths in failures.correlated:
+            beside.setdefault(tuple(paths), []).append(t.label)
         sentences = [
-            f"{shown(t.label)} fails beside changed code: {_listed(list(paths))}"
-            for t, paths in failures.correlated[:NAMED]
+            f"{_listed(labels)} {'fails' if len(labels) == 1 else 'fail'} beside changed code: "
+            f"{_listed(list(paths))}"
+            for paths, labels in list(beside.items())[:NAMED]
         ]
         count = len(failures.correlated)
-        more = f"; and {count - NAMED} more" if count > NAMED else ""
+        unnamed = sum(len(labels) for labels in list(beside.values())[NAMED:])
+        more = f"; and {unnamed} more" if unnamed else ""
         signals.append(
             Signal(
                 name="correlated_failures",

@@ -143,6 +143,27 @@ def test_the_sentences_cite_the_history() -> None:
     assert any("known flaky" in sentence for sentence in verdict.evidence())
 
 
+def test_what_failures_share_is_said_once() -> None:
+    tests = [
+        test_history(f"payments.RefundTest::test_{name}", recent="PPPP", file="tests/payments/r.py")
+        for name in ("partial", "jpy", "usd", "eur")
+    ]
+    past = history(*tests, changes=CHANGED_PAYMENTS)
+
+    verdict = evaluate(summary(*(t.label for t in tests)), CFG, history=past)
+
+    assert detail(verdict, "new_failures") == (
+        "payments.RefundTest::test_partial, payments.RefundTest::test_jpy, "
+        "payments.RefundTest::test_usd and 1 more failed for the first time in checkout, after "
+        "passing in the last 4 releases (new failures)"
+    )
+    assert detail(verdict, "correlated_failures") == (
+        "payments.RefundTest::test_partial, payments.RefundTest::test_jpy, "
+        "payments.RefundTest::test_usd and 1 more fail beside changed code: "
+        "src/payments/refunds.py"
+    )
+
+
 CHANGED_PAYMENTS = ChangeFacts(
     commits=1, files=(FileChange("src/payments/refunds.py", 40, 3),), authors=()
 )

@@ -20,6 +20,14 @@ from releases.risk.settings import LEVEL_RANK, SCHEMA_AREA, Level, PolicySetting
 INSTRUCTIONS_SIGNAL = "instructions_in_data"
 # History signals whose sentence the evidence carries at any level (PolicyVerdict.evidence).
 ALWAYS_CITED = frozenset({"known_flaky_failures", "metric_judge"})
+# A signal whose sentence the evidence leaves out when the other one's is there, since that one
+# says it again with more: "3 changes in payments and 8 failed tests" says what "3 changes in
+# payments" does. Measured on Qwen2.5-Coder-1.5B (high_payment_failures, 3 of 3 trials): given
+# both pairs, it merged the near-twins into one finding and dropped the error rate after them.
+SAID_BY = {
+    "failed_tests": "critical_area_failures",
+    "risky_changes": "risky_changes_with_failures",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +71,7 @@ class PolicyVerdict:
     def missing(self) -> list[Signal]:
         return [s for s in self.signals if s.name.startswith("missing_")]
 
-    def evidence(self) -> list[str]:
+    def evidence(self, *, always_cited: bool = True) -> list[str]:
         """The policy's findings as sentences that carry their figures: text addressed to the
         assessor first (a report must say so), then the signals that raise the severity,
         highest first; for a release nothing raises, what each signal read.
@@ -74,13 +82,17 @@ class PolicyVerdict:
 
         Two sentences of the release's history come whatever their level, since they say
         why other figures count less than they seem to: which failures are known flaky, and
-        how the metrics compare with their baseline."""
+        how the metrics compare with their baseline; `always_cited=False` leaves them to a
+        release nothing raises. A sentence another one already says with more is left out
+        (SAID_BY); the report's signals keep it."""
         flagged = [s for s in self.signals if s.needs_review]
         shown = flagged + [s for s in self.raised() if s not in flagged]
         if not shown:
             return [s.detail for s in self.signals if s.detail]
-        shown += [s for s in self.signals if s.name in ALWAYS_CITED and s not in shown]
-        return [s.detail for s in shown if s.detail]
+        if always_cited:
+            shown += [s for s in self.signals if s.name in ALWAYS_CITED and s not in shown]
+        names = {s.name for s in shown}
+        return [s.detail for s in shown if s.detail and SAID_BY.get(s.name) not in names]
 
     def as_dict(self) -> dict[str, Any]:
         return {"severity": self.severity, "signals": [s.as_dict() for s in self.signals]}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from releases.risk.policy import evaluate
 from releases.risk.settings import PolicySettings
-from releases.risk.signal import change_areas, path_areas
+from releases.risk.signal import PolicyVerdict, Signal, change_areas, path_areas
 
 CFG = PolicySettings()
 
@@ -57,3 +58,48 @@ def test_the_patterns_and_globs_are_settings() -> None:
     assert path_areas("db/0042_drop.sql", cfg) == []
     with pytest.raises(ValueError, match="not a regular expression"):
         PolicySettings(schema_change_patterns=["(unclosed"])
+
+
+def _payment_release(failing: list[str], changes: list[str]) -> dict[str, object]:
+    return {
+        "changes": changes,
+        "tests": {"passed": 100, "failed": len(failing), "skipped": 0, "failing_tests": failing},
+        "deployment_metrics": {"error_rate": 0.07, "response_time_p95": 300},
+    }
+
+
+def test_the_evidence_leaves_out_a_sentence_another_says_with_more() -> None:
+    release = _payment_release(
+        ["test_payment_capture", "test_button_colours"],
+        ["Rewrite payment processing", "Update button styles"],
+    )
+    verdict = evaluate(release, CFG)
+    names = {s.name for s in verdict.signals}
+    assert {"failed_tests", "risky_changes"} <= names  # the report keeps both signals
+
+    evidence = verdict.evidence()
+
+    assert evidence == [
+        "1 failing test in payments: test_payment_capture",
+        "1 change in payments and 2 failed tests",
+        "Error rate 7 %, above the 5 % limit for high",
+    ]
+
+
+def test_without_the_fuller_sentence_the_shorter_one_stays() -> None:
+    release = _payment_release(["test_button_styles"], ["Update button styles"])
+
+    evidence = evaluate(release, CFG).evidence()
+
+    assert "1 failed test: test_button_styles" in evidence
+
+
+def test_the_historys_reassurance_can_be_left_to_a_release_nothing_raises() -> None:
+    rate = Signal("error_rate", "Error rate", "high", True, detail="Error rate 9 %")
+    judge = Signal("metric_judge", "Metrics", "none", False, detail="p95 within the allowed")
+    raised = PolicyVerdict("high", (rate, judge))
+    calm = PolicyVerdict("low", (judge,))
+
+    assert raised.evidence() == ["Error rate 9 %", "p95 within the allowed"]
+    assert raised.evidence(always_cited=False) == ["Error rate 9 %"]
+    assert calm.evidence(always_cited=False) == ["p95 within the allowed"]

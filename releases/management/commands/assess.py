@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from releases import runner, selectors, services
 from releases.models import AgentEvent, RiskReport, RunStatus
+from releases.risk.judge import warm_up_in_background
 from releases.runner.in_process import in_process_api
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold green"}
@@ -28,6 +29,9 @@ SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold gre
 
 class Command(BaseCommand):
     help = "Assess the risk of a release now, in the foreground, and print what the agent does."
+    # Django's system checks import every URL module first: 0.6 s of each assessment, which
+    # a pipeline pays per release. `up`, `migrate` and `check` run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("version", help="The release to assess, e.g. v2.1.0.")
@@ -54,6 +58,9 @@ class Command(BaseCommand):
         )
         if problem:
             raise CommandError(problem)
+        # The in-process API judges the release's metrics when the model asks for the summary:
+        # scipy's import (about 1.5 s) then overlaps the model's first call.
+        warm_up_in_background()
         # Run here, not by a worker: one that is running (`up`) would otherwise race for it.
         run = services.start_assessment(
             release, None, provider=options["provider"], model=options["model"]
