@@ -57,8 +57,8 @@ from agent.context.manager import WindowManager
 from agent.context.summarize import SUMMARY_INSTRUCTIONS, Summariser, render_transcript
 from agent.errors import ConfigurationError
 from agent.loop import Agent, AgentConfig
-from agent.messages import Conversation, Message
-from agent.prompts import profile_for
+from agent.messages import Conversation, Message, ToolCall
+from agent.prompts import PromptProfile, profile_for
 from agent.providers.factory import API_KEY_ENV, build_provider, canonical_provider
 from agent.providers.http import ModelDeadlines
 from agent.providers.protocol import ModelRequest, Provider
@@ -235,6 +235,19 @@ def provider_summariser(provider: Provider, max_tokens: int = 512) -> Summariser
     return summarise
 
 
+def _opening_calls(profile: PromptProfile, release_id: str | None) -> tuple[ToolCall, ...]:
+    if not (profile.read_summary_first and release_id):
+        return ()
+    # The id the transcript and the run page show for it; providers only need it to match
+    # the result's (Anthropic's ids are letters, digits, "_" and "-").
+    call = ToolCall(
+        id="detective_opening_summary",
+        name="get_release_summary",
+        arguments={"release_id": release_id},
+    )
+    return (call,)
+
+
 def build_agent(
     settings: AgentSettings,
     *,
@@ -292,6 +305,7 @@ def build_agent(
         max_events=settings.max_run_events,
         max_text_chars=settings.max_run_text_chars,
         max_output_chars=settings.max_run_output_chars,
+        opening_calls=_opening_calls(profile, release_id),
     )
     window = _window_manager(settings.context_strategy, adapter, model_provider, config.max_tokens)
     # Only the summarising strategy calls the model while fitting.

@@ -219,6 +219,42 @@ async def test_the_small_profile_reads_the_summarys_brief_view(
     assert route.calls.last.request.url.params.get("view") == view
 
 
+async def test_the_small_profile_starts_from_the_summary_read_before_its_first_step() -> None:
+    provider = ScriptedProvider([reply("Done.")], model="qwen2.5-coder:1.5b")
+    agent = build_agent(
+        AgentSettings(api_url="http://api.test"), release_id="v1", provider=provider
+    )
+    with respx.mock(assert_all_called=True) as router:
+        router.get(url__startswith="http://api.test/api/releases/v1/summary").respond(
+            json={"version": "v1", "policy": {"evidence": {"E1": "All green."}}}
+        )
+        events = [event async for event in agent.send_message("Assess release v1")]
+    await agent.aclose()
+    assert [e.kind for e in events][1:4] == ["tool_call", "tool_result", "model_request_started"]
+    first = provider.requests[0].messages
+    assert [m.role for m in first] == ["user", "assistant", "tool"]
+    assert "All green." in first[2].content
+
+
+@pytest.mark.parametrize(
+    ("model", "release_id", "opening"),
+    [
+        ("qwen2.5-coder:1.5b", "v1", ["get_release_summary"]),
+        ("qwen2.5-coder:1.5b", None, []),  # a chat with no release under assessment
+        ("claude-sonnet-4-5", "v1", []),  # it reads the summary when it sees fit
+    ],
+)
+def test_only_the_small_profile_has_the_summary_read_for_it(
+    model: str, release_id: str | None, opening: list[str]
+) -> None:
+    agent = build_agent(
+        AgentSettings(), release_id=release_id, provider=ScriptedProvider([], model=model)
+    )
+    calls = agent._inner.config.opening_calls
+    assert [c.name for c in calls] == opening
+    assert all(c.arguments == {"release_id": release_id} for c in calls)
+
+
 async def test_the_release_tools_wait_as_long_as_the_settings_say(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -18,6 +18,11 @@ Over 600 lines on purpose: one class, whose steps share the run's state they adv
    (finish reason "length") with no usable tool call is asked for once more, briefly
    (`output_limit_message`); cut off again, the run ends (`"output_limit"`).
 
+Tool calls the caller knows the model would make first (`AgentConfig.opening_calls`: the
+release summary, for a small model) are run before the first step, as an assistant message of
+their own marked `opening`, with their events at step 0: the model starts from their results
+and does not spend a model call writing them out (3.3 s of a 1.5B model's 12 s on 2 cores).
+
 A reply with text only, in the middle of an investigation, does not end the run at once:
 small models often announce a tool call ("I will now fetch the summary") instead of
 making it, or write their assessment instead of filing it. The loop then adds one short
@@ -147,6 +152,8 @@ class AgentConfig(BaseModel):
     max_events: int = Field(default=2_000, ge=10)
     max_text_chars: int = Field(default=200_000, ge=1)
     max_output_chars: int = Field(default=500_000, ge=1)
+    # Run before the model's first step of a new conversation (see the module's docstring).
+    opening_calls: tuple[ToolCall, ...] = ()
 
 
 DEFAULT_CONFIG = AgentConfig()
@@ -306,7 +313,15 @@ class Agent:
                     reasoning=self.reasoning.name,
                 )
             )
+            opening = self._is_new() and bool(self.config.opening_calls)
             self._append(Message.user(content))
+            if opening:
+                async with aclosing(self._open(run, cancel)) as opening_events:
+                    async for event in opening_events:
+                        yield event
+                if run.ended_by_tool:
+                    yield self._finish(run, "tool_failing")
+                    return
             while run.steps < self.config.max_steps:
                 _check(cancel)
                 run.steps += 1
@@ -483,6 +498,19 @@ class Agent:
         async with aclosing(self._run_tools(run, message.tool_calls, cancel)) as tools:
             async for event in tools:
                 yield event
+
+    async def _open(
+        self, run: _Run, cancel: CancelToken | None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        calls = list(self.config.opening_calls)
+        # Marked, so that a transcript can tell these calls from the model's own.
+        self._append(Message.assistant("", tool_calls=calls, opening=True))
+        async with aclosing(self._run_tools(run, calls, cancel)) as tools:
+            async for event in tools:
+                yield event
+
+    def _is_new(self) -> bool:
+        return not any(message.role == "assistant" for message in self.conversation.messages)
 
     def _account(self, run: _Run, response: ModelResponse, duration_ms: float) -> list[AgentEvent]:
         usage = response.usage

@@ -729,6 +729,63 @@ async def test_a_tool_failure_marked_terminal_ends_the_run_with_its_message() ->
     assert len(provider.requests) == 1
 
 
+OPENING = (ToolCall(id="opening", name="get_release_summary", arguments={"release_id": "v2.1.0"}),)
+
+
+async def test_opening_calls_run_before_the_first_step_and_the_model_starts_from_them() -> None:
+    filing = call(
+        "file_risk_report", "c2", release_id="v2.1.0", severity="high", findings=["error_rate"]
+    )
+    tools = release_tools()
+    agent, provider = make_agent([reply("", filing)], tools, opening_calls=OPENING)
+
+    events = await collect(agent, "Assess the risk of release v2.1.0")
+
+    assert kinds(events)[:4] == ["run_started", "tool_call", "tool_result", "model_request_started"]
+    assert [e.step for e in events if e.kind in ("tool_call", "tool_result")][:2] == [0, 0]
+    assert (events[-1].reason, events[-1].steps) == ("report_filed", 1)
+    # One model call: it read the summary's result in its first request.
+    assert len(provider.requests) == 1
+    first = provider.requests[0].messages
+    assert [(m.role, m.tool_call_id) for m in first] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "opening"),
+    ]
+    assert first[1].tool_calls == list(OPENING) and first[1].metadata == {"opening": True}
+    assert '"passed": 142' in first[2].content
+    assert [c.name for c in tools.calls] == ["get_release_summary", "file_risk_report"]
+
+
+async def test_a_terminal_failure_of_an_opening_call_ends_the_run_without_a_model_call() -> None:
+    def get_release_summary(release_id: str) -> ToolResult:
+        """Fetch the release summary."""
+        return ToolResult(
+            tool_call_id="opening",
+            name="get_release_summary",
+            content=f"Release {release_id!r} does not exist. No risk report was filed.",
+            success=False,
+            terminal=True,
+        )
+
+    tools = FakeTools({"get_release_summary": get_release_summary})
+    agent, provider = make_agent([reply("Never reached.")], tools, opening_calls=OPENING)
+    events = await collect(agent, "Assess v2.1.0")
+    assert (events[-1].reason, events[-1].steps) == ("tool_failing", 0)
+    assert events[-1].final_text.startswith("Stopped: Release 'v2.1.0' does not exist")
+    assert provider.requests == []
+
+
+async def test_opening_calls_are_made_once_per_conversation() -> None:
+    tools = release_tools()
+    turns = [reply("Noted."), reply("Still noted.")]
+    agent, provider = make_agent(turns, tools, opening_calls=OPENING, max_text_only_nudges=0)
+    await collect(agent, "Assess v2.1.0")
+    await collect(agent, "And now?")
+    assert [c.name for c in tools.calls] == ["get_release_summary"]
+    assert len(provider.requests) == 2
+
+
 def cut_off_turn(call_id: str) -> ModelResponse:
     """A tool call cut off at the output limit: its arguments never parsed."""
     cut = ToolCall(

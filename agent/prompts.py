@@ -113,6 +113,9 @@ class PromptProfile(BaseModel):
     drill_down: bool = False
     # The release summary's brief view: the policy's evidence without the signals it repeats.
     brief_summary: bool = False
+    # The summary is read for the model before its first step (a call it always makes first,
+    # which a small model spends seconds writing out); the prompt's step 1 is then done.
+    read_summary_first: bool = False
 
 
 DEFAULT_PROFILE = PromptProfile(
@@ -129,6 +132,7 @@ SMALL_MODEL_PROFILE = PromptProfile(
     max_text_only_nudges=2,
     file_summary=False,
     brief_summary=True,
+    read_summary_first=True,
 )
 
 PROFILES = {profile.name: profile for profile in (DEFAULT_PROFILE, SMALL_MODEL_PROFILE)}

@@ -378,6 +378,8 @@ def _tool_call(payload: dict[str, Any]) -> dict[str, Any]:
     return {
         "key": tool_key(payload.get("step"), call.get("id")),
         "name": str(call.get("name") or "?"),
+        # Step 0: made for the model before its first step (agent/loop.py, opening calls).
+        "opening": payload.get("step") == 0,
         # By name: PostgreSQL's jsonb does not keep the order the model wrote them in, and the
         # card must read the same live (from the event in memory) and after a reload.
         "arguments": [(str(name), _values(arguments[name])) for name in sorted(arguments)],

@@ -88,6 +88,24 @@ def test_a_tool_call_card_gets_its_result(run: Conversation) -> None:
     assert "does not exist" in page and "running…" not in page
 
 
+def test_a_call_made_for_the_model_before_its_first_step_says_so(run: Conversation) -> None:
+    opening = {"id": "o", "name": "get_release_summary", "arguments": {"release_id": "v1"}}
+    own = {"id": "c1", "name": "file_risk_report", "arguments": {"release_id": "v1"}}
+    live = timeline.render_live(
+        [
+            save(run, "tool_call", step=0, tool_call=opening),
+            save(run, "tool_call", step=1, tool_call=own),
+        ]
+    )
+    page = "".join(item.render() for item in timeline.build(run.events.all()))
+    for html in (live, page):
+        heads = re.findall(r'<p class="tl-head">(.*?)</p>', html)
+        assert [re.sub(r"<[^>]+>", "", head) for head in heads] == [
+            "Read for the model before its first step: get_release_summary",
+            "Called file_risk_report",
+        ]
+
+
 def test_a_tool_calls_arguments_read_the_same_whatever_order_the_database_keeps(
     run: Conversation,
 ) -> None:
