@@ -140,7 +140,7 @@ def facts(
     investigated: Sequence[float] = (),
 ) -> Facts:
     direct = list(_leaves({k: data.get(k) for k in ("changes", "tests", "deployment_metrics")}, ""))
-    direct += [Known(v, "the task") for v in extra_known]
+    direct += [Known(v, "the summary the model read") for v in extra_known]
     drilled = [Known(v, "what the drill-downs showed") for v in investigated]
     direct += drilled
     if verdict is not None:

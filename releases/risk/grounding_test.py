@@ -124,6 +124,8 @@ def test_figures_shown_to_the_model_count_when_given() -> None:
     assert problems("400 changes in this release", CLEAN)
     report = ground_report(["400 changes in this release"], "", CLEAN, extra_known=[400.0])
     assert report.grounded
+    # The page says where the figure was found.
+    assert any("400 = the summary the model read" in line for line in report.parts[0].evidence)
 
 
 def test_an_error_rate_may_be_compared_with_a_threshold() -> None:
