@@ -437,7 +437,8 @@ def ground_text(
     figures = extract_figures(text)
     for figure in figures:
         evidence, problem = _ground_figure(text, figure, facts)
-        if evidence:
+        # A figure a sentence gives twice ("30 samples each" of two metrics) is shown once.
+        if evidence and evidence not in result.evidence:
             result.evidence.append(evidence)
         if problem and problem.startswith(_CONTRA):
             result.contradictions.append(problem[len(_CONTRA) :])

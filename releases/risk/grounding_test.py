@@ -128,6 +128,13 @@ def test_figures_shown_to_the_model_count_when_given() -> None:
     assert any("400 = the summary the model read" in line for line in report.parts[0].evidence)
 
 
+def test_a_figure_given_twice_is_shown_once_as_evidence() -> None:
+    text = "2 failed tests, and 2 failed tests again"
+    report = ground_report([text], "", {**CLEAN, "tests": {"passed": 8, "failed": 2, "skipped": 0}})
+    evidence = report.parts[0].evidence
+    assert evidence and len(evidence) == len(set(evidence)), evidence
+
+
 def test_an_error_rate_may_be_compared_with_a_threshold() -> None:
     data = {**CLEAN, "deployment_metrics": {"error_rate": 0.081, "response_time_p95": 390}}
     text = "error_rate 8.1% is 3.1 percentage points (62%) above the 5% threshold"
