@@ -74,7 +74,7 @@ from agent.telemetry.tool_calls import TracedToolExecutor
 from agent.telemetry.trace_context import current_traceparent
 from agent.tools.drilldown import register_drill_down_tools
 from agent.tools.registry import ToolRegistry
-from agent.tools.release_tools import DEFAULT_TIMEOUT_S, register_release_tools
+from agent.tools.release_tools import DEFAULT_TIMEOUT_S, SUMMARY_TOOL, register_release_tools
 
 PROVIDER_NAMES = "anthropic, openai, openrouter, ollama"
 HOSTED_FIRST_BYTE_S = 30.0
@@ -242,7 +242,7 @@ def _opening_calls(profile: PromptProfile, release_id: str | None) -> tuple[Tool
     # the result's (Anthropic's ids are letters, digits, "_" and "-").
     call = ToolCall(
         id="detective_opening_summary",
-        name="get_release_summary",
+        name=SUMMARY_TOOL,
         arguments={"release_id": release_id},
     )
     return (call,)

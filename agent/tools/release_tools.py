@@ -38,6 +38,8 @@ from agent.tools.decorator import Tool, tool
 from agent.tools.registry import ToolOutcome, ToolRegistry
 from agent.tools.untrusted import encode_data, neutralise
 
+SUMMARY_TOOL = "get_release_summary"
+
 logger = logging.getLogger("agent.tools.release")
 
 Severity = Literal["high", "medium", "low"]
@@ -124,7 +126,7 @@ class ReleaseTools:
     def tools(self) -> list[Tool[..., Any]]:
         deadline = self.deadline_s
         return [
-            tool(name="get_release_summary", timeout_s=deadline)(self.get_release_summary),
+            tool(name=SUMMARY_TOOL, timeout_s=deadline)(self.get_release_summary),
             tool(name="file_risk_report", timeout_s=deadline)(
                 self.file_risk_report if self.with_summary else self.file_risk_report_brief
             ),

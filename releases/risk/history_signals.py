@@ -34,9 +34,9 @@ def _listed(items: Sequence[str]) -> str:
     more = len(items) - NAMED
     if more > 0:
         return ", ".join(shown_items) + f" and {more} more"
-    return " and ".join(
-        [", ".join(shown_items[:-1]), shown_items[-1]] if len(shown_items) > 1 else shown_items
-    )
+    if len(shown_items) < 2:
+        return "".join(shown_items)
+    return ", ".join(shown_items[:-1]) + " and " + shown_items[-1]
 
 
 # ---------------------------------------------------------------------------------------
