@@ -1,4 +1,4 @@
-"""Benchmark: the metric judge (`releases.risk.judge`) on large windows.
+"""Benchmark: the metric judge (`risk.judge`) on large windows.
 
 How long one judgement takes, from the samples to the sentences, on:
 
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from bench.harness import Context, Result, Stats, interleave
-from releases.risk.judge import judge
+from risk.judge import judge
 
 NAME = "judge"
 CONTESTANT = "judge"

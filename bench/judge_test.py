@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.management import call_command
 
 from bench.judge import windows
-from releases.risk.judge import judge
+from risk.judge import judge
 
 
 def test_the_benchmark_windows_are_a_regression_of_the_asked_size() -> None:

@@ -24,7 +24,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from detective_site.routing import websocket_urlpatterns  # noqa: E402
 from detective_site.telemetry import trace_websockets  # noqa: E402
-from releases.risk.judge import warm_up_in_background  # noqa: E402
+from risk.judge import warm_up_in_background  # noqa: E402
 
 # A run's summary judges its release's metrics: the statistics library is imported now rather
 # than in the first such request, which a tool waits for with a timeout.

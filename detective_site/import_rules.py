@@ -53,6 +53,11 @@ ROOMS: dict[str, Room] = {
         frozenset(),
         django=False,
     ),
+    "risk": Room(
+        "the risk policy: signals, the metric judge, grounding, claims, filing (plain Python)",
+        frozenset(),
+        django=False,
+    ),
     "detective_client": Room(
         "the CI client: git range reader, records, Conventional Commits, `python -m` commands",
         frozenset(),
@@ -60,7 +65,7 @@ ROOMS: dict[str, Room] = {
     ),
     "releases": Room(
         "releases, runs, reports and reviews; the seam that runs the agent (runner/)",
-        frozenset({"agent", "local_model", "detective_site.settings"}),
+        frozenset({"agent", "local_model", "risk", "detective_site.settings"}),
     ),
     "evals": Room(
         "scenarios, trials, evaluators and eval runs; builds on releases and sources",
@@ -68,6 +73,7 @@ ROOMS: dict[str, Room] = {
             {
                 "agent",
                 "local_model",
+                "risk",
                 "releases",
                 "sources",
                 "detective_client",
@@ -77,7 +83,9 @@ ROOMS: dict[str, Room] = {
     ),
     "sources": Room(
         "ingestion: a release's detail from git, JUnit XML and metrics; tokens, the ingestion API",
-        frozenset({"releases", "sources.parsers", "detective_client", "detective_site.settings"}),
+        frozenset(
+            {"risk", "releases", "sources.parsers", "detective_client", "detective_site.settings"}
+        ),
     ),
     # A room inside a room: the parsers are plain Python (text in, records out), so that the
     # client and the tests use them without Django.
@@ -92,7 +100,7 @@ ROOMS: dict[str, Room] = {
     ),
     "detective_site": Room(
         "the wiring: settings, URLs, ASGI and websocket routes, `up` and its supervisor",
-        frozenset({"agent", "local_model", "releases", "evals", "sources"}),
+        frozenset({"agent", "local_model", "risk", "releases", "evals", "sources"}),
     ),
     "bench": Room(
         "the benchmarks (`manage.py bench`): they measure everything, so they see everything",
@@ -100,6 +108,7 @@ ROOMS: dict[str, Room] = {
             {
                 "agent",
                 "local_model",
+                "risk",
                 "releases",
                 "evals",
                 "sources",

@@ -43,7 +43,7 @@ from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingH
 from evals.scenario import Scenario
 from releases import services, verdicts
 from releases.models import Conversation, Release
-from releases.risk import filing
+from risk import filing
 
 EVAL_KEY = "eval"
 REPORT_KEY = "eval_report"

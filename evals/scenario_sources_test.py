@@ -10,7 +10,7 @@ from evals.scenario import DEFAULT_SUITE_DIR, ScenarioError, load_suite
 from evals.scenarios.files import make_files
 from releases import selectors
 from releases.models import Release, Service
-from releases.risk import policy
+from risk import policy
 from sources.models import Commit, Ingestion, MetricSample, TestCase
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from evals.scenario import (
     parse_scenario,
     select,
 )
-from releases.risk import policy
-from releases.risk.instructions import instruction_like_texts
+from risk import policy
+from risk.instructions import instruction_like_texts
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
 

@@ -2,7 +2,7 @@
 
 `GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out
 (`?view=brief` gives the summary without the policy's signals and the drill-downs: the small
-prompt profile's view, `releases.risk.digest`); and
+prompt profile's view, `risk.digest`); and
 `GET /api/releases/<version>/verdict`, the release's verdict for pipelines (and for a signed-in
 user with the permission to view releases, in the browser).
 
@@ -37,7 +37,7 @@ from releases import (
     verdicts,
 )
 from releases.models import Conversation, Release, RiskReport
-from releases.risk.filing import FilingDecision
+from risk.filing import FilingDecision
 
 VIEW_RELEASE = "releases.view_release"
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]

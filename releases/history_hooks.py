@@ -1,4 +1,4 @@
-"""Where the risk policy gets a release's history (`releases.risk.history.History`), without
+"""Where the risk policy gets a release's history (`risk.history.History`), without
 importing sources.
 
 The history is computed from the detail tables of the sources app (commits, test cases, metric
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from releases.risk.history import History
+from risk.history import History
 
 if TYPE_CHECKING:
     from releases.models import Release

@@ -458,7 +458,7 @@ class RiskPolicy(models.Model):
 
     version = models.PositiveIntegerField(unique=True)
     thresholds = models.JSONField(
-        help_text="The policy's settings (releases/risk/policy.py, PolicySettings)."
+        help_text="The policy's settings (risk/policy.py, PolicySettings)."
     )
     note = models.CharField(max_length=300, blank=True, help_text="Why this version exists.")
     created_at = models.DateTimeField(default=timezone.now)

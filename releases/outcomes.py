@@ -29,8 +29,8 @@ from releases.models import (
     RiskReport,
     RunStatus,
 )
-from releases.risk import filing
 from releases.services import REFUSALS_KEY, file_risk_report
+from risk import filing
 
 SUMMARY_TOOL = "get_release_summary"
 NOT_CORRECTED = (

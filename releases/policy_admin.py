@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from releases import services, verdicts
 from releases.models import RiskPolicy
-from releases.risk.policy import Level, PolicySettings, threshold_order_problems
+from risk.policy import Level, PolicySettings, threshold_order_problems
 
 LEVELS = [(level, level) for level in get_args(Level)]
 

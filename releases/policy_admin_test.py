@@ -12,7 +12,7 @@ from django.test import Client
 
 from releases import services, verdicts
 from releases.models import Release, RiskPolicy
-from releases.risk.policy import PolicySettings
+from risk.policy import PolicySettings
 
 pytestmark = pytest.mark.django_db
 

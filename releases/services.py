@@ -39,12 +39,12 @@ from releases.models import (
     Severity,
 )
 from releases.review_scenario import Label, scenario_id, to_toml
-from releases.risk import filing
-from releases.risk.figures import numbers_in
-from releases.risk.filing import FilingDecision
-from releases.risk.policy import PolicySettings, threshold_order_problems
 from releases.stored_data import finite
 from releases.verdicts import Judged
+from risk import filing
+from risk.figures import numbers_in
+from risk.filing import FilingDecision
+from risk.policy import PolicySettings, threshold_order_problems
 
 
 def create_release(

@@ -1,6 +1,6 @@
 """The risk policy on the Django side: the version in force, and its verdict on a release.
 
-The rules themselves are plain code in `releases/risk/`; this module finds their inputs in the
+The rules themselves are plain code in `risk/`; this module finds their inputs in the
 database (the policy version, the previous release's p95) and hands the agent its view of a
 release (`summary_for_agent`).
 """
@@ -16,10 +16,10 @@ from releases import history_hooks
 from releases.models import Conversation, Message, Release, RiskPolicy
 from releases.release_order import earlier_releases
 from releases.review_scenario import SUMMARY_TOOL
-from releases.risk.digest import digest
-from releases.risk.history import EMPTY as EMPTY_HISTORY
-from releases.risk.history import History
-from releases.risk.policy import PolicySettings, PolicyVerdict, evaluate
+from risk.digest import digest
+from risk.history import EMPTY as EMPTY_HISTORY
+from risk.history import History
+from risk.policy import PolicySettings, PolicyVerdict, evaluate
 
 
 @dataclass(frozen=True, slots=True)

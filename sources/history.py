@@ -1,4 +1,4 @@
-"""A release's history (`releases.risk.history.History`) read from the detail tables.
+"""A release's history (`risk.history.History`) read from the detail tables.
 
 Every read is a fixed number of queries, whatever the number of tests, commits or releases
 (no query per test or per release), and each is bounded: at most MAX_TESTS tests get a history,
@@ -19,7 +19,7 @@ from django.db.models import Count, Q, QuerySet
 
 from releases.models import Release
 from releases.release_order import earlier_releases, in_release_order
-from releases.risk.history import (
+from risk.history import (
     AuthorFacts,
     ChangeFacts,
     FileChange,

@@ -12,7 +12,8 @@ from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySe
 from django.http import QueryDict
 
 from releases.models import Release
-from releases.risk.judge import (
+from releases.token_hooks import TokenScope
+from risk.judge import (
     Judgement,
     JudgeSettings,
     MetricJudgement,
@@ -21,7 +22,6 @@ from releases.risk.judge import (
     judge_metric,
     written,
 )
-from releases.token_hooks import TokenScope
 from sources.models import (
     ChangeType,
     Commit,
@@ -241,7 +241,7 @@ def commit_page(release: Release, change_type: str, page: str) -> Page[Commit]:
 
 def metric_rows(release: Release) -> tuple[Judgement | None, list[MetricRow]]:
     """Each metric's release window against its baseline's, as the metric judge
-    (releases/risk/judge.py) sees them; the window figures beside them."""
+    (risk/judge.py) sees them; the window figures beside them."""
     values: dict[str, dict[str, list[float]]] = {window: {} for window in MetricWindow.values}
     figures: dict[str, dict[str, float | None]] = {window: {} for window in MetricWindow.values}
     missing: Counter[str] = Counter()

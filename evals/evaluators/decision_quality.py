@@ -1,6 +1,6 @@
 """**decision_quality** (when the scenario expects a severity): the severity filed against the
 acceptable set and the risk policy, the key risks named, nothing made up, and nothing the
-release API would flag (its own check of a filing, `releases/risk/filing.py`). Value: 0.5 x
+release API would flag (its own check of a filing, `risk/filing.py`). Value: 0.5 x
 severity credit + 0.3 x key-risk recall + 0.2 x (nothing made up or flagged)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from evals.evaluators.matching import find_group
 from evals.evaluators.score import Check, Score, listing
 from evals.runner.transcript import FiledReport, Transcript
 from evals.scenario import KeywordGroup, Scenario
-from releases.risk import filing, policy
-from releases.risk.digest import digest
-from releases.risk.policy import PolicyVerdict
+from risk import filing, policy
+from risk.digest import digest
+from risk.policy import PolicyVerdict
 
 _SEVERITY_RANK = {"low": 0, "medium": 1, "high": 2}
 
@@ -115,7 +115,7 @@ class DecisionQualityEvaluator:
     def _api_check(
         report: FiledReport, payload: dict[str, Any], verdict: PolicyVerdict, scenario: Scenario
     ) -> Check:
-        """The release API's own judgement of this filing (`releases/risk/filing.py`): a
+        """The release API's own judgement of this filing (`risk/filing.py`): a
         report it would refuse or send to a person fails here too. The severity against the
         policy's floor is the check above; the rest (grounding, claims, missing data left
         unsaid, orders in the data left unsaid) is this one."""

@@ -3,8 +3,8 @@ from __future__ import annotations
 from evals.evaluators.decision_quality import DecisionQualityEvaluator, severity_credit
 from evals.runner.transcript import Transcript
 from evals.scenario import Scenario, Suite
-from releases.risk import filing, policy
-from releases.risk.digest import digest
+from risk import filing, policy
+from risk.digest import digest
 from tests.transcripts import TESTDATA, case
 
 

@@ -2,14 +2,14 @@
 
 Every number and claim in the report (findings, summary) and in the final answer must be
 backed by the data the agent saw. The check is the release API's own
-(`releases/risk/grounding.py`, whose docstring has the rules), against the scenario's release
+(`risk/grounding.py`, whose docstring has the rules), against the scenario's release
 data when the agent read the summary, plus the figures of the prompt and of the tools' error
 texts. In short: a figure must be in the data, in any spelling (`4.2%`, `0.042`); a count next
 to a test word must be one of the test counts; a derived figure (a total, a rise, a distance to
 a threshold) counts only when the text says what it is derived from; a claim of failed tests
 needs failed tests.
 
-The extraction and the rules are one implementation, the release API's (`releases/risk/`:
+The extraction and the rules are one implementation, the release API's (`risk/`:
 `figures.py` finds the numbers, `grounding.py` decides); this module only says what the agent
 saw in a trial.
 """
@@ -22,9 +22,9 @@ from evals.evaluators.matching import find_group
 from evals.evaluators.score import Check, listing
 from evals.runner.transcript import Transcript
 from evals.scenario import REPORT_TOOL, SUMMARY_TOOL, Scenario
-from releases.risk import policy
-from releases.risk.figures import numbers_in
-from releases.risk.grounding import ground_text
+from risk import policy
+from risk.figures import numbers_in
+from risk.grounding import ground_text
 
 
 def data_seen(scenario: Scenario, transcript: Transcript) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def figures_given(scenario: Scenario, transcript: Transcript) -> list[float]:
 
 def ungrounded(scenario: Scenario, transcript: Transcript, text: str) -> list[str]:
     """What in `text` the data the agent saw does not support: the same check the release API
-    makes of a filing (`releases/risk/grounding.py`), line by line as the API takes each
+    makes of a filing (`risk/grounding.py`), line by line as the API takes each
     finding on its own (joined, "the test results" ending one finding made the "1" opening
     the next read as a test count)."""
     data = data_seen(scenario, transcript)

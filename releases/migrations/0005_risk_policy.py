@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('version', models.PositiveIntegerField(unique=True)),
-                ('thresholds', models.JSONField(help_text="The policy's settings (releases/risk/policy.py, PolicySettings).")),
+                ('thresholds', models.JSONField(help_text="The policy's settings (risk/policy.py, PolicySettings).")),
                 ('note', models.CharField(blank=True, help_text='Why this version exists.', max_length=300)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='riskreport',
             name='policy',
-            field=models.ForeignKey(blank=True, help_text='The policy version the report was judged under.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='risk_reports', to='releases.riskpolicy'),
+            field=models.ForeignKey(blank=True, help_text='The policy version the report was judged under.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='risk_reports', to='riskpolicy'),
         ),
         migrations.AddConstraint(
             model_name='riskreport',
@@ -72,7 +72,7 @@ class Migration(migrations.Migration):
 
 
 def create_policy_v1(apps, schema_editor):
-    from releases.risk.policy import PolicySettings
+    from risk.policy import PolicySettings
 
     RiskPolicy = apps.get_model("releases", "RiskPolicy")
     if not RiskPolicy.objects.exists():

@@ -4,7 +4,7 @@ touch and their authors' earlier commits in the service, for
 
 `path_prefix` keeps the commits that change a file under it (and lists those files only);
 `area` keeps the commits that touch one of the policy's critical areas, read as the policy
-reads them (`releases.risk.signal`): by the areas' words and a database upgrade or schema
+reads them (`risk.signal`): by the areas' words and a database upgrade or schema
 change in the message, by the words and `critical_paths` globs in the changed paths. The totals
 are of the whole release and of what the filters kept.
 """
@@ -20,8 +20,8 @@ from django.db.models import Count, Min
 from releases import verdicts
 from releases.models import Release
 from releases.release_order import earlier_releases
-from releases.risk.settings import SCHEMA_AREA, PolicySettings
-from releases.risk.signal import change_areas, path_areas
+from risk.settings import SCHEMA_AREA, PolicySettings
+from risk.signal import change_areas, path_areas
 from sources.drilldown.paging import PageBounds
 from sources.models import Commit, CommitFile
 

@@ -1,5 +1,5 @@
 """One metric of a release against its baseline window and the service's earlier releases (the
-policy's `history_releases`), judged by the policy's metric judge (`releases.risk.judge` with
+policy's `history_releases`), judged by the policy's metric judge (`risk.judge` with
 `PolicySettings.judge_settings()`) in words, for
 `GET /api/releases/<version>/metrics/<metric>/history`.
 
@@ -20,8 +20,8 @@ import numpy
 from releases import verdicts
 from releases.models import Release
 from releases.release_order import earlier_releases
-from releases.risk.judge import JudgeSettings, Window, judge_metric
-from releases.risk.settings import PolicySettings
+from risk.judge import JudgeSettings, Window, judge_metric
+from risk.settings import PolicySettings
 from sources.models import MetricSample, MetricWindow
 from sources.summary import SUMMARY_METRICS, sources_of
 

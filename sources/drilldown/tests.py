@@ -6,7 +6,7 @@ flaky (it passed after an attempt of the same release, so the same commit, faile
 history is the one the risk policy reads (`sources.history.test_histories` over the policy's
 `history_releases`): in how many of the service's last releases it failed or was flaky, the
 first release it ever failed in, and whether the policy takes it for known flaky
-(`releases.risk.history_signals.is_known_flaky`) or a new failure.
+(`risk.history_signals.is_known_flaky`) or a new failure.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, S
 
 from releases import verdicts
 from releases.models import Release
-from releases.risk.history import TestHistory
-from releases.risk.history_signals import is_known_flaky
-from releases.risk.settings import PolicySettings
+from risk.history import TestHistory
+from risk.history_signals import is_known_flaky
+from risk.settings import PolicySettings
 from sources.drilldown.paging import PageBounds
 from sources.history import earlier, test_histories
 from sources.models import TestCase, TestStatus

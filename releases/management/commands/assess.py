@@ -21,8 +21,8 @@ from rich.markup import escape
 
 from releases import runner, selectors, services
 from releases.models import AgentEvent, RiskReport, RunStatus
-from releases.risk.judge import warm_up_in_background
 from releases.runner.in_process import in_process_api
+from risk.judge import warm_up_in_background
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold green"}
 

@@ -28,16 +28,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from releases.risk.history import EMPTY as EMPTY_HISTORY
-from releases.risk.history import History
-from releases.risk.history_signals import (
+from risk.history import EMPTY as EMPTY_HISTORY
+from risk.history import History
+from risk.history_signals import (
     Failures,
     changed_areas,
     classify_failures,
     history_signals,
 )
-from releases.risk.instructions import instruction_like_texts
-from releases.risk.settings import (
+from risk.instructions import instruction_like_texts
+from risk.settings import (
     DEFAULT_CRITICAL_AREAS,
     LEVEL_RANK,
     SEVERITY_RANK,
@@ -46,7 +46,7 @@ from releases.risk.settings import (
     Severity,
     threshold_order_problems,
 )
-from releases.risk.signal import (
+from risk.signal import (
     INSTRUCTIONS_SIGNAL,
     PolicyVerdict,
     Signal,
@@ -379,7 +379,7 @@ def evaluate(
 
     `previous_p95` is the previous release's p95, when there is one; a `response_time_p95_
     baseline` in the metrics themselves takes precedence (it was measured for this release).
-    `history` is the release's past in its service (releases/risk/history_signals.py reads
+    `history` is the release's past in its service (risk/history_signals.py reads
     it); without one, or an empty one, the verdict is the summary's alone.
     """
     cfg = cfg or PolicySettings()

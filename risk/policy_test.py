@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from releases.risk.policy import PolicySettings, Signal, areas_in, evaluate, severity_of
+from risk.policy import PolicySettings, Signal, areas_in, evaluate, severity_of
 
 CLEAN: dict[str, Any] = {
     "changes": ["Fix typo in the footer"],

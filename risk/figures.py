@@ -7,7 +7,7 @@ number when they agree to the figure's own precision (`5.2%` matches 0.0523; `5%
 underscores, `#`, `/` or a letter-hyphen (`p95`, `test_auth_2fa`, `OAuth2`, `PAY-123`, `#42`,
 `3x`).
 
-Used by the grounding of filed reports (`releases/risk/grounding.py`) and by the evals.
+Used by the grounding of filed reports (`risk/grounding.py`) and by the evals.
 """
 
 from __future__ import annotations

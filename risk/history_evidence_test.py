@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from releases.risk.digest import digest
-from releases.risk.filing import decide
-from releases.risk.history import (
+from risk.digest import digest
+from risk.filing import decide
+from risk.history import (
     AuthorFacts,
     ChangeFacts,
     FileChange,
@@ -17,7 +17,7 @@ from releases.risk.history import (
     MetricSeries,
     TestHistory,
 )
-from releases.risk.policy import PolicySettings, evaluate
+from risk.policy import PolicySettings, evaluate
 
 CFG = PolicySettings()
 FLAKY = "checkout.CartTest::test_totals_round"

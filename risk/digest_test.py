@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from releases.risk.digest import (
+from risk.digest import (
     BRIEF_EVIDENCE_MAX,
     COMPACT_CHANGES_ABOVE,
     WITHHELD,
     compact_changes,
     digest,
 )
-from releases.risk.policy import PolicySettings, evaluate
+from risk.policy import PolicySettings, evaluate
 
 SMALL = {
     "version": "v1",

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from releases.risk.figures import extract_figures
-from releases.risk.policy import PolicySettings, PolicyVerdict, areas_in, risky_changes
-from releases.risk.signal import number
+from risk.figures import extract_figures
+from risk.policy import PolicySettings, PolicyVerdict, areas_in, risky_changes
+from risk.signal import number
 
 # What a known number is, for rule 6: a count, a fraction (a rate or a share, 0.071), a
 # latency in milliseconds, a ratio ("1.4 times"), or a number whose meaning is unknown.

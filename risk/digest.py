@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from releases.risk.history import History
-from releases.risk.instructions import reads_like_instruction
-from releases.risk.policy import PolicySettings, PolicyVerdict
-from releases.risk.signal import change_areas
+from risk.history import History
+from risk.instructions import reads_like_instruction
+from risk.policy import PolicySettings, PolicyVerdict
+from risk.signal import change_areas
 
 COMPACT_CHANGES_ABOVE = 40
 # The brief view's evidence: the first sentences, which the policy orders by level (orders in

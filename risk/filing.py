@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from releases.risk.figures import numbers_in
-from releases.risk.grounding import ReportGrounding, ground_report
-from releases.risk.policy import SEVERITY_RANK, PolicySettings, PolicyVerdict
-from releases.risk.signal import INSTRUCTIONS_SIGNAL
+from risk.figures import numbers_in
+from risk.grounding import ReportGrounding, ground_report
+from risk.policy import SEVERITY_RANK, PolicySettings, PolicyVerdict
+from risk.signal import INSTRUCTIONS_SIGNAL
 
 _MISSING_WORDS = re.compile(
     r"\b(missing|absent|unavailable|not available|not provided|not reported|no data|"

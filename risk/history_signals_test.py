@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from releases.risk.history import (
+from risk.history import (
     AuthorFacts,
     ChangeFacts,
     FileChange,
@@ -15,8 +15,8 @@ from releases.risk.history import (
     TestHistory,
     TestOutcome,
 )
-from releases.risk.history_signals import classify_failures, correlated_paths, is_known_flaky
-from releases.risk.policy import PolicySettings, PolicyVerdict, evaluate
+from risk.history_signals import classify_failures, correlated_paths, is_known_flaky
+from risk.policy import PolicySettings, PolicyVerdict, evaluate
 
 CFG = PolicySettings()
 PAY = "checkout.PaymentTest::test_refund"

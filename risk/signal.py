@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from releases.risk.instructions import reads_like_instruction
-from releases.risk.settings import LEVEL_RANK, SCHEMA_AREA, Level, PolicySettings, Severity
+from risk.instructions import reads_like_instruction
+from risk.settings import LEVEL_RANK, SCHEMA_AREA, Level, PolicySettings, Severity
 
 # The signal of text in the release data addressed to the assessor; other signals that need a
 # person (too little metric data) send the report to review without asking the report to

@@ -1,4 +1,4 @@
-"""The risk policy's signals that read a release's history (`releases.risk.history`): known-flaky
+"""The risk policy's signals that read a release's history (`risk.history`): known-flaky
 against new failures, failures beside the code the release changed, the change's size and
 spread and its authors' experience, and the metric judge.
 
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from releases.risk.history import AuthorFacts, ChangeFacts, History, TestHistory
-from releases.risk.judge import Judgement, judge
-from releases.risk.settings import LEVEL_RANK, Level, PolicySettings
-from releases.risk.signal import Signal, areas_in, change_areas, path_areas, shown
+from risk.history import AuthorFacts, ChangeFacts, History, TestHistory
+from risk.judge import Judgement, judge
+from risk.settings import LEVEL_RANK, Level, PolicySettings
+from risk.signal import Signal, areas_in, change_areas, path_areas, shown
 
 # Sentences name at most this many tests, files or authors ("and 3 more").
 NAMED = 3

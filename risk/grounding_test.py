@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from releases.risk.grounding import ground_report, ground_text
-from releases.risk.policy import evaluate
-from releases.risk.signal import Signal
+from risk.grounding import ground_report, ground_text
+from risk.policy import evaluate
+from risk.signal import Signal
 
 CLEAN: dict[str, Any] = {
     "changes": ["Documentation updates", "Fix typo in the footer"],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from releases.risk.filing import decide
-from releases.risk.policy import evaluate
+from risk.filing import decide
+from risk.policy import evaluate
 
 RISKY: dict[str, Any] = {
     "version": "v1",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from releases.risk.policy import evaluate
-from releases.risk.settings import PolicySettings
-from releases.risk.signal import PolicyVerdict, Signal, change_areas, path_areas
+from risk.policy import evaluate
+from risk.settings import PolicySettings
+from risk.signal import PolicyVerdict, Signal, change_areas, path_areas
 
 CFG = PolicySettings()
 

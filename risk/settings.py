@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from releases.risk.judge import DEFAULT_METRICS, JudgeSettings, MetricSettings
+from risk.judge import DEFAULT_METRICS, JudgeSettings, MetricSettings
 
 Level = Literal["none", "low", "medium", "high"]
 Severity = Literal["low", "medium", "high"]
@@ -92,7 +92,7 @@ class PolicySettings(BaseModel):
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_CRITICAL_AREAS.items()}
     )
 
-    # ---- Read from the release's detail and its service's history (releases/risk/
+    # ---- Read from the release's detail and its service's history (risk/
     # history_signals.py). A release without detail has no history: these stay silent. ----
 
     # How many of the service's earlier releases the history looks back over: ten releases are
@@ -121,7 +121,7 @@ class PolicySettings(BaseModel):
     # releases (experience is Kamei et al.'s other predictor); more when it is a critical area.
     new_author_level: Level = "low"
     new_author_in_critical_area_level: Level = "medium"
-    # The metric judge (releases/risk/judge.py): this release's samples against its baseline
+    # The metric judge (risk/judge.py): this release's samples against its baseline
     # window (or the recent releases'), Mann-Whitney at this confidence, with at least this
     # many samples a window; per metric its direction, allowed ratio, minimum change, veto.
     metric_confidence: float = Field(0.95, gt=0, lt=1)

@@ -38,11 +38,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from releases.risk.claims import check_claims
-from releases.risk.facts import Facts, Known
-from releases.risk.facts import facts as facts_of
-from releases.risk.figures import Figure, extract_figures
-from releases.risk.policy import PolicySettings, PolicyVerdict
+from risk.claims import check_claims
+from risk.facts import Facts, Known
+from risk.facts import facts as facts_of
+from risk.figures import Figure, extract_figures
+from risk.policy import PolicySettings, PolicyVerdict
 
 SMALL_COUNT_MAX = 10
 _WORD_RE = re.compile(r"[a-z0-9]+")

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from releases.risk.policy import LEVEL_RANK, PolicyVerdict, Signal
-from releases.risk.signal import INSTRUCTIONS_SIGNAL
+from risk.policy import LEVEL_RANK, PolicyVerdict, Signal
+from risk.signal import INSTRUCTIONS_SIGNAL
 
 Outcome = Literal["holds", "contradicts", "absent"]
 

@@ -22,7 +22,7 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats as scipy_stats
 
-from releases.risk.judge import (
+from risk.judge import (
     JudgeSettings,
     MetricSettings,
     Outcome,
@@ -327,10 +327,9 @@ def test_importing_the_judge_and_the_eval_statistics_leaves_scipy_for_later() ->
     # Django imports evals.stats in every process, and the risk policy will import the judge
     # in every worker: scipy.stats (about a second to import) loads on the first judgement.
     code = (
-        "import sys, releases.risk.judge, evals.stats; "
-        "print(sorted({'scipy', 'numpy'} & set(sys.modules)))"
+        "import sys, risk.judge, evals.stats; print(sorted({'scipy', 'numpy'} & set(sys.modules)))"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from releases.risk.figures import extract_figures, numbers_in
+from risk.figures import extract_figures, numbers_in
 
 
 def values(text: str) -> list[tuple[float, str]]:
