@@ -80,7 +80,7 @@ __all__ = [
 # ---------------------------------------------------------------------------------------
 
 
-def _error_rate(rate: float, cfg: PolicySettings) -> Signal:
+def _error_rate(rate: float, cfg: PolicySettings, baseline: float | None = None) -> list[Signal]:
     level = level_by(
         rate,
         medium_at_or_above=cfg.error_rate_medium_at_or_above,
@@ -93,15 +93,66 @@ def _error_rate(rate: float, cfg: PolicySettings) -> Signal:
         "medium": f"from the {medium} limit for medium up to {high}",
         "none": f"below the {medium} limit for medium",
     }[level]
+    signals = [
+        Signal(
+            name="error_rate",
+            label="Error rate",
+            level=level,
+            critical=cfg.error_rate_critical,
+            figure=rate,
+            threshold=threshold,
+            detail=f"Error rate {pct(rate)}, {where}",
+        )
+    ]
+    if baseline is not None:
+        signals.append(_error_rate_change(rate, baseline, cfg))
+    return signals
+
+
+def _error_rate_change(rate: float, baseline: float, cfg: PolicySettings) -> Signal:
+    """The error rate against its baseline window: a relative rise with an absolute floor."""
+    times = rate / baseline if baseline > 0 else (1.0 if rate == 0 else float("inf"))
+    rise = rate - baseline
+    medium, high = cfg.error_rate_rise_medium_at_or_above, cfg.error_rate_rise_high_at_or_above
+    level: Level = "none"
+    if high is not None and times >= high:
+        level = "high"
+    elif medium is not None and times >= medium:
+        level = "medium"
+    limits = [
+        f"{name} from {number_of_times(limit)} the baseline"
+        for name, limit in (("medium", medium), ("high", high))
+        if limit is not None
+    ]
+    limits.append(f"a rise under {points(cfg.error_rate_min_rise)} is none")
+    how = "up from nothing" if baseline <= 0 < rate else f"{number_of_times(times)} the baseline"
+    limit = {
+        "high": f", at or above the {number_of_times(high or 0)} limit for high",
+        "medium": f", at or above the {number_of_times(medium or 0)} limit",
+    }.get(level, "")
+    if level != "none" and rise < cfg.error_rate_min_rise:
+        level = "none"
+        limit = f", but by {points(rise)}, under the {points(cfg.error_rate_min_rise)} that counts"
     return Signal(
-        name="error_rate",
-        label="Error rate",
+        name="error_rate_change",
+        label="Error rate against its baseline",
         level=level,
-        critical=cfg.error_rate_critical,
-        figure=rate,
-        threshold=threshold,
-        detail=f"Error rate {pct(rate)}, {where}",
+        # The rise is its own reason, not the absolute limit's veto: it raises to medium.
+        critical=False,
+        figure=None if times == float("inf") else round(times, 2),
+        threshold="; ".join(limits),
+        detail=f"Error rate {pct(rate)} against {pct(baseline)} in its baseline window: "
+        f"{how}{limit}",
     )
+
+
+def points(fraction: float) -> str:
+    """A difference of two rates: 0.008 -> "0.8 percentage points"."""
+    return f"{fraction * 100:.2g} percentage points"
+
+
+def number_of_times(value: float) -> str:
+    return f"{value:.1f} times" if value < 10 else f"{value:.0f} times"
 
 
 def _latency(
@@ -415,7 +466,7 @@ def evaluate(
                 )
             )
         else:
-            signals.append(_error_rate(rate, cfg))
+            signals += _error_rate(rate, cfg, number(metrics.get("error_rate_baseline")))
         p95 = number(metrics.get("response_time_p95"))
         if p95 is None:
             signals.append(

@@ -59,6 +59,64 @@ DEFAULT_CRITICAL_PATHS: dict[str, list[str]] = {
 }  # fmt: skip
 
 
+class ScaledName(BaseModel):
+    """A metric name and the factor into its figure's unit (1000: seconds into ms)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_:][A-Za-z0-9_:]*$")
+    factor: float = Field(1.0, gt=0, allow_inf_nan=False)
+
+
+class RequestCounterName(BaseModel):
+    """A request counter split by a status label: the values matching the pattern are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_:][A-Za-z0-9_:]*$")
+    status_label: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    error_pattern: str = Field("5..", min_length=1, max_length=200)
+
+    @field_validator("error_pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f"{pattern!r} is not a regular expression: {error}") from None
+        return pattern
+
+
+class PromQLSettings(BaseModel):
+    """A service's PromQL (sources/parsers/prometheus.py `MetricQueries`); unset keeps the
+    default. Placeholders: {service}, {version}, {window}."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error_rate: str | None = Field(None, max_length=2000)
+    response_time_p95: str | None = Field(None, max_length=2000)
+    response_time_p95_factor: float | None = Field(None, gt=0, allow_inf_nan=False)
+    rate_interval: str | None = Field(None, pattern=r"^\d+(ms|s|m|h|d|w)$")
+    step: str | None = Field(None, pattern=r"^\d+(ms|s|m|h|d|w)$")
+
+
+class MetricNames(BaseModel):
+    """Which series give a service's error rate and p95, from a file and from Prometheus: its
+    own names are tried before the defaults (docs/using/metrics.md lists those)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error_rate_gauges: list[ScaledName] = Field(default_factory=list, max_length=20)
+    request_counters: list[RequestCounterName] = Field(default_factory=list, max_length=20)
+    p95_gauges: list[ScaledName] = Field(default_factory=list, max_length=20)
+    latency_histograms: list[ScaledName] = Field(default_factory=list, max_length=20)
+    prometheus: PromQLSettings = Field(default_factory=PromQLSettings)
+
+
+# The key of `metric_names` that every service without its own entry reads.
+EVERY_SERVICE = "*"
+
+
 class PolicySettings(BaseModel):
     """Every threshold and switch of the policy. The defaults are policy version 1."""
 
@@ -153,6 +211,23 @@ class PolicySettings(BaseModel):
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_CRITICAL_PATHS.items()}
     )
 
+    # ---- Metrics read the Prometheus way (issue 28, item 2; helper "metrics") ----
+
+    # The error rate against its baseline, as p95 is against its own: medium from this many
+    # times the baseline (high from the second), when it rose by at least `error_rate_min_rise`
+    # (a fraction: 0.005 is half a percentage point), so 0.3 % -> 1.1 % (3.7 times, 0.8
+    # points) is medium and 0.01 % -> 0.05 % is nothing. Kayenta's and Argo Rollouts' users
+    # set the same pair: an allowed increase and a floor under which no change counts.
+    error_rate_rise_medium_at_or_above: float | None = Field(2.0, ge=1)
+    error_rate_rise_high_at_or_above: float | None = Field(None, ge=1)
+    error_rate_min_rise: float = Field(0.005, ge=0, le=1)
+    # Which series give the error rate and the p95, by service slug ("*": any service without
+    # an entry of its own); each service's names are tried before the exporters' defaults.
+    metric_names: dict[str, MetricNames] = Field(default_factory=dict, max_length=200)
+
+    def metric_names_for(self, service: str) -> MetricNames:
+        return self.metric_names.get(service) or self.metric_names.get(EVERY_SERVICE, MetricNames())
+
     @field_validator("schema_change_patterns")
     @classmethod
     def _patterns_compile(cls, patterns: list[str]) -> list[str]:
@@ -176,6 +251,11 @@ _ORDERED = (
     ("error_rate_medium_at_or_above", "error_rate_high_above", "error rate"),
     ("p95_ms_medium_above", "p95_ms_high_above", "p95 latency (ms)"),
     ("p95_rise_medium_at_or_above", "p95_rise_high_at_or_above", "p95 rise"),
+    (
+        "error_rate_rise_medium_at_or_above",
+        "error_rate_rise_high_at_or_above",
+        "error rate rise (times the baseline)",
+    ),
 )
 
 

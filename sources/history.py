@@ -29,8 +29,8 @@ from risk.history import (
     TestHistory,
     TestOutcome,
 )
-from sources.models import Commit, CommitFile, MetricSample, MetricWindow, TestCase, TestStatus
-from sources.summary import SUMMARY_METRICS, sources_of
+from sources.models import Commit, CommitFile, MetricWindow, TestCase, TestStatus
+from sources.summary import names_for, window_series
 
 DEFAULT_WINDOW = 10
 MAX_TESTS = 200
@@ -293,64 +293,32 @@ def metric_series(
     names: Sequence[str] | None = None,
     refs: Sequence[ReleaseRef] | None = None,
 ) -> tuple[MetricSeries, ...]:
-    """Per metric (by name, every label set together; Prometheus' `<key>:window` figures left
-    out, they are one value per window) its samples in this release's window, its baseline
-    window, and the release windows of the service's last `window` releases.
-
-    The summary's metrics go by their keys (`error_rate`, `response_time_p95`) whatever the
-    stored name (an OpenMetrics file's `detective_response_time_p95_ms`, ...), scaled to the
-    key's unit, as the summary and the drill-down read them: the judge must see the series the
-    summary's figure came from."""
-    samples = MetricSample.objects.exclude(value=None).exclude(name__endswith=":window")
-    stored = set(samples.filter(release=release).values_list("name", flat=True).distinct())
-    # stored name -> (the metric's name, factor); a summary key takes its first source stored.
-    as_metric: dict[str, tuple[str, float]] = {}
-    for key in SUMMARY_METRICS:
-        source = next((scaled for scaled in sources_of(key) if scaled.name in stored), None)
-        if source is not None:
-            as_metric[source.name] = (key, source.factor)
-    taken = {scaled.name for key in SUMMARY_METRICS for scaled in sources_of(key)}
-    for name in stored - taken:
-        as_metric[name] = (name, 1.0)
+    """Per summary metric (`error_rate`, `response_time_p95`) its series in this release's
+    window, its baseline window, and the release windows of the service's last `window`
+    releases, read the way Prometheus means the samples (`sources.summary.window_series`:
+    counters as rates, histograms as quantiles, gauges as they are), so that the judge
+    compares what the summary's figure is made of, never a cumulative counter."""
+    summary_names = names_for(release.service.slug)
+    own = {
+        which: window_series([release.pk], which, summary_names)[release.pk]
+        for which in MetricWindow.values
+    }
+    metric_names = sorted(set(own[MetricWindow.RELEASE]) | set(own[MetricWindow.BASELINE]))
     if names is not None:
-        as_metric = {raw: kept for raw, kept in as_metric.items() if kept[0] in names}
-    found: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for raw, which, value in (
-        samples.filter(release=release, name__in=list(as_metric))
-        .order_by("timestamp", "id")
-        .values_list("name", "window", "value")
-    ):
-        name, factor = as_metric[raw]
-        bucket = found[(name, which)]
-        if len(bucket) < MAX_SAMPLES:
-            bucket.append(value * factor)
-    metric_names = sorted({name for name, _ in found})
+        metric_names = [name for name in metric_names if name in names]
     if not metric_names:
         return ()
     refs = list(refs) if refs is not None else earlier(release, window)
-    earlier_values: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for release_id, raw, value in (
-        samples.filter(
-            release_id__in=[ref.id for ref in refs],
-            window=MetricWindow.RELEASE,
-            name__in=list(as_metric),
-        )
-        .order_by("timestamp", "id")
-        .values_list("release_id", "name", "value")
-    ):
-        name, factor = as_metric[raw]
-        bucket = earlier_values[(name, release_id)]
-        if len(bucket) < MAX_SAMPLES:
-            bucket.append(value * factor)
+    earlier_series = window_series([ref.id for ref in refs], MetricWindow.RELEASE, summary_names)
     return tuple(
         MetricSeries(
             name=name,
-            release=tuple(found.get((name, MetricWindow.RELEASE), ())),
-            baseline=tuple(found.get((name, MetricWindow.BASELINE), ())),
+            release=tuple(own[MetricWindow.RELEASE].get(name, ())[:MAX_SAMPLES]),
+            baseline=tuple(own[MetricWindow.BASELINE].get(name, ())[:MAX_SAMPLES]),
             recent=tuple(
-                (ref.version, tuple(earlier_values[(name, ref.id)]))
+                (ref.version, tuple(earlier_series[ref.id][name][:MAX_SAMPLES]))
                 for ref in refs
-                if earlier_values.get((name, ref.id))
+                if earlier_series[ref.id].get(name)
             ),
         )
         for name in metric_names

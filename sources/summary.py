@@ -14,12 +14,16 @@ from typing import Any
 
 from django.db.models import Count, Sum
 
+from releases import verdicts
 from releases.models import Release
+from risk.settings import PolicySettings
 from sources.models import Commit, MetricSample, MetricWindow, SourceKind, TestCase, TestStatus
 from sources.parsers.openmetrics import (
     MetricSampleRecord,
+    RequestCounter,
     Scaled,
     SummaryNames,
+    step_series,
     summarize,
 )
 
@@ -43,6 +47,53 @@ NAMES = SummaryNames(
 )
 
 SUMMARY_METRICS = ("error_rate", "response_time_p95")
+
+
+def names_for(service: str, settings: PolicySettings | None = None) -> SummaryNames:
+    """The names that give a service's figures: its own (the policy's `metric_names`, the
+    policy in force unless given) before the defaults."""
+    settings = settings or verdicts.settings_of(verdicts.current_policy())
+    own = settings.metric_names_for(service)
+    return NAMES.with_own(
+        error_rate=[Scaled(n.name, n.factor) for n in own.error_rate_gauges],
+        request_counters=[
+            RequestCounter(c.name, c.status_label, c.error_pattern) for c in own.request_counters
+        ],
+        response_time_p95=[Scaled(n.name, n.factor) for n in own.p95_gauges],
+        latency_histograms=[Scaled(n.name, n.factor) for n in own.latency_histograms],
+    )
+
+
+# A window holds at most this many samples read for its series (a 30-minute window scraped
+# every 15 s by an exporter with 12 buckets and 10 status codes is about 3,000).
+MAX_WINDOW_SAMPLES = 200_000
+
+
+def window_records(release_ids: list[int], window: str) -> dict[int, list[MetricSampleRecord]]:
+    """The stored samples of these releases' windows, by release, in one query."""
+    rows = (
+        MetricSample.objects.filter(release_id__in=release_ids, window=window)
+        .order_by("release_id", "timestamp", "id")
+        .values_list("release_id", "name", "labels", "timestamp", "value")
+    )
+    found: dict[int, list[MetricSampleRecord]] = {release_id: [] for release_id in release_ids}
+    for release_id, name, labels, timestamp, value in rows.iterator(chunk_size=5000):
+        kept = found[release_id]
+        if len(kept) < MAX_WINDOW_SAMPLES:
+            kept.append(MetricSampleRecord(name, tuple(sorted(labels.items())), timestamp, value))
+    return found
+
+
+def window_series(
+    release_ids: list[int], window: str, names: SummaryNames
+) -> dict[int, dict[str, list[float]]]:
+    """The summary's figures step by step in one window of each release (`step_series`:
+    rates of counters, quantiles of histograms, gauges as they are): what the metric judge
+    compares, for the policy, the Metrics tab and the drill-down alike."""
+    return {
+        release_id: step_series(records, names)
+        for release_id, records in window_records(release_ids, window).items()
+    }
 
 
 def sources_of(metric: str) -> tuple[Scaled, ...]:
@@ -177,22 +228,16 @@ def _significant(value: Any) -> Any:
 
 
 def deployment_metrics(release: Release) -> dict[str, Any] | None:
-    """Error rate and p95 of the release's window and, as `<key>_baseline`, of the baseline's."""
+    """Error rate and p95 of the release's window and, as `<key>_baseline`, of the baseline's.
+    Raises openmetrics.MetricValueError on a figure its key cannot hold."""
     if not release.ingestions.filter(kind=SourceKind.METRICS).exists():
         return None
+    names = names_for(release.service.slug)
     figures: dict[str, Any] = {}
     for window in MetricWindow:
-        samples = [
-            MetricSampleRecord(
-                name=sample.name,
-                labels=tuple(sorted(sample.labels.items())),
-                timestamp=sample.timestamp,
-                value=sample.value,
-            )
-            for sample in MetricSample.objects.filter(release=release, window=window)
-        ]
+        samples = window_records([release.pk], window)[release.pk]
         suffix = "" if window == MetricWindow.RELEASE else "_baseline"
-        for key, value in summarize(samples, NAMES).as_dict().items():
+        for key, value in summarize(samples, names).as_dict().items():
             figures[f"{key}{suffix}"] = _significant(value)
     # A figure that could not be computed from what arrived is missing, never zero.
     figures.setdefault("error_rate", None)

@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy
 from prometheus_client import parser as prometheus_text
 
 from sources.parsers.records import Labels, MetricSampleRecord, MetricSummary, finite
@@ -234,6 +235,40 @@ class Scaled:
 
 
 @dataclass(frozen=True)
+class RequestCounter:
+    """A request counter split by a status label into errors and all requests."""
+
+    name: str
+    status_label: str
+    # A full match of the label's value marks an error (5xx by default).
+    error_pattern: str = r"5.."
+
+
+# The request counters and latency histograms of the exporters people run, tried in this
+# order (docs/using/metrics.md lists them): prometheus_client, django-prometheus, Micrometer,
+# OpenTelemetry's HTTP semantic conventions (as its Prometheus exporter names them), and
+# ingress-nginx. A counter without `_total` declared `# TYPE x counter` in the text format is
+# read as `x_total` by the client's parser, so both spellings are listed for ingress-nginx.
+DEFAULT_REQUEST_COUNTERS: tuple[RequestCounter, ...] = (
+    RequestCounter("http_requests_total", "code"),
+    RequestCounter("http_requests_total", "status"),
+    RequestCounter("django_http_responses_total_by_status_total", "status"),
+    RequestCounter("http_server_requests_seconds_count", "status"),
+    RequestCounter("http_server_request_duration_seconds_count", "http_response_status_code"),
+    RequestCounter("nginx_ingress_controller_requests", "status"),
+    RequestCounter("nginx_ingress_controller_requests_total", "status"),
+)
+DEFAULT_LATENCY_HISTOGRAMS: tuple[Scaled, ...] = (
+    Scaled("http_request_duration_seconds", 1000.0),
+    Scaled("http_request_duration_milliseconds"),
+    Scaled("django_http_requests_latency_seconds_by_view_method", 1000.0),
+    Scaled("http_server_requests_seconds", 1000.0),
+    Scaled("http_server_request_duration_seconds", 1000.0),
+    Scaled("nginx_ingress_controller_request_duration_seconds", 1000.0),
+)
+
+
+@dataclass(frozen=True)
 class SummaryNames:
     """Which metric names give the summary's two figures, tried in this order."""
 
@@ -242,21 +277,33 @@ class SummaryNames:
         Scaled("detective_error_rate"),
         Scaled("detective_error_rate_percent", 0.01),
     )
-    # Else a request counter, split by a label into errors and all.
-    requests_total: str = "http_requests_total"
-    error_label: str = "code"
-    error_pattern: str = r"5.."
+    # Else request counters, split by a label into errors and all.
+    request_counters: tuple[RequestCounter, ...] = DEFAULT_REQUEST_COUNTERS
     # Gauges that already hold the p95 latency.
     response_time_p95: tuple[Scaled, ...] = (
         Scaled("detective_response_time_p95_ms"),
         Scaled("detective_response_time_p95_seconds", 1000.0),
     )
     # Else latency histograms by base name (the samples are `<name>_bucket` with `le`).
-    latency_histograms: tuple[Scaled, ...] = (
-        Scaled("http_request_duration_seconds", 1000.0),
-        Scaled("http_request_duration_milliseconds"),
-    )
+    latency_histograms: tuple[Scaled, ...] = DEFAULT_LATENCY_HISTOGRAMS
     quantile: float = 0.95
+
+    def with_own(
+        self,
+        *,
+        error_rate: Iterable[Scaled] = (),
+        request_counters: Iterable[RequestCounter] = (),
+        response_time_p95: Iterable[Scaled] = (),
+        latency_histograms: Iterable[Scaled] = (),
+    ) -> SummaryNames:
+        """These names with a service's own tried first (the defaults stay behind them)."""
+        return SummaryNames(
+            error_rate=(*error_rate, *self.error_rate),
+            request_counters=(*request_counters, *self.request_counters),
+            response_time_p95=(*response_time_p95, *self.response_time_p95),
+            latency_histograms=(*latency_histograms, *self.latency_histograms),
+            quantile=self.quantile,
+        )
 
 
 def summarize(
@@ -276,8 +323,7 @@ def summarize(
 
     error_rate, origin_name = _first_gauge(kept, names.error_rate)
     if error_rate is None:
-        error_rate = _counter_ratio(kept, names)
-        origin_name = names.requests_total if error_rate is not None else None
+        error_rate, origin_name = _counter_ratio(kept, names)
     if error_rate is not None and not 0.0 <= error_rate <= 1.0:
         raise MetricValueError(
             f"error_rate from {origin_name} is {error_rate:g}: an error rate is a fraction "
@@ -298,6 +344,95 @@ def summarize(
     if origin_name and p95 is not None:
         origin["response_time_p95"] = origin_name
     return MetricSummary(error_rate=error_rate, response_time_p95=p95, origin=origin)
+
+
+def step_series(
+    samples: Iterable[MetricSampleRecord], names: SummaryNames | None = None
+) -> dict[str, list[float]]:
+    """The summary's two figures step by step, in time order, as the metric judge compares
+    them: a gauge's values as they are; a request counter's error rate and a histogram's p95
+    over each interval between two scrapes (PromQL's `rate()` over one scrape interval, resets
+    read as restarts, and `histogram_quantile` of the buckets' increase over it, summed across
+    series by `le`). A raw counter or bucket is never a series to compare: its value grows with
+    the uptime. Undated samples (one scrape) give no series."""
+    names = names or SummaryNames()
+    dated = [s for s in samples if s.timestamp is not None and s.value is not None]
+    series: dict[str, list[float]] = {}
+    rates = _gauge_steps(dated, names.error_rate) or _counter_steps(dated, names)
+    if rates:
+        series["error_rate"] = rates
+    p95 = _gauge_steps(dated, names.response_time_p95)
+    for histogram in names.latency_histograms if not p95 else ():
+        p95 = _histogram_steps(dated, histogram, names.quantile)
+        if p95:
+            break
+    if p95:
+        series["response_time_p95"] = p95
+    return series
+
+
+def _gauge_steps(samples: list[MetricSampleRecord], candidates: tuple[Scaled, ...]) -> list[float]:
+    for candidate in candidates:
+        points = sorted(
+            (s.timestamp, s.value * candidate.factor)
+            for s in samples
+            if s.name == candidate.name and s.timestamp is not None and s.value is not None
+        )
+        if points:
+            return [value for _, value in points]
+    return []
+
+
+def _steps(points: list[MetricSampleRecord]) -> Iterator[tuple[datetime, float]]:
+    """A counter series' growth over each interval, stamped with the interval's end."""
+    points = sorted(points, key=lambda point: point.timestamp or datetime.min)
+    values = numpy.array([point.value for point in points], dtype=float)
+    for point, grown in zip(points[1:], _increments(values), strict=True):
+        assert point.timestamp is not None
+        yield point.timestamp, float(grown)
+
+
+def _counter_steps(samples: list[MetricSampleRecord], names: SummaryNames) -> list[float]:
+    for counter in names.request_counters:
+        pattern = re.compile(counter.error_pattern)
+        errors: dict[datetime, float] = defaultdict(float)
+        total: dict[datetime, float] = defaultdict(float)
+        for labels, points in _series(s for s in samples if s.name == counter.name).items():
+            status = dict(labels).get(counter.status_label)
+            if status is None:
+                continue
+            is_error = bool(pattern.fullmatch(status))
+            for moment, grown in _steps(points):
+                total[moment] += grown
+                if is_error:
+                    errors[moment] += grown
+        rates = [errors[moment] / total[moment] for moment in sorted(total) if total[moment] > 0]
+        if rates:
+            return rates
+    return []
+
+
+def _histogram_steps(
+    samples: list[MetricSampleRecord], histogram: Scaled, quantile: float
+) -> list[float]:
+    buckets: dict[datetime, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    for labels, points in _series(
+        s for s in samples if s.name == f"{histogram.name}_bucket"
+    ).items():
+        bound = _bound(dict(labels).get("le"))
+        if bound is None:
+            continue
+        for moment, grown in _steps(points):
+            buckets[moment][bound] += grown
+    values = (histogram_quantile(quantile, dict(buckets[moment])) for moment in sorted(buckets))
+    return [value * histogram.factor for value in values if value is not None]
+
+
+def _bound(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
 
 
 def file_release_metrics(
@@ -364,30 +499,37 @@ def increase(points: list[MetricSampleRecord]) -> float | None:
     if len(present) < 2:
         return None
     present.sort(key=lambda point: point.timestamp or datetime.min.replace(tzinfo=UTC))
-    grown = 0.0
-    previous = present[0].value or 0.0
-    for point in present[1:]:
-        value = point.value or 0.0
-        grown += value - previous if value >= previous else value
-        previous = value
-    return grown
+    return float(_increments(numpy.array([point.value for point in present], dtype=float)).sum())
 
 
-def _counter_ratio(samples: list[MetricSampleRecord], names: SummaryNames) -> float | None:
-    pattern = re.compile(names.error_pattern)
-    errors = total = 0.0
-    seen = False
-    for labels, points in _series(s for s in samples if s.name == names.requests_total).items():
-        grown = increase(points)
-        if grown is None:
-            continue
-        seen = True
-        total += grown
-        if pattern.fullmatch(dict(labels).get(names.error_label, "")):
-            errors += grown
-    if not seen or total <= 0:
-        return None
-    return errors / total
+def _increments(values: numpy.ndarray) -> numpy.ndarray:
+    """A counter's growth between consecutive points: a drop is a reset (the counter restarted
+    from zero), so the growth is the new value, as PromQL's `rate()` and `increase()` read it."""
+    steps = numpy.diff(values)
+    return numpy.where(steps < 0, values[1:], steps)
+
+
+def _counter_ratio(
+    samples: list[MetricSampleRecord], names: SummaryNames
+) -> tuple[float | None, str | None]:
+    """Errors over all requests, by each series' increase, from the first request counter
+    (by name and status label) that has any."""
+    for counter in names.request_counters:
+        pattern = re.compile(counter.error_pattern)
+        errors = total = 0.0
+        seen = False
+        for labels, points in _series(s for s in samples if s.name == counter.name).items():
+            status = dict(labels).get(counter.status_label)
+            grown = increase(points)
+            if status is None or grown is None:
+                continue
+            seen = True
+            total += grown
+            if pattern.fullmatch(status):
+                errors += grown
+        if seen and total > 0:
+            return errors / total, counter.name
+    return None, None
 
 
 def _bucket_increases(samples: list[MetricSampleRecord], histogram: str) -> dict[float, float]:
