@@ -10,6 +10,7 @@ riskiest first, by name.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from django.db.models import Count, Sum
@@ -90,6 +91,14 @@ def window_series(
     """The summary's figures step by step in one window of each release (`step_series`:
     rates of counters, quantiles of histograms, gauges as they are): what the metric judge
     compares, for the policy, the Metrics tab and the drill-down alike."""
+    # A window's one figure (`<key>:window`) is no series.
+    names = replace(
+        names,
+        error_rate=tuple(n for n in names.error_rate if not n.name.endswith(":window")),
+        response_time_p95=tuple(
+            n for n in names.response_time_p95 if not n.name.endswith(":window")
+        ),
+    )
     return {
         release_id: step_series(records, names)
         for release_id, records in window_records(release_ids, window).items()

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from releases import verdicts
 from releases.models import Release
 from sources import summary
 from sources.models import (
@@ -16,7 +17,8 @@ from sources.models import (
     SourceKind,
 )
 from sources.parsers import prometheus
-from sources.parsers.openmetrics import MetricSampleRecord, file_release_metrics
+from sources.parsers.openmetrics import MetricSampleRecord, MetricValueError, file_release_metrics
+from sources.parsers.windows import baseline_window, release_window
 from sources.services.base import (
     BATCH,
     MAX_SAMPLES,
@@ -39,9 +41,12 @@ def ingest_metrics(
     window: str = MetricWindow.RELEASE,
     file_names: Sequence[str] = (),
     allow_empty: bool = False,
+    note: str = "",
 ) -> Ingested:
     """Metric samples of the release's window or its baseline's. No samples is refused unless
-    `allow_empty` (Prometheus answering nothing: the figures are then *missing*)."""
+    `allow_empty` (Prometheus answering nothing: the figures are then *missing*). A figure its
+    key cannot hold (an error rate outside 0..1, a negative p95) is refused (422), nothing
+    stored. `note` says in the counts how the window was read, when it is not the usual way."""
     if window not in MetricWindow.values:
         raise IngestError(f"window must be {' or '.join(MetricWindow.values)}, not {window!r}.")
     samples = list(samples)
@@ -77,9 +82,13 @@ def ingest_metrics(
             "samples": len(samples),
             "missing": sum(sample.value is None for sample in samples),
             "window": window,
+            **({"note": note} if note else {}),
         }
         ingestion.save(update_fields=["counts"])
-        summary.refresh(release, SourceKind.METRICS)
+        try:
+            summary.refresh(release, SourceKind.METRICS)
+        except MetricValueError as exc:
+            raise IngestError(f"Refused: {exc}.", 422) from None
     return Ingested(ingestion, True)
 
 
@@ -118,10 +127,11 @@ def ingest_prometheus(
             422,
         )
     previous = previous_release(release)
+    _check_room(release)
     try:
         metrics = prometheus.release_metrics(
             client,
-            config or prometheus.MetricsConfig(),
+            config or prometheus_config(release.service.slug),
             service=release.service.slug,
             version=release.version,
             deploy_time=release.deployed_at,
@@ -157,6 +167,46 @@ def ingest_prometheus(
     return results
 
 
+def prometheus_config(service: str) -> prometheus.MetricsConfig:
+    """The service's PromQL from the policy's `metric_names` (its own, else "*"'s), over the
+    defaults."""
+    own = verdicts.settings_of(verdicts.current_policy()).metric_names_for(service).prometheus
+    try:
+        return prometheus.MetricsConfig(
+            default=prometheus.queries_from_mapping(own.model_dump(exclude_none=True))
+        )
+    except prometheus.QueryTemplateError as exc:
+        raise IngestError(f"The PromQL of {service} in the policy: {exc}", 422) from None
+
+
+def _check_room(release: Release) -> None:
+    """A deploy time so near the calendar's ends that its window or its baseline (a week
+    earlier) falls outside it (year 1, year 9999) is refused, not a 500."""
+    assert release.deployed_at is not None
+    try:
+        window = release_window(release.deployed_at)
+        baseline_window(window)
+    except OverflowError:
+        raise IngestError(
+            f"The deploy time {release.deployed_at.isoformat()} leaves no room for the "
+            "release's metrics window and its baseline a week earlier: give the real deploy "
+            "time.",
+            422,
+        ) from None
+
+
+NO_DEPLOY_TIME = (
+    "The release has no deploy time, so its metrics have no window: all {count} samples were "
+    "taken as the release's own, with no baseline, and its error rate and p95 are the whole "
+    "file's, not judged against a baseline. Give the deploy time (--deployed-at, deployed_at) "
+    "to have them split into the release's window and its baseline."
+)
+NO_BASELINE = (
+    "No sample lies in the baseline window ({start:%Y-%m-%d %H:%M} to {end:%H:%M} UTC), so "
+    "the error rate and p95 are not judged against a baseline."
+)
+
+
 def ingest_metrics_file(
     release: Release,
     samples: Iterable[MetricSampleRecord],
@@ -172,26 +222,49 @@ def ingest_metrics_file(
     samples = list(samples)
     if window is not None or release.deployed_at is None:
         chosen = window or MetricWindow.RELEASE
-        return [ingest_metrics(release, samples, origin, window=chosen, file_names=file_names)]
+        note = NO_DEPLOY_TIME.format(count=len(samples)) if window is None else ""
+        return [
+            ingest_metrics(
+                release, samples, origin, window=chosen, file_names=file_names, note=note
+            )
+        ]
     if not samples:
         raise IngestError("No metric samples in what was sent.", 422)
     previous = previous_release(release)
-    split = file_release_metrics(
-        samples,
-        deploy_time=release.deployed_at,
-        previous_deploy_time=previous.deployed_at if previous else None,
-    )
+    _check_room(release)
+    try:
+        split = file_release_metrics(
+            samples,
+            names=summary.names_for(release.service.slug),
+            deploy_time=release.deployed_at,
+            previous_deploy_time=previous.deployed_at if previous else None,
+        )
+    except MetricValueError as exc:
+        raise IngestError(f"Refused: {exc}.", 422) from None
     if not split.release.samples and not split.baseline.samples:
         raise IngestError(
             f"None of the {len(samples)} samples lies in the release's window or its baseline's "
             f"(from {release.deployed_at:%Y-%m-%d %H:%M} UTC); pass the window to take them all.",
             422,
         )
-    return [
-        ingest_metrics(release, list(part.samples), origin, window=name, file_names=file_names)
-        for name, part in (
-            (MetricWindow.RELEASE, split.release),
-            (MetricWindow.BASELINE, split.baseline),
-        )
-        if part.samples
-    ]
+    note = (
+        ""
+        if split.baseline.samples
+        else NO_BASELINE.format(start=split.baseline.window.start, end=split.baseline.window.end)
+    )
+    with transaction.atomic():
+        return [
+            ingest_metrics(
+                release,
+                list(part.samples),
+                origin,
+                window=name,
+                file_names=file_names,
+                note=note if name == MetricWindow.RELEASE else "",
+            )
+            for name, part in (
+                (MetricWindow.RELEASE, split.release),
+                (MetricWindow.BASELINE, split.baseline),
+            )
+            if part.samples
+        ]
