@@ -135,8 +135,13 @@ def ingest(
         api.send_junit(service, version, name, xml)
         print(f"JUnit: {name} sent ({len(xml):,} bytes)", file=out)
     if sources.metrics is not None:
-        api.send_metrics(service, version, Path(args.metrics_file).name, sources.metrics)
+        sent = api.send_metrics(service, version, Path(args.metrics_file).name, sources.metrics)
         print(f"metrics: {args.metrics_file} sent", file=out)
+        # The server says how it read the window when it is not the usual way (no deploy time,
+        # no baseline): shown, since the figures are then not judged against a baseline.
+        counts = sent.get("counts") if isinstance(sent, dict) else None
+        if isinstance(counts, dict) and isinstance(counts.get("note"), str):
+            print(f"  note: {counts['note']}", file=out)
     if args.assess:
         run = api.assess(service, version)
         where = f": {run['url']}" if isinstance(run, dict) and run.get("url") else ""

@@ -12,7 +12,14 @@ from django.test import Client
 
 from releases.models import Release, Service
 from sources import services
-from sources.models import Commit, Ingestion, IngestionToken, MetricSample, TestCase
+from sources.models import (
+    Commit,
+    Ingestion,
+    IngestionToken,
+    MetricSample,
+    SourceKind,
+    TestCase,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -277,3 +284,54 @@ def test_the_openapi_document_describes_the_endpoints() -> None:
     junit = document["paths"]["/api/releases/{version}/junit"]["post"]
     assert "application/xml" in junit["requestBody"]["content"]
     assert reader.get("/api/docs").status_code == 200
+
+
+# ---- metrics: hostile values and windows said plainly (issue 28, items 2 and 9) ------------
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("# TYPE detective_error_rate gauge\ndetective_error_rate 1.5\n", "error rate is a"),
+        ("# TYPE detective_error_rate gauge\ndetective_error_rate -0.5\n", "error rate is a"),
+        (
+            "# TYPE detective_response_time_p95_ms gauge\ndetective_response_time_p95_ms -3\n",
+            "negative",
+        ),
+    ],
+    ids=["error-rate-above-1", "error-rate-below-0", "negative-p95"],
+)
+def test_a_figure_its_key_cannot_hold_is_422_and_stores_nothing(
+    token: str, release: Release, text: str, problem: str
+) -> None:
+    code, answer = post(
+        Client(), "/api/releases/v1/metrics?service=checkout", text, token, "text/plain"
+    )
+    assert code == 422 and problem in answer["error"]
+    assert not MetricSample.objects.exists()
+    assert not Ingestion.objects.filter(kind=SourceKind.METRICS).exists()
+
+
+@pytest.mark.parametrize("deployed", ["0001-01-01T00:10:00Z", "9999-12-31T23:50:00Z"])
+def test_a_deploy_time_at_the_calendars_ends_with_metrics_is_422(token: str, deployed: str) -> None:
+    client = Client()
+    body = {"version": "v1", "service": "checkout", "deployed_at": deployed}
+    assert post(client, "/api/releases", body, token)[0] == 201
+    text = "# TYPE detective_error_rate gauge\ndetective_error_rate 0.01 1795460400000\n"
+    code, answer = post(
+        client, "/api/releases/v1/metrics?service=checkout", text, token, "text/plain"
+    )
+    assert code == 422 and "leaves no room" in answer["error"]
+    assert not MetricSample.objects.exists()
+
+
+def test_metrics_without_a_deploy_time_are_answered_with_a_note(
+    token: str, release: Release
+) -> None:
+    text = "# TYPE detective_error_rate gauge\ndetective_error_rate 0.01 1795460400000\n"
+    code, answer = post(
+        Client(), "/api/releases/v1/metrics?service=checkout", text, token, "text/plain"
+    )
+    assert code == 201
+    assert answer["counts"]["note"].startswith("The release has no deploy time")
+    assert "not judged against a baseline" in answer["counts"]["note"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -11,24 +10,18 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.http import QueryDict
 
+from releases import verdicts
 from releases.models import Release
 from releases.token_hooks import TokenScope
-from risk.judge import (
-    Judgement,
-    JudgeSettings,
-    MetricJudgement,
-    MetricSettings,
-    judge,
-    judge_metric,
-    written,
-)
+from risk.history_signals import judge_metrics
+from risk.judge import Judgement, MetricJudgement, MetricSettings, judge_metric, written
+from risk.settings import LEVEL_RANK
 from sources.models import (
     ChangeType,
     Commit,
     CommitFile,
     IngestionToken,
     MetricSample,
-    MetricWindow,
     TestCase,
     TestStatus,
 )
@@ -103,15 +96,36 @@ class SectionsQuery:
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One metric: its release window against its baseline's, and the judge's sentence."""
+    """One summary metric: its release window against its baseline's, the judge's sentence,
+    and what the policy's signals on it said (the same judgement the report carries)."""
 
     judgement: MetricJudgement
     release_median: str | None
     baseline_median: str | None
-    # The window's own figure (`<name>:window`, an instant query over the whole window).
+    # The window's figure, as the summary gives it (an instant query over the whole window
+    # from Prometheus; from a file, the counters' rate and the histogram's quantile over it).
     release_figure: str | None
     baseline_figure: str | None
     missing: int  # samples without a value (NaN, Inf): left out of the judgement
+    # The policy's level for this metric ("none" ... "high") and its signals' sentences.
+    level: str = "none"
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def outcome(self) -> str:
+        """What the Judged column says: never "pass" beside a signal that raised it."""
+        if self.level != "none":
+            return f"rose · {self.level}"
+        return self.judgement.outcome.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class MetricsView:
+    """The Metrics tab's overall line, and what a reader must know of its windows."""
+
+    level: str
+    sentence: str
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,7 +140,7 @@ class ReleaseSections:
     tests: Page[TestCase] | None = None
     commits: Page[Commit] | None = None
     metrics: list[MetricRow] = field(default_factory=list)
-    judgement: Judgement | None = None
+    judgement: MetricsView | None = None
 
     @property
     def change_types(self) -> list[str]:
@@ -239,46 +253,90 @@ def commit_page(release: Release, change_type: str, page: str) -> Page[Commit]:
     return Paginator(commits.order_by("-authored_at", "sha"), COMMITS_PER_PAGE).get_page(page)
 
 
-def metric_rows(release: Release) -> tuple[Judgement | None, list[MetricRow]]:
-    """Each metric's release window against its baseline's, as the metric judge
-    (risk/judge.py) sees them; the window figures beside them."""
-    values: dict[str, dict[str, list[float]]] = {window: {} for window in MetricWindow.values}
-    figures: dict[str, dict[str, float | None]] = {window: {} for window in MetricWindow.values}
-    missing: Counter[str] = Counter()
-    samples = (
-        MetricSample.objects.filter(release=release)
-        .values_list("window", "name", "value")
-        .iterator(chunk_size=5000)
-    )
-    for window, name, value in samples:
-        if name.endswith(WINDOW_SUFFIX):
-            figures[window][name.removesuffix(WINDOW_SUFFIX)] = value
-        elif value is None:
-            missing[name] += 1
-        else:
-            values[window].setdefault(name, []).append(value)
-    if not any(values.values()) and not missing and not any(figures.values()):
+# The policy's signals on each summary metric (risk/policy.py) and the judge's (history_signals).
+METRIC_SIGNALS = {
+    "error_rate": ("error_rate", "error_rate_change"),
+    "response_time_p95": ("p95_latency", "p95_change"),
+}
+JUDGE_SIGNAL = "metric_judge"
+
+
+def metric_rows(release: Release) -> tuple[MetricsView | None, list[MetricRow]]:
+    """The summary's metrics as the policy judges them: each one's series (counters as rates,
+    histograms as quantiles, `sources.summary.window_series`) in the release window against the
+    baseline's, the policy's judge on them and its signals, so the tab says what the report
+    says."""
+    if not MetricSample.objects.filter(release=release).exists():
         return None, []
-    settings = JudgeSettings()
-    judgement = judge(values[MetricWindow.BASELINE], values[MetricWindow.RELEASE], settings)
-    judged = {m.name: m for m in judgement.metrics}
-    names = sorted(set(judged) | set(missing) | set(figures["release"]) | set(figures["baseline"]))
+    judged = verdicts.judge_release(release)
+    cfg = judged.settings
+    judgement = judge_metrics(judged.history, cfg)
+    settings = cfg.judge_settings()
+    signals = {signal.name: signal for signal in judged.verdict.signals}
+    figures = release.deployment_metrics or {}
     rows = []
-    for name in names:
-        metric = judged.get(name) or judge_metric(name, (), (), settings)
-        unit = settings.for_metric(name)
+    for key, names in METRIC_SIGNALS.items():
+        metric = (judgement.metric(key) if judgement else None) or judge_metric(
+            key, (), (), settings
+        )
+        unit = settings.for_metric(key)
 
-        def text(value: float | None, unit: MetricSettings = unit) -> str | None:
-            return None if value is None else written(value, unit)
+        def text(value: Any, unit: MetricSettings = unit) -> str | None:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            return written(float(value), unit) if ok else None
 
+        raised = [signals[n] for n in names if n in signals and signals[n].level != "none"]
+        level = max((s.level for s in raised), key=LEVEL_RANK.__getitem__, default="none")
+        if metric.outcome == "fail" and JUDGE_SIGNAL in signals:
+            judge_level = signals[JUDGE_SIGNAL].level
+            level = max(level, judge_level, key=LEVEL_RANK.__getitem__)
         rows.append(
             MetricRow(
                 judgement=metric,
                 release_median=text(metric.current.median),
                 baseline_median=text(metric.baseline.median),
-                release_figure=text(figures["release"].get(name)),
-                baseline_figure=text(figures["baseline"].get(name)),
-                missing=missing[name],
+                release_figure=text(figures.get(key)),
+                baseline_figure=text(figures.get(f"{key}_baseline")),
+                missing=0,
+                level=level,
+                reasons=tuple(s.detail for s in raised),
             )
         )
-    return (judgement if judged else None), rows
+    return _metrics_view(release, judgement, rows, signals.get(JUDGE_SIGNAL)), rows
+
+
+def _metrics_view(
+    release: Release, judgement: Judgement | None, rows: list[MetricRow], judge_signal: Any
+) -> MetricsView:
+    notes = []
+    if release.deployed_at is None:
+        notes.append(
+            "The release has no deploy time: its samples were all taken as its own window, "
+            "with no baseline, so nothing here is judged against a baseline."
+        )
+    elif not any(row.baseline_figure for row in rows) and not any(
+        row.judgement.baseline.n for row in rows
+    ):
+        notes.append("No baseline: no sample lies in the baseline window.")
+    missing = MetricSample.objects.filter(release=release, value=None).count()
+    if missing:
+        notes.append(
+            f"{missing:,} sample{'s' if missing != 1 else ''} without a value (NaN, Inf) left out."
+        )
+    raised = [row for row in rows if row.level != "none"]
+    if raised:
+        level = max((row.level for row in raised), key=LEVEL_RANK.__getitem__)
+        reasons = [reason for row in raised for reason in row.reasons]
+        if judge_signal is not None and judge_signal.level != "none":
+            reasons.append(judge_signal.detail)
+        sentence = f"The metrics raise the release to {level}: " + "; ".join(reasons) + "."
+        return MetricsView(level, sentence.replace("..", "."), tuple(notes))
+    if judgement is None:
+        return MetricsView(
+            "none",
+            "No series to compare against the baseline (a single scrape, or no samples of the "
+            "error rate or p95 in the window); the figures are judged by the policy's limits.",
+            tuple(notes),
+        )
+    level = judge_signal.level if judge_signal is not None else "none"
+    return MetricsView(level, judgement.sentence, tuple(notes))

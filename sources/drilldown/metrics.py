@@ -3,11 +3,12 @@ policy's `history_releases`), judged by the policy's metric judge (`risk.judge` 
 `PolicySettings.judge_settings()`) in words, for
 `GET /api/releases/<version>/metrics/<metric>/history`.
 
-A metric is asked for by the summary's key (`error_rate`, `response_time_p95`): its samples
-are the per-step samples stored under that key (from Prometheus) or the exporters' gauges
-that hold it (`detective_error_rate`, `detective_response_time_p95_ms`, ..., scaled to the
-key's unit), the first name with samples in the window. Any other stored name is read as it
-is. A window's single figure (`<key>:window`) is one number, not a series: it is left out.
+A metric is asked for by the summary's key (`error_rate`, `response_time_p95`): its series is
+the one the policy's judge compares (`sources.summary.window_series`: Prometheus' per-step
+samples, an exporter's gauges scaled to the key's unit, request counters as the error rate of
+each scrape interval, latency histograms as each interval's p95). Any other stored name is
+read as it is. A window's single figure (`<key>:window`) is one number, not a series: it is
+left out.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from releases.release_order import earlier_releases
 from risk.judge import JudgeSettings, Window, judge_metric
 from risk.settings import PolicySettings
 from sources.models import MetricSample, MetricWindow
-from sources.summary import SUMMARY_METRICS, sources_of
+from sources.summary import SUMMARY_METRICS, names_for, sources_of, window_series
 
 METRIC_PATTERN = r"[A-Za-z_][A-Za-z0-9_:.]{0,199}"
 MAX_NAMES_LISTED = 20
@@ -39,6 +40,10 @@ HISTORY_SAMPLES_PER_RELEASE = 5_000
 def samples(release: Release, metric: str, window: str) -> tuple[list[float], int, str | None]:
     """The window's values of `metric` (in the key's unit), how many were missing (NaN, Inf
     stored as empty), and the stored name they came from."""
+    if metric in SUMMARY_METRICS:
+        names = names_for(release.service.slug)
+        series = window_series([release.pk], window, names)[release.pk].get(metric, [])
+        return series[:HISTORY_SAMPLES_PER_RELEASE], 0, metric if series else None
     for scaled in sources_of(metric):
         values = list(
             MetricSample.objects.filter(release=release, window=window, name=scaled.name)

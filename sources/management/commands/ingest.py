@@ -5,6 +5,7 @@ command with the reason and stores nothing of this run."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,18 @@ def _moment(value: str) -> datetime:
     return moment
 
 
+def _timeout(value: str) -> float:
+    """Seconds to wait for Prometheus: a finite number above zero (nan, -1 or inf would make
+    httpx wait forever or fail inside)."""
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{value} is not a number of seconds above 0")
+    return seconds
+
+
+_timeout.__name__ = "timeout"  # argparse names the type in its message
+
+
 class Command(BaseCommand):
     help = "Ingest a release's git range, JUnit XML reports and metrics (and assess it)."
 
@@ -48,7 +61,13 @@ class Command(BaseCommand):
             "the window its timestamp lies in, from the deploy time).",
         )
         parser.add_argument("--prometheus", metavar="URL", help="Query this Prometheus.")
-        parser.add_argument("--prometheus-timeout", type=float, default=prometheus.DEFAULT_TIMEOUT)
+        parser.add_argument(
+            "--prometheus-timeout",
+            type=_timeout,
+            default=prometheus.DEFAULT_TIMEOUT,
+            metavar="SECONDS",
+            help="How long to wait for Prometheus (seconds above 0).",
+        )
         parser.add_argument("--assess", action="store_true", help="Assess it afterwards.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -126,5 +145,10 @@ class Command(BaseCommand):
 
     def _say(self, what: str, created: bool, counts: Any) -> None:
         state = "stored" if created else "already ingested, counted once"
+        counts = dict(counts) if counts else {}
+        # How a metrics window was read when it is not the usual way: said on a line of its own.
+        note = counts.pop("note", "")
         detail = f" {counts}" if counts else ""
         self.stdout.write(f"{what}: {state}{detail}")
+        if note:
+            self.stdout.write(self.style.WARNING(f"  note: {note}"))
