@@ -149,6 +149,15 @@ def _field_for(name: str, info: Any) -> forms.Field:
             '"decrease", "effect": "median" or "mean", "allowed_ratio", "min_absolute_change", '
             '"critical"}'
         )
+    if name == "metric_names":
+        return JsonSettingField(
+            required=False,
+            help_text='per service slug ("*": any other): {"error_rate_gauges", "p95_gauges", '
+            '"latency_histograms": [{"name", "factor"}], "request_counters": [{"name", '
+            '"status_label", "error_pattern"}], "prometheus": {"error_rate", '
+            '"response_time_p95", "response_time_p95_factor", "rate_interval", "step"}} '
+            "(docs/using/metrics.md)",
+        )
     if name == "critical_paths":
         return AreasField(
             help_text="one area a line, then the globs of changed paths in it: "

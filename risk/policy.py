@@ -113,7 +113,7 @@ def _error_rate_change(rate: float, baseline: float, cfg: PolicySettings) -> Sig
     """The error rate against its baseline window: a relative rise with an absolute floor."""
     times = rate / baseline if baseline > 0 else (1.0 if rate == 0 else float("inf"))
     rise = rate - baseline
-    medium, high = cfg.error_rate_rise_medium_at_or_above, cfg.error_rate_rise_high_at_or_above
+    medium, high = cfg.error_rise_times_medium_at_or_above, cfg.error_rise_times_high_at_or_above
     level: Level = "none"
     if high is not None and times >= high:
         level = "high"

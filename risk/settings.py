@@ -218,8 +218,8 @@ class PolicySettings(BaseModel):
     # (a fraction: 0.005 is half a percentage point), so 0.3 % -> 1.1 % (3.7 times, 0.8
     # points) is medium and 0.01 % -> 0.05 % is nothing. Kayenta's and Argo Rollouts' users
     # set the same pair: an allowed increase and a floor under which no change counts.
-    error_rate_rise_medium_at_or_above: float | None = Field(2.0, ge=1)
-    error_rate_rise_high_at_or_above: float | None = Field(None, ge=1)
+    error_rise_times_medium_at_or_above: float | None = Field(2.0, ge=1)
+    error_rise_times_high_at_or_above: float | None = Field(None, ge=1)
     error_rate_min_rise: float = Field(0.005, ge=0, le=1)
     # Which series give the error rate and the p95, by service slug ("*": any service without
     # an entry of its own); each service's names are tried before the exporters' defaults.
@@ -252,8 +252,8 @@ _ORDERED = (
     ("p95_ms_medium_above", "p95_ms_high_above", "p95 latency (ms)"),
     ("p95_rise_medium_at_or_above", "p95_rise_high_at_or_above", "p95 rise"),
     (
-        "error_rate_rise_medium_at_or_above",
-        "error_rate_rise_high_at_or_above",
+        "error_rise_times_medium_at_or_above",
+        "error_rise_times_high_at_or_above",
         "error rate rise (times the baseline)",
     ),
 )
