@@ -137,8 +137,8 @@ def _error_rate_change(rate: float, baseline: float, cfg: PolicySettings) -> Sig
         name="error_rate_change",
         label="Error rate against its baseline",
         level=level,
-        # The rise is its own reason, not the absolute limit's veto: it raises to medium.
-        critical=False,
+        # High only when set so, and then as the error rate's own limit is: critical.
+        critical=cfg.error_rate_critical,
         figure=None if times == float("inf") else round(times, 2),
         threshold="; ".join(limits),
         detail=f"Error rate {pct(rate)} against {pct(baseline)} in its baseline window: "

@@ -285,3 +285,41 @@ def test_a_database_upgrade_and_a_dropped_column_are_a_critical_area() -> None:
     assert signal(verdict, "risky_changes").detail == "2 changes in migrations"
     with_failures = signal(verdict, "risky_changes_with_failures")
     assert with_failures.critical and verdict.severity == "high"
+
+
+# ---- the error rate against its baseline (issue 28, item 2) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("baseline", "rate", "level"),
+    [
+        (0.003, 0.011, "medium"),  # 3.7 times, 0.8 points: the release of the issue
+        (0.004, 0.016, "medium"),  # 4 times, under the 2 % line
+        (0.003, 0.0035, "none"),  # 1.2 times: noise
+        (0.0001, 0.0005, "none"),  # 5 times, but 0.04 points: under the floor
+        (0.0, 0.01, "medium"),  # up from nothing by a percentage point
+        (0.011, 0.003, "none"),  # fell
+    ],
+)
+def test_the_error_rate_is_judged_against_its_baseline_with_a_floor(
+    baseline: float, rate: float, level: str
+) -> None:
+    verdict = evaluate(
+        release(deployment_metrics={"error_rate": rate, "error_rate_baseline": baseline})
+    )
+    change = signal(verdict, "error_rate_change")
+    assert change.level == level
+    assert f"against {baseline * 100:.4g} %" in change.detail
+    assert verdict.severity == ("medium" if level == "medium" else "low")
+
+
+def test_the_error_rates_rise_thresholds_are_settings() -> None:
+    summary = release(deployment_metrics={"error_rate": 0.011, "error_rate_baseline": 0.003})
+    strict = PolicySettings(error_rise_times_high_at_or_above=3.0)
+    assert signal(evaluate(summary, strict), "error_rate_change").level == "high"
+    off = PolicySettings(error_rise_times_medium_at_or_above=None)
+    assert signal(evaluate(summary, off), "error_rate_change").level == "none"
+    assert not any(
+        s.name == "error_rate_change"
+        for s in evaluate(release(deployment_metrics={"error_rate": 0.011})).signals
+    )

@@ -131,3 +131,47 @@ def test_a_release_without_detail_says_so(viewer: Client) -> None:
     sections = selectors.release_sections(typed, QueryDict())
     assert sections.tab == "" and sections.tab_links == []
     assert "No detail" in viewer.get(typed.get_absolute_url()).content.decode()
+
+
+def exporter_text(start: int, errors: list[int]) -> str:
+    """prometheus_client's counter by `code`, one scrape a minute (the text format's ms)."""
+    lines = ["# TYPE http_requests_total counter"]
+    ok = bad = 0
+    for minute, failed in enumerate(errors):
+        ok, bad = ok + 1000 - failed, bad + failed
+        stamp = (start + 60 * minute) * 1000
+        lines += [
+            f'http_requests_total{{code="200"}} {ok} {stamp}',
+            f'http_requests_total{{code="500"}} {bad} {stamp}',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_metrics_tab_says_what_the_policy_says_never_pass_beside_rose(viewer: Client) -> None:
+    # 0.3 % -> 1.1 % from an exporter's counters: once "The metrics pass against the
+    # baseline: 4 of 4" (raw counters' medians compared) beside a report that said it rose.
+    deployed = datetime(2026, 11, 20, 10, tzinfo=UTC)
+    made, _ = services.upsert_release(
+        ReleaseFields(version="v9.1.0", service="shop-api", deployed_at=deployed), API
+    )
+    start = int(deployed.timestamp())
+    text = exporter_text(start - 7 * 86400, [3, 2, 4] * 10) + exporter_text(
+        start, [11, 10, 12] * 10
+    ).replace("# TYPE http_requests_total counter\n", "")
+    services.ingest_metrics_file(made, parse_metrics(text, source="m.prom"), API)
+    page = viewer.get(made.get_absolute_url(), {"tab": "metrics"}).content.decode()
+    assert "The metrics raise the release to high" in page
+    assert "rose · high" in page
+    assert "3.7 times the baseline" in page
+    assert "The metrics pass" not in page
+    # The deploy time is known and the baseline was found: no note about either.
+    assert "no deploy time" not in page and "No baseline" not in page
+
+
+def test_the_metrics_tab_says_when_there_is_no_deploy_time(viewer: Client) -> None:
+    made, _ = services.upsert_release(ReleaseFields(version="v9.2.0", service="shop-api"), API)
+    text = exporter_text(1763632800, [3] * 30)
+    services.ingest_metrics_file(made, parse_metrics(text, source="m.prom"), API)
+    page = viewer.get(made.get_absolute_url(), {"tab": "metrics"}).content.decode()
+    assert "The release has no deploy time" in page
+    assert "The metrics pass" not in page

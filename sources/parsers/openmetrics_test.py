@@ -11,6 +11,7 @@ from sources.parsers.openmetrics import (
     MetricSampleRecord,
     MetricsFormatError,
     MetricValueError,
+    RequestCounter,
     Scaled,
     SummaryNames,
     file_release_metrics,
@@ -18,6 +19,7 @@ from sources.parsers.openmetrics import (
     increase,
     parse_metrics,
     parse_metrics_file,
+    step_series,
     summarize,
 )
 
@@ -309,3 +311,98 @@ def test_a_file_without_a_previous_release_has_its_baseline_a_week_earlier() -> 
     metrics = file_release_metrics(samples, deploy_time=T0)
     assert metrics.release.summary.error_rate == pytest.approx(0.05)
     assert metrics.baseline.summary.error_rate == pytest.approx(0.02)
+
+
+# --- exporters' names and the judge's series (issue 28, item 2) --------------------------------
+
+# Each exporter's request counter (name, status label) and latency histogram, as they expose
+# them (ingress-nginx's counter has no `_total`; the text parser reads it with one).
+EXPORTERS = [
+    ("http_requests_total", "code", "http_request_duration_seconds"),
+    (
+        "django_http_responses_total_by_status_total",
+        "status",
+        "django_http_requests_latency_seconds_by_view_method",
+    ),
+    ("http_server_requests_seconds_count", "status", "http_server_requests_seconds"),
+    (
+        "http_server_request_duration_seconds_count",
+        "http_response_status_code",
+        "http_server_request_duration_seconds",
+    ),
+    (
+        "nginx_ingress_controller_requests",
+        "status",
+        "nginx_ingress_controller_request_duration_seconds",
+    ),
+]
+
+
+def exporter_samples(counter: str, label: str, histogram: str) -> list[MetricSampleRecord]:
+    """Four scrapes a minute apart: 100 requests a minute, 3 of them 503s and 1 a 404; half of
+    them under 0.1 s, all under 0.5 s."""
+    samples = []
+    for i in range(4):
+        samples += [
+            sample(counter, 96 * i, i, **{label: "200"}),
+            sample(counter, 3 * i, i, **{label: "503"}),
+            sample(counter, 1 * i, i, **{label: "404"}),
+        ]
+        for le, share in (("0.1", 0.5), ("0.5", 1.0), ("+Inf", 1.0)):
+            samples.append(sample(f"{histogram}_bucket", 100 * i * share, i, le=le))
+    return samples
+
+
+@pytest.mark.parametrize(("counter", "label", "histogram"), EXPORTERS, ids=lambda x: str(x)[:30])
+def test_every_exporters_counter_and_histogram_give_the_figures(
+    counter: str, label: str, histogram: str
+) -> None:
+    samples = exporter_samples(counter, label, histogram)
+    summary = summarize(samples)
+    assert summary.error_rate == pytest.approx(0.03)
+    # Rank 95 of 100 lies 0.9 into (0.1, 0.5] s.
+    assert summary.response_time_p95 == pytest.approx(460.0)
+    series = step_series(samples)
+    assert series["error_rate"] == pytest.approx([0.03] * 3)
+    assert series["response_time_p95"] == pytest.approx([460.0] * 3)
+
+
+def test_a_counter_reset_is_a_restart_as_prometheus_rate_reads_it() -> None:
+    samples = [
+        sample("http_requests_total", value, i, code="200")
+        for i, value in enumerate([1000, 1100, 40, 140])  # restarted between minutes 1 and 2
+    ] + [
+        sample("http_requests_total", value, i, code="500")
+        for i, value in enumerate([10, 11, 0, 1])
+    ]
+    assert step_series(samples)["error_rate"] == pytest.approx([1 / 101, 0.0, 1 / 101])
+    # 100 + 40 + 100 requests, 1 + 0 + 1 errors.
+    assert summarize(samples).error_rate == pytest.approx(2 / 242)
+
+
+def test_raw_counters_and_undated_scrapes_are_never_a_series() -> None:
+    # A counter's running total grows with the uptime: comparing its values between windows
+    # says how long the process ran, not how it behaved.
+    undated = [sample("http_requests_total", 500, code="200"), sample("queue_depth", 3)]
+    assert step_series(undated) == {}
+
+
+def test_a_services_own_names_come_before_the_defaults() -> None:
+    names = SummaryNames().with_own(
+        response_time_p95=[Scaled("shop_latency_p95_ms")],
+        request_counters=[RequestCounter("shop_calls_total", "outcome", "error|timeout")],
+    )
+    samples = [
+        sample("shop_latency_p95_ms", 250, 0),
+        sample("shop_latency_p95_ms", 270, 1),
+        sample("shop_calls_total", 0, 0, outcome="ok"),
+        sample("shop_calls_total", 90, 1, outcome="ok"),
+        sample("shop_calls_total", 0, 0, outcome="timeout"),
+        sample("shop_calls_total", 10, 1, outcome="timeout"),
+    ]
+    summary = summarize(samples, names)
+    assert summary.response_time_p95 == pytest.approx(260.0)
+    assert summary.error_rate == pytest.approx(0.1)
+    assert step_series(samples, names) == {"error_rate": [0.1], "response_time_p95": [250, 270]}
+    # Without them, the exporter's gauge is nothing the summary knows.
+    assert summarize(samples).response_time_p95 is None
