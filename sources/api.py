@@ -297,8 +297,12 @@ class MetricsQuery(ReleaseQuery):
     summary="Send metrics as OpenMetrics or Prometheus text (the file as the body)",
     description=(
         "NaN and Inf are stored as missing, never zero. The error rate and p95 come from "
-        "`detective_error_rate`, `detective_response_time_p95_ms` (or `_seconds`), or "
-        "`http_requests_total` and the histogram `http_request_duration_seconds`."
+        "`detective_error_rate`, `detective_response_time_p95_ms` (or `_seconds`), or the "
+        "request counters and latency histograms of prometheus_client, django-prometheus, "
+        "Micrometer, OpenTelemetry and ingress-nginx (docs/using/metrics.md), or a service's "
+        "own names (the policy's `metric_names`). An error rate outside 0..1, a negative p95 "
+        "or a deploy time at the calendar's ends is 422. Without a deploy time (or without "
+        "samples in the baseline window) the answer's `counts.note` says so."
     ),
     openapi_extra=TEXT_BODY,
 )
