@@ -10,10 +10,13 @@ import pytest
 
 from detective_client.records import CommitRecord, FileChangeRecord
 from releases.models import Release, Service
+from releases.services import new_policy_version
+from risk.settings import PolicySettings
 from sources import services
 from sources.models import Commit, Ingestion, IngestionToken, MetricSample, TestCase
 from sources.parsers.openmetrics import parse_metrics
 from sources.services import IngestError, Origin, ReleaseFields
+from sources.services.metrics import prometheus_config
 
 pytestmark = pytest.mark.django_db
 
@@ -274,3 +277,31 @@ def test_the_summary_gives_a_mean_of_samples_to_four_significant_digits() -> Non
     target.refresh_from_db()
     assert target.deployment_metrics["response_time_p95"] == 401.6
     assert target.deployment_metrics["error_rate"] == 0.0009927
+
+
+def test_a_services_own_metric_names_come_from_the_policy_for_files_and_prometheus() -> None:
+    # An exporter whose p95 gauge is `..._latency_p95_ms`: "p95 missing" on every release
+    # until the service's names say which series it is.
+    text = "# TYPE shop_latency_p95_ms gauge\nshop_latency_p95_ms 250\n"
+    plain = release("v1", service="other")
+    services.ingest_metrics_file(plain, parse_metrics(text, source="m.txt"), API)
+    plain.refresh_from_db()
+    assert plain.deployment_metrics["response_time_p95"] is None
+
+    new_policy_version(
+        PolicySettings(
+            metric_names={
+                "shop": {
+                    "p95_gauges": [{"name": "shop_latency_p95_ms"}],
+                    "prometheus": {"response_time_p95": "max(shop_latency_p95_ms)"},
+                }
+            }
+        )
+    )
+    shop = release("v1", service="shop")
+    services.ingest_metrics_file(shop, parse_metrics(text, source="m.txt"), API)
+    shop.refresh_from_db()
+    assert shop.deployment_metrics["response_time_p95"] == 250.0
+    assert prometheus_config("shop").default.response_time_p95 == "max(shop_latency_p95_ms)"
+    # Other services keep the defaults.
+    assert "histogram_quantile" in prometheus_config("other").default.response_time_p95
