@@ -328,3 +328,20 @@ def test_markdown_to_standard_output(known: Double) -> None:
     assert code == 0
     assert "### ✅ Detective: shop 1.4.0\n" in out
     assert "- **Gate:** below the bar (high) (exit 0)" in out
+
+
+def test_ingest_prints_the_servers_note_on_the_metrics_window(
+    double: Double, tmp_path: Path
+) -> None:
+    # The server's answer to a metrics file sent without a deploy time carries a note: the
+    # figures are then the whole file's, with no baseline, and the client must say so.
+    note = "The release has no deploy time, so its metrics have no window: ..."
+    double.refuse[("POST", "/metrics")] = (201, {"created": True, "counts": {"note": note}})
+    metrics = tmp_path / "metrics.txt"
+    metrics.write_text('http_requests_total{code="500"} 3\n')
+    code, _, err = run(
+        double, "ingest", "1.4.0", "--service", "shop", "--metrics-file", str(metrics)
+    )
+    # The command's progress goes to stderr, the note with it.
+    assert code == 0, err
+    assert f"  note: {note}" in err
