@@ -407,7 +407,10 @@ def _with_sentence(
     assert before is not None and after is not None and m.p_value is not None
     measure = "a median" if m.effect == "median" else "a mean"
     samples = _samples_phrase(m.baseline.n, m.current.n)
-    if before == after:
+    # Equal as written ("rose from 0.18 % to 0.18 %" was seen on a flat release): stayed.
+    if before == after or (
+        m.reason != "regressed" and _value(before, metric) == _value(after, metric)
+    ):
         text = f"{_cap(m.label)} stayed at {measure} of {_value(after, metric)} {samples}"
         text += f" (Mann-Whitney p {_p(m.p_value)})."
         return _replace_sentence(m, text)

@@ -334,3 +334,13 @@ def test_importing_the_judge_and_the_eval_statistics_leaves_scipy_for_later() ->
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_change_too_small_to_write_is_said_to_have_stayed() -> None:
+    # Seen on a flat release read from an exporter's counters: "rose from a median of 0.18 %
+    # to 0.18 %".
+    baseline = [0.0018 + (i % 5) * 1e-6 for i in range(30)]
+    current = [0.00181 + (i % 5) * 1e-6 for i in range(30)]
+    verdict = judge_metric("error_rate", baseline, current)
+    assert verdict.outcome == "pass"
+    assert verdict.sentence.startswith("Error rate stayed at a median of 0.18 %")
