@@ -9,7 +9,7 @@ which. Decisions:
 - Binary files give none (git prints no hunk for them), and neither do lock files and generated
   or minified files (`skipped_file`): their lines are no code a frame runs through, and a lock
   file's hunks alone can outnumber the rest of a release's.
-- Bounded: at most `MAX_HUNKS` hunks a range (newest commits first, as `git log` gives them);
+- Bounded: at most `MAX_HUNKS` hunks a range (newest first, in `--topo-order`);
   past it the reading stops and `HunkRange.truncated` says so. The output is read line by line
   and a hunk's body is never kept, so a vendored 100,000-line file costs one header.
 """
@@ -27,10 +27,13 @@ from detective_client.git import EmptyRange, GitError, resolve, split_range
 
 __all__ = [
     "MAX_HUNKS",
+    "BlamedLines",
     "CommitHunks",
     "FileHunks",
     "Hunk",
     "HunkRange",
+    "blame_at_head",
+    "parse_blame_porcelain",
     "parse_log_patch",
     "read_hunks",
     "skipped_file",
@@ -227,6 +230,10 @@ def read_hunks(repo: Path, rev_range: str, limit: int = MAX_HUNKS) -> HunkRange:
         "-p",
         "-U0",
         "-M",
+        # Children before their parents, whatever the dates say: a branch forked mid-release
+        # and merged at the end is numbered after its fork point, and `lines_at_head` carries
+        # lines forward in this order.
+        "--topo-order",
         "--diff-merges=off",
         "--no-color",
         "--no-ext-diff",
@@ -238,4 +245,66 @@ def read_hunks(repo: Path, rev_range: str, limit: int = MAX_HUNKS) -> HunkRange:
     found = parse_log_patch(_stream(repo, args), limit)
     if not found.commits:
         raise EmptyRange(rev_range)
+    return found
+
+
+@dataclass(frozen=True)
+class BlamedLines:
+    """Lines `start`..`end` of `path` at the range's end were last changed by `sha`, a commit of
+    the range."""
+
+    path: str
+    start: int
+    end: int
+    sha: str
+
+
+_BLAME_HEADER = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64}) \d+ (\d+) (\d+)$")
+
+
+def parse_blame_porcelain(path: str, lines: Iterable[str]) -> list[BlamedLines]:
+    """Groups of `git blame --porcelain FROM..TO` owned by commits of the range (the boundary
+    commit, which stands for everything older, is left out)."""
+    groups: list[tuple[str, int, int]] = []
+    boundary: set[str] = set()
+    current: str | None = None
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if line.startswith("\t"):
+            continue
+        hit = _BLAME_HEADER.match(line)
+        if hit:
+            current = hit[1]
+            start, count = int(hit[2]), int(hit[3])
+            groups.append((current, start, start + count - 1))
+        elif line == "boundary" and current is not None:
+            boundary.add(current)
+    return [BlamedLines(path, s, e, sha) for sha, s, e in groups if sha not in boundary]
+
+
+def blame_at_head(repo: Path, rev_range: str, paths: Iterable[str]) -> list[BlamedLines]:
+    """Which commit of `rev_range` last changed each line of `paths` at its end, by `git blame`.
+
+    Exact where carrying hunks forward is not: a branch forked mid-release and merged at the end
+    was numbered against its fork point, and blame follows the merge. One `git blame` a path,
+    so the caller passes only the paths it needs (the files a failure's frames and its test
+    exercise), never the whole range's; a path missing at the end gives nothing.
+    """
+    repo = Path(repo)
+    start, end = split_range(rev_range)
+    end_sha = resolve(repo, end)
+    selection = end_sha if start is None else f"{resolve(repo, start)}..{end_sha}"
+    found: list[BlamedLines] = []
+    for path in paths:
+        command = ["git", "-C", str(repo), "blame", "--porcelain", "-M", selection, "--", path]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            env={**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
+            check=False,
+        )
+        if done.returncode != 0:
+            continue
+        text = done.stdout.decode("utf-8", errors="replace")
+        found += parse_blame_porcelain(path, text.splitlines())
     return found

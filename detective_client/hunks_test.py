@@ -134,3 +134,24 @@ def test_parse_a_quoted_path() -> None:
     ]
     (commit,) = parse_log_patch(text).commits
     assert commit.files == (FileHunks("x\ty.py", None, (Hunk(1, 1, 1, 1),)),)
+
+
+def test_blame_follows_a_branch_merged_at_the_end(repo: Path) -> None:
+    from detective_client.hunks import BlamedLines, blame_at_head
+
+    fork = _git(repo, "rev-parse", "HEAD")
+    # On main: two lines added at the top, which shift everything below.
+    (repo / "src/timed.py").write_text("a\nb\n" + (repo / "src/timed.py").read_text())
+    main = _commit(repo, "prepend two")
+    # On a branch from the fork point: line 10 changed (line 12 once merged).
+    _git(repo, "checkout", "-q", "-b", "side", fork)
+    text = (repo / "src/timed.py").read_text().replace("line 10\n", "line ten\n")
+    (repo / "src/timed.py").write_text(text)
+    side = _commit(repo, "change line 10")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "merge", "-q", "--no-edit", "side")
+    found = blame_at_head(repo, "v1..HEAD", ["src/timed.py", "gone.py"])
+    assert sorted(found, key=lambda b: b.start) == [
+        BlamedLines("src/timed.py", 1, 2, main),
+        BlamedLines("src/timed.py", 12, 12, side),
+    ]

@@ -44,6 +44,7 @@ __all__ = [
     "lines_at_head",
     "python_imports",
     "rank_suspects",
+    "with_blame",
 ]
 
 NEAR_LINES = 10
@@ -85,8 +86,22 @@ class RangeCommit:
 class Failure:
     test_path: str
     frames: Sequence[FrameLike]
-    # Repository paths of the modules the test file imports at the head (`exercised_paths`).
+    # Repository paths of the modules the test files import at the head, and their namesakes
+    # (`exercised_paths`, `namesakes`), for the test file and every test file a frame is in.
     exercised: frozenset[str] = frozenset()
+    namesakes: frozenset[str] = frozenset()
+    # Names the failure's message gives (`message_names`): "DID NOT RAISE SignatureExpired".
+    names: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A function of a module at the head: its lines, and the words of its text and of the
+    classes around it."""
+
+    start: int
+    end: int
+    words: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -169,6 +184,46 @@ def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange
     return owned
 
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+# Words every failure message holds, which name no code of the project.
+_MESSAGE_STOP = frozenset(
+    {"assert", "where", "Failed", "RAISE", "None", "True", "False", "class", "self", "with"}
+    | {"AssertionError", "Error", "Exception", "Traceback", "most", "recent", "call", "last"}
+    | {"lambda", "object", "function", "method", "bound", "Expected", "expected", "Received"}
+)
+
+
+def message_names(message: str) -> frozenset[str]:
+    """The identifiers a failure's message names (an exception, a method, a class)."""
+    return frozenset(w for w in _WORD.findall(message) if w not in _MESSAGE_STOP)
+
+
+def python_scopes(source: str) -> list[Scope]:
+    """Every function of a Python module at the head, with the words of its text and the
+    names of its enclosing classes; nothing for source that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+    scopes: list[Scope] = []
+
+    def visit(node: ast.AST, classes: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, (*classes, child.name))
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                end = child.end_lineno or child.lineno
+                text = "\n".join(lines[child.lineno - 1 : end])
+                scopes.append(
+                    Scope(child.lineno, end, frozenset(_WORD.findall(text)) | set(classes))
+                )
+                visit(child, classes)
+
+    visit(tree, ())
+    return scopes
+
+
 def python_imports(source: str) -> list[str]:
     """The module names a Python file imports (`from a.b import c` gives `a.b` and `a.b.c`)."""
     try:
@@ -206,6 +261,36 @@ def _named_after(test_path: str) -> list[str]:
     return []
 
 
+_TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
+
+
+def is_test_file(path: str) -> bool:
+    """A test's file by its name or folder (a frame there is the test's code, not the code's)."""
+    parts = PurePosixPath(path).parts
+    return bool(_named_after(path)) or any(part in _TEST_FOLDERS for part in parts[:-1])
+
+
+def test_files(test_path: str, frames: Iterable[FrameLike]) -> list[str]:
+    """The failing test's file and the other test files its frames run through (an inherited
+    test's body lives in its base class's file), in that order."""
+    found = [test_path] if test_path else []
+    for frame in frames:
+        if frame.in_repo and is_test_file(frame.path) and frame.path not in found:
+            found.append(frame.path)
+    return found
+
+
+def namesakes(test_path: str, repo_paths: Iterable[str]) -> frozenset[str]:
+    """The module the test file is named after, the one nearest the test where several are."""
+    paths = [p for p in repo_paths if p.endswith(_SOURCE_SUFFIXES) and p != test_path]
+    found: set[str] = set()
+    for namesake in _named_after(test_path):
+        candidates = [p for p in paths if PurePosixPath(p).name == namesake]
+        if candidates:
+            found.add(max(candidates, key=lambda p: _shared_tail_dirs(p, test_path)))
+    return frozenset(found)
+
+
 def exercised_paths(
     test_path: str, test_source: str | None, repo_paths: Iterable[str]
 ) -> frozenset[str]:
@@ -230,12 +315,7 @@ def exercised_paths(
                 wanted += [f"{base}/index{ext}" for ext in _SOURCE_SUFFIXES[2:]]
     for want in wanted:
         found |= {p for p in paths if p == want or p.endswith("/" + want)}
-    for namesake in _named_after(test_path):
-        candidates = [p for p in paths if PurePosixPath(p).name == namesake]
-        # The namesake nearest the test (most shared leading folders; Java's src/main twin).
-        if candidates:
-            found.add(max(candidates, key=lambda p: _shared_tail_dirs(p, test_path)))
-    return frozenset(found)
+    return frozenset(found) | namesakes(test_path, paths)
 
 
 def _normalise(path: str) -> str:
@@ -257,6 +337,21 @@ def _shared_tail_dirs(a: str, b: str) -> int:
     return shared
 
 
+def _named_scope_rarity(
+    changed: ChangedRange, scopes: Sequence[Scope], names: frozenset[str]
+) -> int | None:
+    """If the changed lines sit in a function whose text or class names what the failure names:
+    in how many of the module's functions the rarest such name occurs; else None."""
+    around = [s for s in scopes if s.start <= changed.start and changed.end <= s.end]
+    if not names or not around:
+        return None
+    innermost = min(around, key=lambda s: s.end - s.start)
+    shared = innermost.words & names
+    if not shared:
+        return None
+    return min(sum(1 for s in scopes if name in s.words) for name in shared)
+
+
 def _distance(line: int, changed: ChangedRange) -> int:
     if changed.start <= line <= changed.end:
         return 0
@@ -272,6 +367,7 @@ def rank_suspects(
     commits: Sequence[RangeCommit],
     at_head: Mapping[str, list[ChangedRange]] | None = None,
     near_lines: int = NEAR_LINES,
+    scopes: Mapping[str, Sequence[Scope]] | None = None,
 ) -> list[Suspect]:
     """The range's commits that may have caused `failure`, most likely first (`commits` newest
     first; `at_head` is `lines_at_head(commits)`, passed when ranking many failures)."""
@@ -279,6 +375,7 @@ def rank_suspects(
     by_sha = {c.sha: c for c in commits}
     order = {c.sha: index for index, c in enumerate(commits)}
     frames = [f for f in failure.frames if f.in_repo]
+    tests = set(test_files(failure.test_path, frames))
     best: dict[str, tuple[tuple[int, ...], Suspect]] = {}
 
     def offer(key: tuple[int, ...], suspect: Suspect) -> None:
@@ -288,7 +385,7 @@ def rank_suspects(
     # Innermost frame last for Python, first for Java and node: depth counts from the failure
     # text's end for the former; order within a tie then hardly matters.
     for depth, frame in enumerate(reversed(frames)):
-        if frame.path == failure.test_path:
+        if frame.path in tests:
             continue
         for changed in owned.get(frame.path, []):
             distance = _distance(frame.line, changed)
@@ -309,26 +406,41 @@ def rank_suspects(
                 ),
             )  # fmt: skip
     standing = {(r.path, r.sha) for path in failure.exercised for r in owned.get(path, [])}
+    # How rare the failure's rarest name is among the module's functions: a name only the
+    # changed function holds (IntRange) says more than one every function holds (convert).
+    named_scope: dict[tuple[str, str], int] = {}
+    for path in failure.exercised:
+        module_scopes = (scopes or {}).get(path, ())
+        for r in owned.get(path, []):
+            rarity = _named_scope_rarity(r, module_scopes, failure.names)
+            if rarity is not None:
+                key = (path, r.sha)
+                named_scope[key] = min(rarity, named_scope.get(key, rarity))
     for commit in commits:
         if commit.automated:
             continue
         for changed in commit.files:
-            if changed.path in failure.exercised:
+            if changed.path in failure.exercised and changed.path not in tests:
                 stands = (changed.path, commit.sha) in standing
+                named = changed.path in failure.namesakes
+                rarity = named_scope.get((changed.path, commit.sha))
+                in_scope = rarity is not None
                 reason = (
                     f"{_short(commit.sha)} '{commit.subject}' changed {changed.path}, which "
                     f"{failure.test_path} exercises"
+                    + (", in a function that names what the failure names" if in_scope else "")
                     + ("" if stands else " (its lines there were rewritten later in the range)")
                 )
                 offer(
-                    (1, 0 if stands else 1, order[commit.sha]),
+                    (1, 1_000_000 if rarity is None else rarity, 0 if named else 1,
+                     0 if stands else 1, order[commit.sha]),
                     Suspect(
                         commit.sha, commit.subject, commit.author, UNDER_TEST,
                         changed.path, None, None, reason,
                     ),
                 )  # fmt: skip
-            elif changed.path == failure.test_path:
-                test_lines = [f.line for f in frames if f.path == failure.test_path]
+            elif changed.path in tests:
+                test_lines = [f.line for f in frames if f.path == changed.path]
                 distances = [
                     _distance(line, r)
                     for r in owned.get(changed.path, [])
@@ -357,3 +469,24 @@ def verdict_sentence(test: str, suspects: Sequence[Suspect]) -> str:
         return f"{test}: {NO_SUSPECT}"
     top = suspects[0]
     return f"{test} fails; first suspect ({top.tier}): {top.reason} ({top.author})"
+
+
+class BlamedLike(Protocol):
+    path: str
+    start: int
+    end: int
+    sha: str
+
+
+def with_blame(
+    carried: Mapping[str, list[ChangedRange]], blamed: Iterable[BlamedLike]
+) -> dict[str, list[ChangedRange]]:
+    """`lines_at_head`'s ranges, with the lines of every blamed path replaced by what `git blame`
+    says at the head (exact across merges); deletions, which blame cannot see, are kept."""
+    by_path: dict[str, list[ChangedRange]] = {}
+    for b in blamed:
+        by_path.setdefault(b.path, []).append(ChangedRange(b.path, b.start, b.end, b.sha))
+    out = {path: list(ranges) for path, ranges in carried.items()}
+    for path, ranges in by_path.items():
+        out[path] = ranges + [r for r in carried.get(path, []) if r.deleted]
+    return out

@@ -14,9 +14,12 @@ from risk.suspects import (
     RangeCommit,
     exercised_paths,
     lines_at_head,
+    message_names,
     python_imports,
+    python_scopes,
     rank_suspects,
     verdict_sentence,
+    with_blame,
 )
 
 
@@ -195,3 +198,59 @@ def test_frames_outside_the_repository_are_not_suspects_paths() -> None:
     failure = Failure("tests/test_m.py", (Fr("src/m.py", 30, "f", in_repo=False),))
     assert rank_suspects(failure, _RANGE) == [rank_suspects(failure, _RANGE)[0]]
     assert rank_suspects(failure, _RANGE)[0].tier == TEST_FILE
+
+
+def test_blame_replaces_carried_lines_and_keeps_deletions() -> None:
+    carried = lines_at_head(
+        [_c("b", F("m.py", (H(3, 1, 2, 0),))), _c("a", F("m.py", (H(9, 1, 9, 1),)))]
+    )
+    blamed = [ChangedRange("m.py", 12, 12, "a")]
+    assert with_blame(carried, blamed)["m.py"] == [
+        ChangedRange("m.py", 12, 12, "a"),
+        ChangedRange("m.py", 2, 3, "b", True),
+    ]
+
+
+_MODULE = """class IntRange:
+    def _clamp(self, bound, dir):
+        return bound + dir
+
+    def convert(self, value):
+        return self._clamp(value, 1)
+
+
+class FloatRange:
+    def convert(self, value):
+        return float(value)
+"""
+
+
+def test_message_names_and_scopes() -> None:
+    names = message_names(
+        "AssertionError: assert 6 == 4\n +  where 6 = convert('5', None, None)\n"
+        " +    where convert = <IntRange x<5 clamped>.convert"
+    )
+    assert names == {"convert", "IntRange", "clamped"}
+    scopes = python_scopes(_MODULE)
+    assert [(s.start, s.end) for s in scopes] == [(2, 3), (5, 6), (10, 11), (15, 16)]
+    assert "IntRange" in scopes[0].words and "IntRange" not in scopes[2].words
+    assert python_scopes("def (:") == []
+
+
+def test_the_rarer_name_the_failure_gives_ranks_first_under_test() -> None:
+    # Newest first: the FloatRange.convert change is newer, but `convert` is in every class and
+    # `IntRange` only around _clamp.
+    commits = [
+        _c("float", F("src/types.py", (H(11, 1, 11, 1),))),
+        _c("clamp", F("src/types.py", (H(3, 1, 3, 1),))),
+    ]
+    failure = Failure(
+        "tests/test_types.py",
+        (Fr("tests/test_types.py", 35, "test_range"),),
+        frozenset({"src/types.py"}),
+        frozenset({"src/types.py"}),
+        frozenset({"convert", "IntRange"}),
+    )
+    scopes = {"src/types.py": python_scopes(_MODULE)}
+    assert [s.sha for s in rank_suspects(failure, commits, scopes=scopes)] == ["clamp", "float"]
+    assert [s.sha for s in rank_suspects(failure, commits)] == ["float", "clamp"]
