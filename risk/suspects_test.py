@@ -222,6 +222,11 @@ _MODULE = """class IntRange:
 class FloatRange:
     def convert(self, value):
         return float(value)
+
+
+class Choice:
+    def convert(self, value):
+        return value
 """
 
 
