@@ -41,6 +41,7 @@ __all__ = [
     "RangeCommit",
     "Suspect",
     "exercised_paths",
+    "file_of_test_case",
     "lines_at_head",
     "python_imports",
     "rank_suspects",
@@ -490,3 +491,23 @@ def with_blame(
     for path, ranges in by_path.items():
         out[path] = ranges + [r for r in carried.get(path, []) if r.deleted]
     return out
+
+
+def file_of_test_case(classname: str, file: str | None, repo_paths: Iterable[str]) -> str:
+    """The repository path of a JUnit test case's file: its `file` attribute when the tool wrote
+    one (pytest's xunit1, jest-junit's option), else from the classname, pytest's
+    `tests.test_timed.TestX` or Surefire's `org.x.FooTest` (`Foo$Inner` too); "" if not found."""
+    paths = list(repo_paths)
+    if file:
+        wanted = file.replace("\\", "/").lstrip("./")
+        hits = [p for p in paths if p == wanted or wanted.endswith("/" + p) or p.endswith(wanted)]
+        if hits:
+            return min(hits, key=len)
+    parts = classname.split("$", 1)[0].split(".")
+    for count in range(len(parts), 0, -1):
+        stem = "/".join(parts[:count])
+        for suffix in (".py", ".java", ".kt", ".scala", ".groovy"):
+            hits = [p for p in paths if p == stem + suffix or p.endswith("/" + stem + suffix)]
+            if len(hits) == 1:
+                return hits[0]
+    return ""

@@ -13,6 +13,7 @@ from risk.suspects import (
     Failure,
     RangeCommit,
     exercised_paths,
+    file_of_test_case,
     lines_at_head,
     message_names,
     python_imports,
@@ -259,3 +260,34 @@ def test_the_rarer_name_the_failure_gives_ranks_first_under_test() -> None:
     scopes = {"src/types.py": python_scopes(_MODULE)}
     assert [s.sha for s in rank_suspects(failure, commits, scopes=scopes)] == ["clamp", "float"]
     assert [s.sha for s in rank_suspects(failure, commits)] == ["float", "clamp"]
+
+
+_TEST_REPO = [
+    "tests/test_itsdangerous/test_timed.py",
+    "src/itsdangerous/timed.py",
+    "pulsar-common/src/test/java/org/apache/pulsar/AddMissingPatchVersionTest.java",
+    "__tests__/main.test.js",
+]
+
+
+@pytest.mark.parametrize(
+    ("classname", "file", "expected"),
+    [
+        (
+            "tests.test_itsdangerous.test_timed.TestTimedSerializer",
+            None,
+            "tests/test_itsdangerous/test_timed.py",
+        ),
+        ("test_itsdangerous.test_timed", None, "tests/test_itsdangerous/test_timed.py"),
+        (
+            "org.apache.pulsar.AddMissingPatchVersionTest$Inner",
+            None,
+            "pulsar-common/src/test/java/org/apache/pulsar/AddMissingPatchVersionTest.java",
+        ),
+        ("Main tests", "__tests__/main.test.js", "__tests__/main.test.js"),
+        ("Main tests", "C:\\w\\r\\__tests__\\main.test.js", "__tests__/main.test.js"),
+        ("nowhere.TestX", None, ""),
+    ],
+)
+def test_file_of_test_case(classname: str, file: str | None, expected: str) -> None:
+    assert file_of_test_case(classname, file, _TEST_REPO) == expected
