@@ -100,7 +100,8 @@ class RepoPaths:
                 best, best_shared = [candidate], shared
             elif shared == best_shared:
                 best.append(candidate)
-        if len(best) != 1:
+        # A file name alone is no match for a deeper path: a library's utils.py is not ours.
+        if len(best) != 1 or best_shared < min(2, len(best[0]), len(parts)):
             return None
         return "/".join(best[0])
 

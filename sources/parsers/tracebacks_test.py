@@ -85,6 +85,14 @@ def test_a_name_held_twice_with_nothing_to_tell_them_apart_is_not_guessed() -> N
     assert repo.match("/x/b/util.py") == "b/util.py"
 
 
+def test_a_librarys_file_of_the_same_name_is_not_the_repositorys() -> None:
+    repo = RepoPaths(["src/myproj/utils.py", "setup.py"])
+    assert repo.match("/venv/lib/python3.12/site-packages/requests/utils.py") is None
+    assert repo.match("/home/runner/work/p/p/src/myproj/utils.py") == "src/myproj/utils.py"
+    assert repo.match("utils.py") == "src/myproj/utils.py"
+    assert repo.match("/home/runner/work/p/p/setup.py") == "setup.py"
+
+
 def test_corpus_pytest_report() -> None:
     failures = _corpus_failures("dorny__python-xunit-pytest.xml")
     assert [read_frames(t, ["tests/test_lib.py"]) for t in failures] == [
