@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 _PATTERNS = [
@@ -95,4 +95,36 @@ def instruction_like_texts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         for where, text in _strings(summary.get(key), key):
             if reads_like_instruction(text):
                 found.append((where, text))
+    return found
+
+
+# `Key: value` / `Key #value` lines of git's trailer block (Signed-off-by, Co-authored-by...).
+_TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?::\s|\s#)\S")
+
+
+def message_body(message: str) -> str:
+    """A commit message without its subject line and without the trailer block at its end: the
+    text the change's author wrote below the title, as the drill-down shows it."""
+    lines = message.strip().splitlines()[1:]
+    paragraphs: list[list[str]] = [[]]
+    for line in lines:
+        if line.strip():
+            paragraphs[-1].append(line)
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    if paragraphs[-1] and all(_TRAILER.match(line) for line in paragraphs[-1]):
+        paragraphs.pop()
+    return "\n\n".join("\n".join(p) for p in paragraphs if p).strip()
+
+
+def instruction_like_bodies(messages: Sequence[str]) -> list[tuple[str, str]]:
+    """(where, body) for every commit message whose body reads like an instruction; the
+    subjects are read already, as the summary's `changes`."""
+    found = []
+    for index, message in enumerate(messages):
+        body = message_body(message)
+        if body and reads_like_instruction(body):
+            # Where by position, not by title: the place reaches the model, and a title may be
+            # the same author's text.
+            found.append((f"changes.messages[{index}] (body)", body))
     return found

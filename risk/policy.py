@@ -36,7 +36,7 @@ from risk.history_signals import (
     classify_failures,
     history_signals,
 )
-from risk.instructions import instruction_like_texts
+from risk.instructions import instruction_like_bodies, instruction_like_texts
 from risk.settings import (
     DEFAULT_CRITICAL_AREAS,
     LEVEL_RANK,
@@ -398,8 +398,11 @@ def _missing(field_name: str, what: str, cfg: PolicySettings) -> Signal:
     )
 
 
-def _instructions(summary: Mapping[str, Any], cfg: PolicySettings) -> Signal | None:
+def _instructions(summary: Mapping[str, Any], cfg: PolicySettings, past: History) -> Signal | None:
     found = instruction_like_texts(summary)
+    # Commit bodies (issue 30): an order hidden below a plain title is seen, not left unread.
+    if past.changes is not None:
+        found += instruction_like_bodies(past.changes.messages)
     if not found:
         return None
     # Where, not what: the signals reach the model, and the text itself must not.
@@ -488,7 +491,7 @@ def evaluate(
     if risky is not None:
         signals.append(risky)
     signals += history_signals(past, failures, cfg)
-    instructions = _instructions(summary, cfg)
+    instructions = _instructions(summary, cfg, past)
     if instructions is not None:
         signals.append(instructions)
     return PolicyVerdict(severity=severity_of(signals), signals=tuple(signals))

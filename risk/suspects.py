@@ -1,0 +1,513 @@
+"""Which commits of a release's range may have broken a new failure: suspects, ranked.
+
+Pure functions over what ingestion keeps (issue 30): the failure's frames (file, line, function,
+read by `sources.parsers.tracebacks`), its test file and the modules that file imports at the
+release's head, and the range's commits with the line ranges they changed (`git log -p -U0`
+hunks, read by `detective_client.hunks`).
+
+The ranking, in three tiers:
+1. "on the path": commits whose changed lines, as they stand at the head, a frame outside the
+   test file runs through (distance 0) or sits near (at most `NEAR_LINES` lines away); closer
+   first, then the innermost frame, then the newest commit.
+2. "code under test": commits that changed a module the failing test exercises though no frame
+   names it (pytest's "DID NOT RAISE" and a wrong return value leave only the test's own frame):
+   the test file's imports at the head, and the naming of tests after their module
+   (`test_timed.py` → `timed.py`, `FooTest.java` → `Foo.java`, `x.test.ts` → `x.ts`). Commits whose
+   lines in that module still stand at the head first (their code is what ran), then the newest.
+3. "test file": commits that changed the failing test's own file, those whose lines a frame of
+   the test runs through first.
+Bot commits and dependency bumps are suspects only in tier 1, where their files are on the path.
+With no suspect, `NO_SUSPECT` says so: a sign of flakiness or of the environment.
+
+Line numbers move: a commit's hunks are in its own numbering, and later commits of the range
+shift or overwrite them. `lines_at_head` carries every commit's changed lines forward through the
+later commits' hunks, so frames (read from a run at the head) are compared in the head's numbering.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Protocol
+
+__all__ = [
+    "NEAR_LINES",
+    "NO_SUSPECT",
+    "ChangedRange",
+    "Failure",
+    "RangeCommit",
+    "Suspect",
+    "exercised_paths",
+    "file_of_test_case",
+    "lines_at_head",
+    "python_imports",
+    "rank_suspects",
+    "with_blame",
+]
+
+NEAR_LINES = 10
+NO_SUSPECT = "no change in this release touches the code this failure runs through"
+ON_PATH, UNDER_TEST, TEST_FILE = "on the path", "code under test", "test file"
+
+
+class HunkLike(Protocol):
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+
+
+class FileLike(Protocol):
+    path: str
+    old_path: str | None
+    hunks: Sequence[HunkLike]
+
+
+class FrameLike(Protocol):
+    path: str
+    line: int
+    function: str
+    in_repo: bool
+
+
+@dataclass(frozen=True)
+class RangeCommit:
+    sha: str
+    subject: str
+    author: str
+    files: Sequence[FileLike]
+    # A bot's commit or a dependency bump (the commit classification says which).
+    automated: bool = False
+
+
+@dataclass(frozen=True)
+class Failure:
+    test_path: str
+    frames: Sequence[FrameLike]
+    # Repository paths of the modules the test files import at the head, and their namesakes
+    # (`exercised_paths`, `namesakes`), for the test file and every test file a frame is in.
+    exercised: frozenset[str] = frozenset()
+    namesakes: frozenset[str] = frozenset()
+    # Names the failure's message gives (`message_names`): "DID NOT RAISE SignatureExpired".
+    names: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A function of a module at the head: its lines, and the words of its text and of the
+    classes around it."""
+
+    start: int
+    end: int
+    words: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ChangedRange:
+    """Lines `start`..`end` of `path` at the head were last written by `sha`.
+
+    A deletion leaves no line; it is kept as the two lines around the gap (`deleted`).
+    """
+
+    path: str
+    start: int
+    end: int
+    sha: str
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class Suspect:
+    sha: str
+    subject: str
+    author: str
+    tier: str
+    path: str
+    line: int | None
+    distance: int | None
+    reason: str
+
+
+def _cuts(hunks: Sequence[HunkLike]) -> list[tuple[int, int, int | None]]:
+    """For the parent's numbering: (first line, shift, None) spans, or (first, 0, end) removed."""
+    spans: list[tuple[int, int, int | None]] = []
+    shift = 0
+    for hunk in sorted(hunks, key=lambda h: h.old_start):
+        if hunk.old_count:
+            spans.append((hunk.old_start, 0, hunk.old_start + hunk.old_count - 1))
+        shift += hunk.new_count - hunk.old_count
+        spans.append((hunk.old_start + max(hunk.old_count, 1), shift, None))
+    return spans
+
+
+def _carry(start: int, end: int, hunks: Sequence[HunkLike]) -> list[tuple[int, int]]:
+    """Where lines `start`..`end` of the parent stand after a commit's hunks; removed ones go."""
+    spans = _cuts(hunks)
+    breaks = sorted({start, *(s for s, _, _ in spans if start < s <= end)})
+    breaks += [b for (_, _, e) in spans if e is not None and start <= e < end for b in [e + 1]]
+    breaks = sorted(set(breaks))
+    out: list[tuple[int, int]] = []
+    for index, first in enumerate(breaks):
+        last = breaks[index + 1] - 1 if index + 1 < len(breaks) else end
+        if any(e is not None and s <= first <= e for s, _, e in spans):
+            continue
+        shift = 0
+        for s, value, e in spans:
+            if e is None and first >= s:
+                shift = value
+        out.append((first + shift, last + shift))
+    return out
+
+
+def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange]]:
+    """Every commit's changed lines in the head's numbering, by path (`commits` newest first)."""
+    owned: dict[str, list[ChangedRange]] = {}
+    for commit in reversed(commits):
+        for changed in commit.files:
+            ranges = owned.pop(changed.old_path, []) if changed.old_path else []
+            ranges += owned.pop(changed.path, [])
+            carried = [
+                ChangedRange(changed.path, s, e, r.sha, r.deleted)
+                for r in ranges
+                for s, e in _carry(r.start, r.end, changed.hunks)
+            ]
+            for hunk in changed.hunks:
+                if hunk.new_count:
+                    end = hunk.new_start + hunk.new_count - 1
+                    carried.append(ChangedRange(changed.path, hunk.new_start, end, commit.sha))
+                else:
+                    gap = max(hunk.new_start, 1)
+                    carried.append(ChangedRange(changed.path, gap, gap + 1, commit.sha, True))
+            owned[changed.path] = carried
+    return owned
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+# Words every failure message holds, which name no code of the project.
+_MESSAGE_STOP = frozenset(
+    {"assert", "where", "Failed", "RAISE", "None", "True", "False", "class", "self", "with"}
+    | {"AssertionError", "Error", "Exception", "Traceback", "most", "recent", "call", "last"}
+    | {"lambda", "object", "function", "method", "bound", "Expected", "expected", "Received"}
+)
+
+
+def message_names(message: str) -> frozenset[str]:
+    """The identifiers a failure's message names (an exception, a method, a class)."""
+    return frozenset(w for w in _WORD.findall(message) if w not in _MESSAGE_STOP)
+
+
+def python_scopes(source: str) -> list[Scope]:
+    """Every function of a Python module at the head, with the words of its text and the
+    names of its enclosing classes; nothing for source that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+    scopes: list[Scope] = []
+
+    def visit(node: ast.AST, classes: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, (*classes, child.name))
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                end = child.end_lineno or child.lineno
+                text = "\n".join(lines[child.lineno - 1 : end])
+                scopes.append(
+                    Scope(child.lineno, end, frozenset(_WORD.findall(text)) | set(classes))
+                )
+                visit(child, classes)
+
+    visit(tree, ())
+    return scopes
+
+
+def python_imports(source: str) -> list[str]:
+    """The module names a Python file imports (`from a.b import c` gives `a.b` and `a.b.c`)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+_JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\s*\(?\s*)['"](\.{1,2}/[^'"]+)['"]""")
+_JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+?)(?:\.\*)?\s*;", re.MULTILINE)
+_SOURCE_SUFFIXES = (".py", ".java", ".kt", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs")
+
+
+def _named_after(test_path: str) -> list[str]:
+    """The module a test is named after: test_timed.py, timed_test.py, FooTest.java, x.test.ts."""
+    name = PurePosixPath(test_path).name
+    patterns = (
+        r"^test_(?P<m>.+)(?P<ext>\.py)$",
+        r"^(?P<m>.+)_test(?P<ext>\.py|\.go)$",
+        r"^(?P<m>.+?)(?:Tests?|IT)(?P<ext>\.java|\.kt)$",
+        r"^(?P<m>.+)\.(?:test|spec)(?P<ext>\.[cm]?[jt]sx?)$",
+    )
+    for pattern in patterns:
+        hit = re.match(pattern, name)
+        if hit:
+            return [hit["m"] + hit["ext"]]
+    return []
+
+
+_TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
+
+
+def is_test_file(path: str) -> bool:
+    """A test's file by its name or folder (a frame there is the test's code, not the code's)."""
+    parts = PurePosixPath(path).parts
+    return bool(_named_after(path)) or any(part in _TEST_FOLDERS for part in parts[:-1])
+
+
+def test_files(test_path: str, frames: Iterable[FrameLike]) -> list[str]:
+    """The failing test's file and the other test files its frames run through (an inherited
+    test's body lives in its base class's file), in that order."""
+    found = [test_path] if test_path else []
+    for frame in frames:
+        if frame.in_repo and is_test_file(frame.path) and frame.path not in found:
+            found.append(frame.path)
+    return found
+
+
+def namesakes(test_path: str, repo_paths: Iterable[str]) -> frozenset[str]:
+    """The module the test file is named after, the one nearest the test where several are."""
+    paths = [p for p in repo_paths if p.endswith(_SOURCE_SUFFIXES) and p != test_path]
+    found: set[str] = set()
+    for namesake in _named_after(test_path):
+        candidates = [p for p in paths if PurePosixPath(p).name == namesake]
+        if candidates:
+            found.add(max(candidates, key=lambda p: _shared_tail_dirs(p, test_path)))
+    return frozenset(found)
+
+
+def exercised_paths(
+    test_path: str, test_source: str | None, repo_paths: Iterable[str]
+) -> frozenset[str]:
+    """The repository's files the test exercises: its imports at the head, and its namesake."""
+    paths = [p for p in repo_paths if p.endswith(_SOURCE_SUFFIXES) and p != test_path]
+    found: set[str] = set()
+    wanted: list[str] = []
+    if test_source:
+        if test_path.endswith(".py"):
+            for module in python_imports(test_source):
+                base = module.replace(".", "/")
+                wanted += [f"{base}.py", f"{base}/__init__.py"]
+        elif test_path.endswith((".java", ".kt")):
+            for name in _JAVA_IMPORT.findall(test_source):
+                wanted += [name.replace(".", "/") + ext for ext in (".java", ".kt")]
+        else:
+            folder = PurePosixPath(test_path).parent
+            for relative in _JS_IMPORT.findall(test_source):
+                base = str(PurePosixPath(folder, relative))
+                base = _normalise(base)
+                wanted += [base] + [base + ext for ext in _SOURCE_SUFFIXES[2:]]
+                wanted += [f"{base}/index{ext}" for ext in _SOURCE_SUFFIXES[2:]]
+    for want in wanted:
+        found |= {p for p in paths if p == want or p.endswith("/" + want)}
+    return frozenset(found) | namesakes(test_path, paths)
+
+
+def _normalise(path: str) -> str:
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+def _shared_tail_dirs(a: str, b: str) -> int:
+    left, right = PurePosixPath(a).parent.parts, PurePosixPath(b).parent.parts
+    shared = 0
+    while shared < min(len(left), len(right)) and left[-1 - shared] == right[-1 - shared]:
+        shared += 1
+    return shared
+
+
+def _named_scope_rarity(
+    changed: ChangedRange, scopes: Sequence[Scope], names: frozenset[str]
+) -> int | None:
+    """If the changed lines sit in a function whose text or class names what the failure names:
+    in how many of the module's functions the rarest such name occurs; else None."""
+    around = [s for s in scopes if s.start <= changed.start and changed.end <= s.end]
+    if not names or not around:
+        return None
+    innermost = min(around, key=lambda s: s.end - s.start)
+    shared = innermost.words & names
+    if not shared:
+        return None
+    return min(sum(1 for s in scopes if name in s.words) for name in shared)
+
+
+def _distance(line: int, changed: ChangedRange) -> int:
+    if changed.start <= line <= changed.end:
+        return 0
+    return changed.start - line if line < changed.start else line - changed.end
+
+
+def _short(sha: str) -> str:
+    return sha[:9]
+
+
+def rank_suspects(
+    failure: Failure,
+    commits: Sequence[RangeCommit],
+    at_head: Mapping[str, list[ChangedRange]] | None = None,
+    near_lines: int = NEAR_LINES,
+    scopes: Mapping[str, Sequence[Scope]] | None = None,
+) -> list[Suspect]:
+    """The range's commits that may have caused `failure`, most likely first (`commits` newest
+    first; `at_head` is `lines_at_head(commits)`, passed when ranking many failures)."""
+    owned = lines_at_head(commits) if at_head is None else at_head
+    by_sha = {c.sha: c for c in commits}
+    order = {c.sha: index for index, c in enumerate(commits)}
+    frames = [f for f in failure.frames if f.in_repo]
+    tests = set(test_files(failure.test_path, frames))
+    best: dict[str, tuple[tuple[int, ...], Suspect]] = {}
+
+    def offer(key: tuple[int, ...], suspect: Suspect) -> None:
+        if suspect.sha not in best or key < best[suspect.sha][0]:
+            best[suspect.sha] = (key, suspect)
+
+    # Innermost frame last for Python, first for Java and node: depth counts from the failure
+    # text's end for the former; order within a tie then hardly matters.
+    for depth, frame in enumerate(reversed(frames)):
+        if frame.path in tests:
+            continue
+        for changed in owned.get(frame.path, []):
+            distance = _distance(frame.line, changed)
+            if distance > near_lines:
+                continue
+            commit = by_sha[changed.sha]
+            where = "runs through" if distance == 0 else f"is {distance} lines from"
+            reason = (
+                f"{frame.path} line {frame.line}"
+                + (f" (in {frame.function})" if frame.function else "")
+                + f" {where} lines changed by {_short(commit.sha)} '{commit.subject}'"
+            )
+            offer(
+                (0, distance, depth, order[commit.sha]),
+                Suspect(
+                    commit.sha, commit.subject, commit.author, ON_PATH,
+                    frame.path, frame.line, distance, reason,
+                ),
+            )  # fmt: skip
+    standing = {(r.path, r.sha) for path in failure.exercised for r in owned.get(path, [])}
+    # How rare the failure's rarest name is among the module's functions: a name only the
+    # changed function holds (IntRange) says more than one every function holds (convert).
+    named_scope: dict[tuple[str, str], int] = {}
+    for path in failure.exercised:
+        module_scopes = (scopes or {}).get(path, ())
+        for r in owned.get(path, []):
+            rarity = _named_scope_rarity(r, module_scopes, failure.names)
+            if rarity is not None:
+                key = (path, r.sha)
+                named_scope[key] = min(rarity, named_scope.get(key, rarity))
+    for commit in commits:
+        if commit.automated:
+            continue
+        for changed in commit.files:
+            if changed.path in failure.exercised and changed.path not in tests:
+                stands = (changed.path, commit.sha) in standing
+                named = changed.path in failure.namesakes
+                rarity = named_scope.get((changed.path, commit.sha))
+                in_scope = rarity is not None
+                reason = (
+                    f"{_short(commit.sha)} '{commit.subject}' changed {changed.path}, which "
+                    f"{failure.test_path} exercises"
+                    + (", in a function that names what the failure names" if in_scope else "")
+                    + ("" if stands else " (its lines there were rewritten later in the range)")
+                )
+                offer(
+                    (1, 1_000_000 if rarity is None else rarity, 0 if named else 1,
+                     0 if stands else 1, order[commit.sha]),
+                    Suspect(
+                        commit.sha, commit.subject, commit.author, UNDER_TEST,
+                        changed.path, None, None, reason,
+                    ),
+                )  # fmt: skip
+            elif changed.path in tests:
+                test_lines = [f.line for f in frames if f.path == changed.path]
+                distances = [
+                    _distance(line, r)
+                    for r in owned.get(changed.path, [])
+                    if r.sha == commit.sha
+                    for line in test_lines
+                ]
+                nearest = min(distances, default=None)
+                on_line = nearest is not None and nearest <= near_lines
+                reason = f"{_short(commit.sha)} '{commit.subject}' changed the test file" + (
+                    f" within {nearest} lines of the failing line" if on_line else ""
+                )
+                offer(
+                    (2, nearest if on_line and nearest is not None else near_lines + 1,
+                     order[commit.sha]),
+                    Suspect(
+                        commit.sha, commit.subject, commit.author, TEST_FILE,
+                        changed.path, None, nearest if on_line else None, reason,
+                    ),
+                )  # fmt: skip
+    return [suspect for _, suspect in sorted(best.values(), key=lambda item: item[0])]
+
+
+def verdict_sentence(test: str, suspects: Sequence[Suspect]) -> str:
+    """One sentence for the evidence: the top suspect, or that there is none."""
+    if not suspects:
+        return f"{test}: {NO_SUSPECT}"
+    top = suspects[0]
+    return f"{test} fails; first suspect ({top.tier}): {top.reason} ({top.author})"
+
+
+class BlamedLike(Protocol):
+    path: str
+    start: int
+    end: int
+    sha: str
+
+
+def with_blame(
+    carried: Mapping[str, list[ChangedRange]], blamed: Iterable[BlamedLike]
+) -> dict[str, list[ChangedRange]]:
+    """`lines_at_head`'s ranges, with the lines of every blamed path replaced by what `git blame`
+    says at the head (exact across merges); deletions, which blame cannot see, are kept."""
+    by_path: dict[str, list[ChangedRange]] = {}
+    for b in blamed:
+        by_path.setdefault(b.path, []).append(ChangedRange(b.path, b.start, b.end, b.sha))
+    out = {path: list(ranges) for path, ranges in carried.items()}
+    for path, ranges in by_path.items():
+        out[path] = ranges + [r for r in carried.get(path, []) if r.deleted]
+    return out
+
+
+def file_of_test_case(classname: str, file: str | None, repo_paths: Iterable[str]) -> str:
+    """The repository path of a JUnit test case's file: its `file` attribute when the tool wrote
+    one (pytest's xunit1, jest-junit's option), else from the classname, pytest's
+    `tests.test_timed.TestX` or Surefire's `org.x.FooTest` (`Foo$Inner` too); "" if not found."""
+    paths = list(repo_paths)
+    if file:
+        wanted = file.replace("\\", "/").lstrip("./")
+        hits = [p for p in paths if p == wanted or wanted.endswith("/" + p) or p.endswith(wanted)]
+        if hits:
+            return min(hits, key=len)
+    parts = classname.split("$", 1)[0].split(".")
+    for count in range(len(parts), 0, -1):
+        stem = "/".join(parts[:count])
+        for suffix in (".py", ".java", ".kt", ".scala", ".groovy"):
+            hits = [p for p in paths if p == stem + suffix or p.endswith("/" + stem + suffix)]
+            if len(hits) == 1:
+                return hits[0]
+    return ""
