@@ -115,8 +115,8 @@ def test_delivery_checks_again_and_never_connects_inward(
     connected: list[object] = []
     monkeypatch.setattr(services, "_post", lambda *args: connected.append(args))
     record = services.attempt_delivery(
-        endpoint_id=hook.pk, delivery_id=services.new_delivery_id(), event="ping", service="-", version="-",
-        body="{}", attempt=1,
+        endpoint_id=hook.pk, delivery_id=services.new_delivery_id(), event="ping",
+        service="-", version="-", body="{}", attempt=1,
     )  # fmt: skip
     assert record is not None
     assert connected == []
@@ -165,8 +165,8 @@ def test_one_deadline_for_the_whole_attempt(settings: Any, drip: str) -> None:
     hook = WebhookEndpoint.objects.create(name="drip", url=drip, secret=SECRET)
     started = time.monotonic()
     record = services.attempt_delivery(
-        endpoint_id=hook.pk, delivery_id=services.new_delivery_id(), event="ping", service="-", version="-",
-        body="{}", attempt=1,
+        endpoint_id=hook.pk, delivery_id=services.new_delivery_id(), event="ping",
+        service="-", version="-", body="{}", attempt=1,
     )  # fmt: skip
     took = time.monotonic() - started
     # Each byte came within a second, so no per-read timeout would ever have fired.
