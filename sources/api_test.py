@@ -277,3 +277,25 @@ def test_the_openapi_document_describes_the_endpoints() -> None:
     junit = document["paths"]["/api/releases/{version}/junit"]["post"]
     assert "application/xml" in junit["requestBody"]["content"]
     assert reader.get("/api/docs").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("service", "version", "said"),
+    [
+        ("x" * 500, "v1", "is longer than 100 characters (500)"),
+        ("-shop", "v1", 'cannot start with "-"'),
+        ("..", "v1", "cannot be '..'"),
+        ("Shop", "..", "version"),
+        ("Shop", ".", "version"),
+        ("Shop", "-rf", "version"),
+        ("Shop", "v" * 65, "version"),
+    ],
+)
+def test_names_and_versions_are_checked_before_the_database(
+    token: str, service: str, version: str, said: str
+) -> None:
+    status, body = post(Client(), "/api/releases", {"service": service, "version": version}, token)
+    assert status in (400, 422), body
+    assert said in body.get("error", "") or said in json.dumps(body)
+    assert not Release.objects.exists()
+    assert not Service.objects.exclude(slug="default").exists()
