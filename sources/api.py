@@ -10,9 +10,11 @@ stored, 413 for a body over the limit. A refused request stores nothing.
 
 from __future__ import annotations
 
+import hmac
 from datetime import datetime
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -23,6 +25,7 @@ from ninja.security import HttpBearer
 
 from detective_client.records import CommitRecord, RecordError
 from releases import assessing
+from releases import selectors as releases_selectors
 from releases import tasks as releases_tasks
 from releases.validation import VERSION_PATTERN
 from sources import selectors, services
@@ -82,6 +85,15 @@ def _ingest_error(request: HttpRequest, exc: IngestError) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    if kind := _other_token_kind(request):
+        # A real token of another kind: say what it is for, not "authentication required".
+        return _error(
+            request,
+            403,
+            f"{kind} cannot send a release's data: use an ingestion token (made in the "
+            "admin); this one reads releases (/api/releases/<version>/summary, the "
+            "drill-downs and the verdict).",
+        )
     response = _error(
         request, 401, "Authentication required: send Authorization: Bearer <ingestion token>."
     )
@@ -101,6 +113,20 @@ def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
 @api.exception_handler(RequestDataTooBig)
 def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return _error(request, 413, "The body is too large; send the commits in several requests.")
+
+
+def _other_token_kind(request: HttpRequest) -> str:
+    """ "The site's API key" or "A run's token" when the bearer is one; "" otherwise."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return ""
+    key = settings.DETECTIVE_API_KEY
+    if key and hmac.compare_digest(token.encode(), key.encode()):
+        return "The site's API key"
+    if releases_selectors.run_for_api_token(token) is not None:
+        return "A run's token"
+    return ""
 
 
 def _origin(request: HttpRequest) -> Origin:

@@ -258,13 +258,8 @@ def test_invalid_commits_are_422_with_the_field(token: str, release: Release) ->
 
 
 def test_the_openapi_document_describes_the_endpoints() -> None:
-    from django.contrib.auth.models import User
-
-    # Pages of the site: a visitor is sent to log in, a signed-in user reads them.
-    assert Client().get("/api/openapi.json").status_code == 302
-    assert Client().get("/api/docs").status_code == 302
+    # For tools: no browser login, no token (the document holds no data).
     reader = Client()
-    reader.force_login(User.objects.create_user("reader"))
     response = reader.get("/api/openapi.json")
     assert response.status_code == 200
     document = response.json()
@@ -276,7 +271,8 @@ def test_the_openapi_document_describes_the_endpoints() -> None:
     } <= set(document["paths"])
     junit = document["paths"]["/api/releases/{version}/junit"]["post"]
     assert "application/xml" in junit["requestBody"]["content"]
-    assert reader.get("/api/docs").status_code == 200
+    docs = reader.get("/api/docs")
+    assert docs.status_code == 200 and b"openapi.json" in docs.content
 
 
 @pytest.mark.parametrize(
