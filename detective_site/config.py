@@ -8,6 +8,7 @@ stops start-up with a `ConfigError` that names the variable and says what is exp
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import secrets
 import socket
@@ -109,6 +110,13 @@ EXPECTED: dict[str, str] = {
     ),
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
+    ),
+    "DETECTIVE_WEBHOOK_ALLOWED_NETWORKS": (
+        "a comma-separated list of networks or addresses (e.g. 10.20.0.0/16,127.0.0.1) that "
+        "webhook endpoints may reach although they are not public (unset: none)"
+    ),
+    "DETECTIVE_WEBHOOK_TIMEOUT": (
+        "seconds one webhook delivery attempt may take in all: connect, send and read (1 to 60)"
     ),
     "DETECTIVE_REVIEW_SCENARIOS": (
         "a directory path where review labels are exported as eval scenarios "
@@ -212,6 +220,31 @@ class DetectiveConfig(BaseSettings):
         description=EXPECTED["DETECTIVE_RUN_DEADLINE"],
     )
     review_scenarios_dir: Path | None = _env("DETECTIVE_REVIEW_SCENARIOS")
+    webhook_allowed_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        validation_alias="DETECTIVE_WEBHOOK_ALLOWED_NETWORKS",
+        description=EXPECTED["DETECTIVE_WEBHOOK_ALLOWED_NETWORKS"],
+    )
+    webhook_timeout: float = Field(
+        default=10.0,
+        ge=1,
+        le=60,
+        validation_alias="DETECTIVE_WEBHOOK_TIMEOUT",
+        description=EXPECTED["DETECTIVE_WEBHOOK_TIMEOUT"],
+    )
+
+    @field_validator("webhook_allowed_networks", mode="before")
+    @classmethod
+    def _check_networks(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        items = value.split(",") if isinstance(value, str) else value
+        networks = []
+        for item in items:
+            if item.strip():
+                # A bad network is refused at start-up, not at the first delivery.
+                networks.append(str(ipaddress.ip_network(item.strip(), strict=False)))
+        return networks
 
     @field_validator("*", mode="before")
     @classmethod

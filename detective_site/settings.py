@@ -106,6 +106,10 @@ DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
 # The whole assessment's deadline (each model call has its own: agent/config.py).
 DETECTIVE_RUN_DEADLINE = CONFIG.run_deadline
+# Webhooks go outward only, except to these networks (webhooks/targets.py); one delivery
+# attempt takes at most WEBHOOK_TIMEOUT_S in all, so it holds a shared worker no longer.
+WEBHOOK_ALLOWED_NETWORKS = CONFIG.webhook_allowed_networks
+WEBHOOK_TIMEOUT_S = CONFIG.webhook_timeout
 # Review labels exported as eval scenarios; `run_evals` reads them beside evals/scenarios/.
 DETECTIVE_REVIEW_SCENARIOS_DIR = CONFIG.effective_review_scenarios_dir()
 

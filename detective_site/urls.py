@@ -10,9 +10,10 @@ from django.urls import URLPattern, include, path
 from releases.views import home
 from sources.api import api as ingestion_api
 
-# The API's own pages (its browsable docs, the OpenAPI document, its root) are pages of the
-# site: for a signed-in user, like every other page.
-SIGNED_IN_API_PAGES = frozenset({"openapi-view", "openapi-json", "api-root"})
+# The API's root is a page of the site: for a signed-in user, like every other page. The
+# OpenAPI document and its browsable page hold no data and are for tools (a CI job, a client
+# generator) that have no browser session: open to all.
+SIGNED_IN_API_PAGES = frozenset({"api-root"})
 
 
 def _api_urls() -> list[URLPattern]:

@@ -19,8 +19,9 @@ SAMPLE_BY_CONVERTER = {
     "path": "x/y",
     "uuid": str(uuid.uuid4()),
 }
-# Pages anyone may see: the login pages themselves.
-PUBLIC = {"login", "admin:login"}
+# Pages anyone may see: the login pages themselves, and the ingestion API's OpenAPI document
+# and its page (they hold no data; tools read them without a browser session).
+PUBLIC = {"login", "admin:login", "ingest:openapi-json", "ingest:openapi-view"}
 # The release API wants a bearer token (the verdict also a session with the permission to
 # view releases): no login page, a 401 (405 for a GET of what only takes POST).
 API = {"api:release_summary", "api:risk_reports", "api:release_verdict"}

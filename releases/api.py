@@ -80,6 +80,13 @@ class Caller:
             self.run.release is not None and self.run.release.version == version
         )
 
+    def may_touch_service(self, service: str | None) -> bool:
+        """A run's token names its own release's service, if it names one (slug or name)."""
+        if self.run is None or self.run.release is None or not service:
+            return True
+        own = self.run.release.service
+        return service.casefold() in (own.slug.casefold(), own.name.casefold())
+
     def release(self, version: str, service: str | None = None) -> Release | None:
         """The release this caller means by `version`: a run's own release (whatever its
         service), else that version of `service` (its slug or name; none: the default)."""
@@ -111,8 +118,26 @@ def authenticate(request: HttpRequest) -> Caller | JsonResponse:
         return Caller()
     run = selectors.run_for_api_token(token)
     if run is None:
+        scope = token_hooks.scope_for(token)
+        if scope is not None:
+            # A real token, of another kind: say what it is for, not "invalid".
+            return api_error(
+                403,
+                f"An ingestion token ({scope.name}) cannot {_what(request)}: it sends a "
+                "release's data and reads its verdict (GET /api/releases/<version>/verdict). "
+                "Use the site's API key (DETECTIVE_API_TOKEN) for this call.",
+            )
         return api_error(401, "Invalid or expired token.")
     return Caller(run=run)
+
+
+def _what(request: HttpRequest) -> str:
+    path = request.path.rstrip("/")
+    if path.endswith("/summary"):
+        return "read a release's summary"
+    if path.endswith("/risk-reports"):
+        return "file risk reports"
+    return "read a release's drill-downs"
 
 
 def caller_release(request: HttpRequest, version: str) -> tuple[Caller, Release] | JsonResponse:
@@ -129,16 +154,21 @@ def caller_release(request: HttpRequest, version: str) -> tuple[Caller, Release]
         if scenario_release is None:
             return api_error(404, f"No detail of release {version!r} in this eval scenario.")
         return caller, scenario_release
-    service = request.GET.get("service", "").strip() or None
-    release = _own_release(caller, version, service)
+    release = _own_release(caller, version, _service(request))
     return release if isinstance(release, JsonResponse) else (caller, release)
+
+
+def _service(request: HttpRequest) -> str | None:
+    """The service `?service=` names (its slug or name); None: the default service."""
+    return request.GET.get("service", "").strip() or None
 
 
 def _own_release(
     caller: Caller, version: str, service: str | None = None
 ) -> Release | JsonResponse:
-    if not caller.may_touch(version):
-        return api_error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
+    if not caller.may_touch(version) or not caller.may_touch_service(service):
+        own = caller.run.release  # type: ignore[union-attr]
+        return api_error(403, f"This token is for release {own.version} only.")
     release = caller.release(version, service)
     if release is None:
         of = f" of the service {service!r}" if service else ""
@@ -162,7 +192,7 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
             asynchronous=isinstance(request, ASGIRequest),
             brief=wants_brief(request),
         )
-    release = _own_release(caller, version)
+    release = _own_release(caller, version, _service(request))
     if isinstance(release, JsonResponse):
         return release
     # The data as it is, and beside it the policy's signals (the model reads them instead of
@@ -197,7 +227,7 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
             scope = token_hooks.scope_for(_bearer(request))
             if scope is None:
                 return caller
-        elif not caller.may_touch(version):
+        elif not caller.may_touch(version) or not caller.may_touch_service(_service(request)):
             return api_error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
     named = request.GET.get("service", "").strip()
     release = (
@@ -239,15 +269,17 @@ def file_risk_report(request: HttpRequest) -> JsonResponse:
         fields = report.model_dump()
         fields["summary"] = report.summary.strip()
         return trials.file_report(caller.run, **fields)
-    if not caller.may_touch(report.release_id):
+    service = _service(request)
+    if not caller.may_touch(report.release_id) or not caller.may_touch_service(service):
         version = caller.run.release.version  # type: ignore[union-attr]
         return api_error(
             403,
             f"This token may file a report for release {version} only, not {report.release_id}.",
         )
-    release = caller.release(report.release_id)
+    release = caller.release(report.release_id, service)
     if release is None:
-        return api_error(404, f"No release {report.release_id!r}.")
+        of = f" of the service {service!r}" if service else ""
+        return api_error(404, f"No release {report.release_id!r}{of}.")
     checked = services.file_checked_report(
         release=release,
         severity=report.severity,

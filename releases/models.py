@@ -33,6 +33,7 @@ from releases.validation import (
     VERSION_FORMAT,
     VERSION_MAX_LENGTH,
     validate_plain_text,
+    validate_service_name,
     validate_version,
 )
 
@@ -70,7 +71,7 @@ DEFAULT_SERVICE_NAME = "Default service"
 class Service(models.Model):
     """What is released: a release is identified by its service and its version."""
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[validate_service_name])
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
     hidden = models.BooleanField(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from django.core.paginator import Page, Paginator
@@ -30,7 +31,7 @@ from django.db.models.functions import Cast
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from releases import eval_hooks
+from releases import data_fingerprint, eval_hooks
 from releases.eval_hooks import TrialVerdict
 from releases.models import (
     DEFAULT_SERVICE_SLUG,
@@ -230,6 +231,13 @@ class ReleaseDetail:
     @property
     def latest_report(self) -> RiskReport | None:
         return self.reports[0] if self.reports else None
+
+    @cached_property
+    def report_on_earlier_data(self) -> bool:
+        """New data (a report, commits, metrics) came in after the latest report's run began:
+        that report, and a person's decision on it, judged the earlier data."""
+        latest = self.latest_report
+        return latest is not None and not data_fingerprint.report_is_current(latest, self.release)
 
     @property
     def active_run(self) -> Conversation | None:

@@ -25,7 +25,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import layer_health, signals, verdicts, workers
+from releases import data_fingerprint, layer_health, signals, verdicts, workers
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -305,8 +305,14 @@ def start_assessment(
     provider: str | None = None,
     model: str | None = None,
     enqueue: Callable[[uuid.UUID, str], None] | None = None,
+    asked_by: str = "",
+    forced: bool = False,
 ) -> Conversation:
     """The release's queued or running assessment, or a new one, queued for the worker.
+
+    A new run records the hash of the data it starts on (`data_fingerprint`: what
+    `assess_unless_unchanged` compares), who asked (`asked_by`: a user, a token, a command)
+    and whether it was asked for although the data had not changed (`forced`).
 
     At most one run per release is active (the `one_active_conversation_per_release`
     constraint): a second request, or ten at once, get the run that is already there.
@@ -330,7 +336,9 @@ def start_assessment(
                     provider=provider or "",
                     model=model or "",
                     trace_id=traceparent.split("-")[1] if traceparent else "",
-                    metadata={"traceparent": traceparent} if traceparent else {},
+                    metadata=data_fingerprint.run_metadata(
+                        release, user, traceparent, asked_by, forced
+                    ),
                 )
                 if enqueue is not None:
                     transaction.on_commit(partial(enqueue, run.pk, traceparent))

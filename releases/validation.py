@@ -19,10 +19,13 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_DEPTH = 20
 
 # Release versions: letters, digits, ".", "-", "_", "+"; no "/" (it would break the release
-# URLs), no spaces, no markup; at most 64 characters (the column's length).
+# URLs), no spaces, no markup; at most 64 characters (the column's length). Not starting with
+# "." (".." made a page link that opened the home page) nor "-" (read as an option by tools).
 VERSION_MAX_LENGTH = 64
-VERSION_PATTERN = r"[A-Za-z0-9._+-]{1,64}"
-VERSION_FORMAT = 'letters, digits, ".", "-", "_" and "+" only, 1 to 64 characters'
+VERSION_PATTERN = r"[A-Za-z0-9_+][A-Za-z0-9._+-]{0,63}"
+VERSION_FORMAT = (
+    'letters, digits, ".", "-", "_" and "+" only, not starting with "." or "-", 1 to 64 characters'
+)
 _VERSION_RE = re.compile(rf"\A{VERSION_PATTERN}\Z")
 
 validate_version = RegexValidator(
@@ -34,6 +37,30 @@ validate_version = RegexValidator(
 
 def is_valid_version(value: object) -> bool:
     return isinstance(value, str) and bool(_VERSION_RE.match(value))
+
+
+# Service names: the column's length, text a database can store, and not ".", ".." or a
+# leading "-" (a service's slug is part of its pages' paths and of command lines).
+SERVICE_NAME_MAX_LENGTH = 100
+
+
+def service_name_problem(value: str) -> str | None:
+    """Why this cannot name a service, or None when it can."""
+    if not value.strip():
+        return "is empty"
+    if len(value) > SERVICE_NAME_MAX_LENGTH:
+        return f"is longer than {SERVICE_NAME_MAX_LENGTH} characters ({len(value)})"
+    if value.strip() in (".", ".."):
+        return f"cannot be {value.strip()!r}"
+    if value.lstrip().startswith("-"):
+        return 'cannot start with "-"'
+    return text_problem(value)
+
+
+def validate_service_name(value: str) -> None:
+    """Django validator for a service's name (see service_name_problem)."""
+    if isinstance(value, str) and (problem := service_name_problem(value)):
+        raise ValidationError(f"A service name {problem}.", code="invalid_service_name")
 
 
 class BodyError(ValueError):

@@ -62,7 +62,11 @@ def test_valid_versions(version: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "version", ["", "v1/2", "v1 2", "<script>alert(1)</script>", "a" * 65, "v1\x00", "v1\n", "é1"]
+    "version",
+    [
+        *["", "v1/2", "v1 2", "<script>alert(1)</script>", "a" * 65, "v1\x00", "v1\n", "é1"],
+        *[".", "..", "-rf", ".hidden", "a" * 500],
+    ],
 )
 def test_invalid_versions(version: str) -> None:
     assert not validation.is_valid_version(version)
@@ -76,3 +80,26 @@ def test_text_problems() -> None:
     assert "surrogate" in (validation.text_problem("a\ud800") or "")
     with pytest.raises(ValueError, match="NUL"):
         validation.check_text("\x00")
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("x" * 101, "is longer than 100 characters (101)"),
+        ("x" * 500, "is longer than 100 characters (500)"),
+        (".", "cannot be '.'"),
+        ("..", "cannot be '..'"),
+        ("-shop", 'cannot start with "-"'),
+        ("  ", "is empty"),
+        ("sh\x00op", "contains a NUL character"),
+    ],
+)
+def test_service_names_refused(name: str, problem: str) -> None:
+    assert validation.service_name_problem(name) == problem
+    with pytest.raises(ValidationError, match="A service name"):
+        validation.validate_service_name(name)
+
+
+@pytest.mark.parametrize("name", ["Shop", "x" * 100, "billing-eu", "v2.shop", "Café"])
+def test_service_names_kept(name: str) -> None:
+    assert validation.service_name_problem(name) is None

@@ -10,9 +10,11 @@ stored, 413 for a body over the limit. A refused request stores nothing.
 
 from __future__ import annotations
 
+import hmac
 from datetime import datetime
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -22,7 +24,8 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
 from detective_client.records import CommitRecord, RecordError
-from releases import services as releases_services
+from releases import assessing
+from releases import selectors as releases_selectors
 from releases import tasks as releases_tasks
 from releases.validation import VERSION_PATTERN
 from sources import selectors, services
@@ -82,6 +85,15 @@ def _ingest_error(request: HttpRequest, exc: IngestError) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    if kind := _other_token_kind(request):
+        # A real token of another kind: say what it is for, not "authentication required".
+        return _error(
+            request,
+            403,
+            f"{kind} cannot send a release's data: use an ingestion token (made in the "
+            "admin); this one reads releases (/api/releases/<version>/summary, the "
+            "drill-downs and the verdict).",
+        )
     response = _error(
         request, 401, "Authentication required: send Authorization: Bearer <ingestion token>."
     )
@@ -101,6 +113,20 @@ def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
 @api.exception_handler(RequestDataTooBig)
 def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return _error(request, 413, "The body is too large; send the commits in several requests.")
+
+
+def _other_token_kind(request: HttpRequest) -> str:
+    """ "The site's API key" or "A run's token" when the bearer is one; "" otherwise."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return ""
+    key = settings.DETECTIVE_API_KEY
+    if key and hmac.compare_digest(token.encode(), key.encode()):
+        return "The site's API key"
+    if releases_selectors.run_for_api_token(token) is not None:
+        return "A run's token"
+    return ""
 
 
 def _origin(request: HttpRequest) -> Origin:
@@ -327,21 +353,54 @@ def post_metrics(
 
 class AssessmentOut(Schema):
     run: str
-    status: str = Field(description="queued or running: a worker does it; ask for the verdict.")
+    status: str = Field(
+        description="queued or running: a worker does it; ask for the verdict. When `kept`, "
+        "the status of the run whose verdict stands."
+    )
     url: str = Field(description="The run's page.")
+    kept: bool = Field(
+        False,
+        description="True: the release's data has not changed since the verdict that stands "
+        "(same commits, reports and metrics), so it stands, a person's decision included; "
+        "nothing was queued. Send force=true to assess again anyway.",
+    )
+    message: str = Field("", description="When kept, why, in one sentence.")
+
+
+class AssessQuery(ReleaseQuery):
+    force: bool = Field(
+        False,
+        description="Assess even when the data has not changed since the verdict that stands "
+        "(recorded on the run with the token that asked).",
+    )
 
 
 @api.post(
     "/releases/{version}/assess",
-    response={202: AssessmentOut, **ERRORS},
-    summary="Assess the release (queued for a worker; the run already queued or running, if any)",
+    response={200: AssessmentOut, 202: AssessmentOut, **ERRORS},
+    summary="Assess the release (queued for a worker; the run already queued or running, if "
+    "any; 200 with `kept` when the verdict stands on unchanged data)",
 )
 def assess_release(
-    request: HttpRequest, version: Version, query: Query[ReleaseQuery]
+    request: HttpRequest, version: Version, query: Query[AssessQuery]
 ) -> Status[dict[str, Any]]:
-    release = services.release_for(version, query.service, _origin(request))
-    run = releases_services.start_assessment(
-        release, None, enqueue=releases_tasks.enqueue_assessment
+    origin = _origin(request)
+    release = services.release_for(version, query.service, origin)
+    asked_by = f"token {origin.token.name}" if origin.token is not None else "the API"
+    outcome = assessing.assess_unless_unchanged(
+        release,
+        None,
+        force=query.force,
+        asked_by=asked_by,
+        enqueue=releases_tasks.enqueue_assessment,
     )
+    run = outcome.run
     page = request.build_absolute_uri(reverse("releases:run", args=[run.pk]))
-    return Status(202, {"run": str(run.pk), "status": run.status, "url": page})
+    body = {
+        "run": str(run.pk),
+        "status": run.status,
+        "url": page,
+        "kept": outcome.kept,
+        "message": outcome.message,
+    }
+    return Status(200 if outcome.kept else 202, body)

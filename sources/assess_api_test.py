@@ -56,3 +56,38 @@ def test_assess_is_refused_for_another_service_or_an_unknown_release(
     status, body = assess(client, token, "/api/releases/v9.9.9/assess?service=shop")
     assert status == 404
     assert not Conversation.objects.exists()
+
+
+def test_a_rerun_job_keeps_the_decision_and_force_assesses_again(
+    client: Client, shop_release: Release, django_capture_on_commit_callbacks: Any
+) -> None:
+    from django.contrib.auth.models import User
+
+    from releases import services as releases_services
+
+    _, token = services.create_token("CI of shop", shop_release.service)
+    path = "/api/releases/v3.0.0/assess?service=shop"
+    with django_capture_on_commit_callbacks(execute=True):
+        status, body = assess(client, token, path)
+    run = Conversation.objects.get(pk=body["run"])
+    assert run.metadata["asked_by"] == "token CI of shop"
+    Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
+    report = releases_services.file_risk_report(
+        release=shop_release, severity="high", findings=["Errors tripled"], conversation=run
+    )
+    manager = User.objects.create_user("rm", password="pw-123456789")
+    releases_services.decide_report(report, manager, decision="accept")
+
+    # The job is re-run on the same data: the decision stands, nothing is queued.
+    status, kept = assess(client, token, path)
+    assert (status, kept["run"], kept["kept"]) == (200, str(run.pk), True)
+    assert "decided by rm (accepted as high)" in kept["message"]
+    assert Conversation.objects.filter(release=shop_release).count() == 1
+
+    # On purpose: a new run, recorded as forced by this token.
+    with django_capture_on_commit_callbacks(execute=True):
+        status, forced = assess(client, token, path + "&force=true")
+    assert (status, forced["kept"], forced["status"]) == (202, False, RunStatus.QUEUED)
+    again = Conversation.objects.get(pk=forced["run"])
+    assert again.metadata["forced"] is True
+    assert again.metadata["asked_by"] == "token CI of shop"

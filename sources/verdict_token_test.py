@@ -62,8 +62,12 @@ def test_a_revoked_token_and_the_agents_calls_are_refused(
     client: Client, shop_release: Release
 ) -> None:
     made, token = services.create_token("CI of shop", shop_release.service)
-    # An ingestion token is not the agent's: the summary stays closed to it.
-    assert get(client, "/api/releases/v2.1.0/summary", token).status_code == 401
+    # An ingestion token is not the agent's: the summary stays closed to it, saying why.
+    refused = get(client, "/api/releases/v2.1.0/summary?service=shop", token)
+    assert refused.status_code == 403
+    assert (
+        "An ingestion token (CI of shop) cannot read a release's summary" in refused.json()["error"]
+    )
     made.revoked = True
     made.save()
     assert get(client, "/api/releases/v2.1.0/verdict?service=shop", token).status_code == 401

@@ -55,6 +55,30 @@ def test_assess_prints_the_run_and_the_report_and_exits_0(
     # It ran the assessment itself: no task was left for a worker to find.
     assert not DBTaskResult.objects.exists()
 
+    # Again on the same data: the verdict stands (no new run); --force assesses anyway.
+    with ScriptedLLM() as llm:
+
+        def assess(*flags: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, str(BASE_DIR / "manage.py"), "assess", release.version, *flags],
+                cwd=BASE_DIR,
+                env=subprocess_environment(llm.environment()),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        kept = assess()
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        assert "The data has not changed since the verdict" in kept.stdout
+        assert f"HIGH risk · {release.version}" in kept.stdout
+        assert Conversation.objects.filter(release=release).count() == 1
+        forced = assess("--force")
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+    again = Conversation.objects.filter(release=release).exclude(pk=run.pk).get()
+    assert again.metadata["forced"] is True
+    assert again.metadata["asked_by"] == "manage.py assess --force"
+
 
 def test_assess_exits_non_zero_when_no_report_was_filed(
     make_release: Callable[..., Release],

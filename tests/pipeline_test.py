@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,7 +100,9 @@ def client(site: LiveSite, token: str, *argv: str) -> subprocess.CompletedProces
     )
 
 
-def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> None:
+def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path, settings: Any) -> None:
+    # The receiver is on loopback: allowed here as an on-premises receiver would be.
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     repo = checkout(tmp_path)
     reports = junit_reports(tmp_path)
     shop = Service.objects.create(name="Shop", slug="shop")
@@ -112,7 +115,10 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path) -> No
     with (
         ScriptedLLM() as llm,
         running_receiver() as receiver,
-        LiveSite(tmp_path / "logs", llm.environment()) as site,
+        LiveSite(
+            tmp_path / "logs",
+            {**llm.environment(), "DETECTIVE_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32"},
+        ) as site,
     ):
         WebhookEndpoint.objects.update(url=receiver.url)
         sent = client(

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+
+from webhooks import targets
 
 
 class WebhookEndpoint(models.Model):
@@ -31,6 +35,23 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Here too, not only in clean(): the shell and any code that creates an endpoint
+        # without a form are refused alike.
+        self.clean()
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        super().clean()
+        try:
+            targets.check(self.url)
+        except targets.Unresolved:
+            # A name that does not resolve yet (a receiver still being set up) is kept: every
+            # delivery checks the address it resolves to then, and refuses an inward one.
+            pass
+        except targets.TargetRefused as refused:
+            raise ValidationError({"url": str(refused)}) from None
 
     @property
     def secret_hint(self) -> str:

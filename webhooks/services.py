@@ -6,6 +6,7 @@ Queuing and retrying are `tasks.py`'s: this module never enqueues, so the task c
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from releases.models import Release
 from releases.selectors import release_verdict
+from webhooks import targets
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from webhooks.signing import HEADER, sign
 
@@ -26,8 +28,46 @@ log = logging.getLogger(__name__)
 USER_AGENT = "Detective-Webhooks/1"
 # The wait before attempts 2, 3, 4 and 5; the fifth is the last.
 RETRY_DELAYS_S: tuple[float, ...] = (10, 60, 300, 1800)
+# One attempt's whole time (connect, send, read): the most a receiver can hold a worker, so
+# the most an assessment queued behind a delivery waits for it (docs/using/configuration.md).
 TIMEOUT_S = 10.0
 EXCERPT_CHARS = 500
+EXCERPT_BYTES = 4 * EXCERPT_CHARS
+
+
+def delivery_deadline() -> float:
+    """Seconds one attempt may take in all: connect, send and read together."""
+    return float(getattr(settings, "WEBHOOK_TIMEOUT_S", TIMEOUT_S))
+
+
+async def _post(
+    url: str, target: targets.Target, data: bytes, headers: dict[str, str], deadline: float
+) -> tuple[int, str, str]:
+    """POST to the checked address (the URL's host in the Host header and, for https, in
+    the TLS handshake and the certificate check); the status, its reason and the answer's
+    first EXCERPT_CHARS characters. Only the excerpt is read, never the whole answer."""
+    parts = httpx.URL(url)
+    pinned = parts.copy_with(host=str(target.address))
+    request_headers = {**headers, "Host": parts.netloc.decode("ascii")}
+    async with httpx.AsyncClient(timeout=deadline, follow_redirects=False) as client:
+        request = client.build_request(
+            "POST",
+            pinned,
+            content=data,
+            headers=request_headers,
+            extensions={"sni_hostname": target.host},
+        )
+        response = await client.send(request, stream=True)
+        try:
+            taken = bytearray()
+            async for chunk in response.aiter_bytes():
+                taken += chunk
+                if len(taken) >= EXCERPT_BYTES:
+                    break
+        finally:
+            await response.aclose()
+    text = bytes(taken[:EXCERPT_BYTES]).decode(response.encoding or "utf-8", "replace")
+    return response.status_code, response.reason_phrase, text[:EXCERPT_CHARS]
 
 
 def retry_delays() -> tuple[float, ...]:
@@ -91,21 +131,26 @@ def attempt_delivery(
         "Detective-Delivery": delivery_id,
         "Detective-Attempt": str(attempt),
     }
-    timeout = float(getattr(settings, "WEBHOOK_TIMEOUT_S", TIMEOUT_S))
+    deadline = delivery_deadline()
     status: int | None = None
     excerpt = error = ""
     started = time.perf_counter()
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-            response = client.post(endpoint.url, content=data, headers=headers)
-        status = response.status_code
-        excerpt = response.text[:EXCERPT_CHARS]
-        if not response.is_success:
-            error = f"answered {status} {response.reason_phrase}".strip()
-    except httpx.TimeoutException:
-        error = f"no answer within {timeout:g} s"
-    except httpx.HTTPError as failure:
-        error = f"{type(failure).__name__}: {failure}"
+        target = targets.check(endpoint.url)
+    except targets.TargetRefused as refused:
+        # Checked again here: the name may resolve elsewhere now than when it was saved.
+        target, error = None, f"refused: {refused}"
+    if target is not None:
+        try:
+            status, reason, excerpt = asyncio.run(
+                asyncio.wait_for(_post(endpoint.url, target, data, headers, deadline), deadline)
+            )
+            if not 200 <= status < 300:
+                error = f"answered {status} {reason}".strip()
+        except (TimeoutError, httpx.TimeoutException):
+            error = f"no answer within {deadline:g} s"
+        except httpx.HTTPError as failure:
+            error = f"{type(failure).__name__}: {failure}"
     duration_ms = round((time.perf_counter() - started) * 1000)
     succeeded = not error
     delays = retry_delays()

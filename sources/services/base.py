@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
 from releases.models import Release, Service
-from releases.validation import text_problem
+from releases.validation import service_name_problem, text_problem
 from sources.models import (
     Ingestion,
     IngestionToken,
@@ -101,14 +101,40 @@ def service_for(name: str | None, origin: Origin, *, create: bool = False) -> Se
     if service is None:
         if not create:
             raise IngestError(f"No service {name!r}.", 404)
-        slug = slugify(name or "")
+        name = name or ""
+        if problem := service_name_problem(name):
+            raise IngestError(f"{name[:40]!r} cannot name a service: it {problem}.", 422)
+        slug = slugify(name)
         if not slug:
             raise IngestError(f"{name!r} cannot name a service: use letters or digits.")
         if origin.token is not None and origin.token.service_id is not None:
             raise IngestError(f"This token may ingest for {origin.token.service} only.", 403)
-        service = Service.objects.create(name=name, slug=slug)
+        service = _create_service(name, slug)
     check_token(origin, service)
     return service
+
+
+def _create_service(name: str, slug: str) -> Service:
+    """The new service, or the one another request made at the same moment: eight jobs of a
+    matrix build naming a new service at once all get it (on PostgreSQL the second insert
+    waits for the first to commit, then fails on `releases_service_name_key`)."""
+    try:
+        with transaction.atomic():
+            return Service.objects.create(name=name, slug=slug)
+    except IntegrityError:
+        made = (
+            Service.objects.filter(slug=slug).first() or Service.objects.filter(name=name).first()
+        )
+        if made is None:
+            raise
+        return made
+
+
+def lock_release(release: Release) -> None:
+    """Hold the release's row until the transaction ends, so that two requests ingesting into
+    one release at once run one after the other: the second sees what the first stored (the
+    same content is then stored once) instead of failing on a unique constraint."""
+    list(Release.objects.select_for_update().filter(pk=release.pk).values_list("pk", flat=True))
 
 
 def check_token(origin: Origin, service: Service) -> None:
@@ -148,14 +174,7 @@ def upsert_release(fields: ReleaseFields, origin: Origin) -> tuple[Release, bool
     created). Validated by the model (the same checks as the admin's form)."""
     with transaction.atomic():
         service = service_for(fields.service, origin, create=True)
-        release = (
-            Release.objects.select_for_update()
-            .filter(service=service, version=fields.version)
-            .first()
-        )
-        created = release is None
-        if release is None:
-            release = Release(service=service, version=fields.version)
+        release, created = _release_locked(service, fields.version)
         for name, value in fields.updates().items():
             setattr(release, name, value)
         try:
@@ -168,6 +187,30 @@ def upsert_release(fields: ReleaseFields, origin: Origin) -> tuple[Release, bool
     return release, created
 
 
+def _release_locked(service: Service, version: str) -> tuple[Release, bool]:
+    """The release of this service and version, locked for this transaction; a new one is
+    made (and validated by the caller) when there is none. Two requests making it at once:
+    the second waits for the first, then takes its release."""
+    for _ in range(2):
+        found = Release.objects.select_for_update().filter(service=service, version=version)
+        release = found.first()
+        if release is not None:
+            return release, False
+        candidate = Release(service=service, version=version)
+        try:
+            # Uniqueness is the database's to say (below): a check here would race.
+            candidate.full_clean(validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            raise IngestError(f"Invalid release: {_problems(exc)}", 422) from None
+        try:
+            with transaction.atomic():
+                candidate.save()
+        except IntegrityError:
+            continue  # another request made it and committed: take that one
+        return candidate, True
+    raise IngestError(f"Release {version!r} of {service} is being created; try again.", 409)
+
+
 def _record(
     release: Release,
     kind: str,
@@ -176,6 +219,7 @@ def _record(
     file_names: Sequence[str],
     counts: dict[str, Any],
 ) -> tuple[Ingestion, bool]:
+    lock_release(release)
     existing = Ingestion.objects.filter(
         release=release, kind=kind, content_hash=content_hash
     ).first()

@@ -23,6 +23,7 @@ from sources.services.base import (
     Ingested,
     IngestError,
     Origin,
+    lock_release,
 )
 
 # ---- JUnit XML ---------------------------------------------------------------------------------
@@ -60,6 +61,9 @@ def ingest_junit(
     hashing = _Hashing(stream)
     try:
         with transaction.atomic():
+            # One report into a release at a time: the same report sent by several jobs at
+            # once is then stored once (the later ones find it), not a unique violation.
+            lock_release(release)
             ingestion = Ingestion.objects.create(
                 release=release,
                 kind=SourceKind.JUNIT,

@@ -19,8 +19,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 from rich.markup import escape
 
-from releases import runner, selectors, services
-from releases.models import AgentEvent, RiskReport, RunStatus
+from releases import assessing, runner, selectors, services
+from releases.models import AgentEvent, Conversation, RiskReport, RunStatus
 from releases.runner.in_process import in_process_api
 from risk.judge import warm_up_in_background
 
@@ -40,6 +40,12 @@ class Command(BaseCommand):
         parser.add_argument("--model", help="Model name (default: DETECTIVE_MODEL).")
         parser.add_argument(
             "--base-url", help="The provider API's base URL (default: DETECTIVE_BASE_URL)."
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Assess even when the data has not changed since the verdict that stands "
+            "(without it, that verdict, a person's decision included, is kept and printed).",
         )
         parser.add_argument(
             "--api-url",
@@ -62,30 +68,25 @@ class Command(BaseCommand):
         # scipy's import (about 1.5 s) then overlaps the model's first call.
         warm_up_in_background()
         # Run here, not by a worker: one that is running (`up`) would otherwise race for it.
-        run = services.start_assessment(
-            release, None, provider=options["provider"], model=options["model"]
+        outcome = assessing.assess_unless_unchanged(
+            release,
+            None,
+            force=options["force"],
+            asked_by="manage.py assess" + (" --force" if options["force"] else ""),
+            provider=options["provider"],
+            model=options["model"],
         )
-        if run.status == RunStatus.RUNNING:
+        run = outcome.run
+        if outcome.kept:
+            console.print(escape(outcome.message))
+        elif run.status == RunStatus.RUNNING:
             raise CommandError(
                 f"Release {version} is already being assessed (run {run.pk}); wait for it or "
                 "cancel it first."
             )
-        console.print(f"[bold]Assessing {escape(version)}[/] (run {run.pk})")
-        printer = _Printer(console)
-        if options["api_url"]:
-            client, api_url = None, options["api_url"]
-        else:
-            client, api_url = in_process_api()
-        with _signals_cancel_the_run():
-            status = runner.run_assessment(
-                str(run.pk),
-                services.current_traceparent(),
-                api_url=api_url,
-                http_client=client,
-                base_url=options["base_url"],
-                on_event=printer,
-            )
-        printer.end_text()
+        status = run.status
+        if not outcome.kept:
+            status = self._run(console, version, run, options)
         report = RiskReport.objects.filter(conversation=run).order_by("-filed_at").first()
         run.refresh_from_db()
         if report is None:
@@ -112,6 +113,25 @@ class Command(BaseCommand):
         tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
         cost = f", about ${run.estimated_cost:.4f}" if run.estimated_cost is not None else ""
         console.print(f"[dim]{tokens} tokens{cost}; run {run.pk}[/]")
+
+    def _run(self, console: Console, version: str, run: Conversation, options: Any) -> str:
+        console.print(f"[bold]Assessing {escape(version)}[/] (run {run.pk})")
+        printer = _Printer(console)
+        if options["api_url"]:
+            client, api_url = None, options["api_url"]
+        else:
+            client, api_url = in_process_api()
+        with _signals_cancel_the_run():
+            status = runner.run_assessment(
+                str(run.pk),
+                services.current_traceparent(),
+                api_url=api_url,
+                http_client=client,
+                base_url=options["base_url"],
+                on_event=printer,
+            )
+        printer.end_text()
+        return status
 
 
 @contextlib.contextmanager
