@@ -14,11 +14,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from statistics import median
 
-from risk.history import AuthorFacts, ChangeFacts, History, TestHistory
+from risk.changes import (
+    CODE_KINDS,
+    CommitFacts,
+    file_kind,
+    is_dependency_subject,
+    path_area_matches,
+    subject_areas,
+)
+from risk.history import AuthorFacts, ChangeFacts, History, TestHistory, spread_entropy
 from risk.judge import Judgement, judge
-from risk.settings import LEVEL_RANK, Level, PolicySettings
-from risk.signal import Signal, areas_in, change_areas, path_areas, shown
+from risk.settings import LEVEL_RANK, SCHEMA_AREA, Level, PolicySettings
+from risk.signal import Signal, areas_in, path_areas, schema_change_in, shown
 
 # Sentences name at most this many tests, files or authors ("and 3 more").
 NAMED = 3
@@ -95,17 +104,22 @@ def _path_words(path: str) -> set[str]:
 def correlated_paths(
     test: TestHistory, changes: ChangeFacts | None, cfg: PolicySettings | None = None
 ) -> list[str]:
-    """The changed files a failing test shares a directory, module or class name with, or
-    (with the policy's settings) a critical area: a payments test and the payment code."""
+    """The changed code files a failing test shares a directory, module or class name with,
+    or (with the policy's settings) a critical area: a payments test and the payment code.
+    Only code and schema files: a CI workflow, a requirements file or the docs sit beside
+    every test and say nothing of this one. Those named after the test's module first."""
     if changes is None:
         return []
     words = _test_words(test)
     areas = set(areas_in(f"{test.label} {test.file}", cfg.critical_areas)) if cfg else set()
-    return [
-        f.path
-        for f in changes.files
-        if words & _path_words(f.path) or (areas and areas & set(path_areas(f.path, cfg)))
-    ]
+    found = []
+    for f in changes.code_files:
+        shared = words & _path_words(f.path)
+        if shared or (areas and areas & set(path_areas(f.path, cfg))):
+            # A shared module name ("timed") ranks above a shared directory ("src").
+            own = _strip_test(PurePosixPath(f.path.lower()).stem) in words
+            found.append((not own, not shared, f.path))
+    return [path for *_, path in sorted(found)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,16 +273,63 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
 # ---------------------------------------------------------------------------------------
 
 
+def _area_commits(changes: ChangeFacts) -> list[CommitFacts]:
+    """The commits whose files can put the release in an area: a person's, not a merge's
+    (its commits are in the range), a dependency bump's or a bot's."""
+    return [c for c in changes.commit_list if not c.bot and c.kind not in ("merge", "dependencies")]
+
+
 def changed_areas(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, list[str]]:
-    """Per critical area, what of the change lies in it: changed paths, and commit messages
-    (their first line) that describe a database upgrade or schema change."""
+    """Per critical area, what of the change lies in it: the code files in the area's paths
+    (`change_area_paths`, a service's `critical_paths`), and a person's commits whose subject
+    describes a database upgrade or schema change. Bots' commits and dependency bumps put a
+    release in no area; their words never do."""
     found: dict[str, list[str]] = {}
-    for path in changes.paths:
-        for area in path_areas(path, cfg):
-            found.setdefault(area, []).append(path)
-    for message in changes.messages:
-        for area in change_areas(message, cfg):
-            found.setdefault(area, []).append(f'the commit "{message.split(chr(10), 1)[0]}"')
+    if not changes.commit_list:
+        # Facts without their commits (an older reader): the files and subjects alone.
+        for path in changes.paths:
+            for area in path_areas(path, cfg):
+                found.setdefault(area, []).append(path)
+        for message in changes.messages:
+            subject = message.split("\n", 1)[0]
+            if not is_dependency_subject(subject) and schema_change_in(subject, cfg):
+                found.setdefault(SCHEMA_AREA, []).append(f'the commit "{subject}"')
+        return found
+    for commit in _area_commits(changes):
+        for f in commit.code_files:
+            for area in path_areas(f.path, cfg):
+                if f.path not in found.setdefault(area, []):
+                    found[area].append(f.path)
+        if schema_change_in(commit.subject, cfg):
+            found.setdefault(SCHEMA_AREA, []).append(f"the commit {commit.named}")
+    return found
+
+
+def subject_mentions(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, list[str]]:
+    """Per area, a person's commits whose subject names it as a whole word but whose code
+    lies outside it: "Fix the login redirect" changing `app/views.py`."""
+    found: dict[str, list[str]] = {}
+    for commit in _area_commits(changes):
+        in_code = {area for f in commit.code_files for area in path_areas(f.path, cfg)}
+        for area in subject_areas(commit.subject, cfg.critical_areas):
+            if area not in in_code:
+                found.setdefault(area, []).append(commit.named)
+    return found
+
+
+def breaking_changes(changes: ChangeFacts, cfg: PolicySettings) -> list[str]:
+    """What in the change breaks its users: commits marked breaking the Conventional Commits
+    way (`feat(api)!:`, a `BREAKING CHANGE:` footer), and public API files renamed away."""
+    found = [f"the commit {c.named}" for c in changes.commit_list if c.breaking and not c.bot]
+    for commit in changes.commit_list:
+        for f in commit.files:
+            public = {"api": cfg.public_api_paths}
+            if (
+                f.old_path
+                and path_area_matches(f.old_path, public)
+                and not path_area_matches(f.path, public)
+            ):
+                found.append(f"{f.old_path} (moved to {f.path})")
     return found
 
 
@@ -281,14 +342,45 @@ def change_signals(changes: ChangeFacts, cfg: PolicySettings) -> list[Signal]:
         signals.append(
             Signal(
                 name="critical_paths",
-                label="Changed files in a critical area",
+                label="Changed code in a critical area",
                 level=cfg.risky_changes_level,
                 critical=False,
                 figure=count,
-                threshold=f"{cfg.risky_changes_level} from 1 changed file or commit message in "
-                "a critical area",
+                threshold=f"{cfg.risky_changes_level} from 1 changed code file in a critical "
+                "area's paths, or a person's commit describing a schema change",
                 detail=f"The change touches {', '.join(sorted(areas))} ({listed})",
                 areas=tuple(sorted(areas)),
+            )
+        )
+    mentions = {a: c for a, c in subject_mentions(changes, cfg).items() if a not in areas}
+    if mentions:
+        listed = "; ".join(f"{area}: {_listed(items)}" for area, items in sorted(mentions.items()))
+        signals.append(
+            Signal(
+                name="subject_mentions",
+                label="Commit subjects that name a critical area",
+                level=cfg.subject_mention_level,
+                critical=False,
+                figure=len({c for items in mentions.values() for c in items}),
+                threshold=f"{cfg.subject_mention_level} for an area named as a whole word in a "
+                "person's commit subject, with none of the area's code changed",
+                detail=f"Commit subjects name {', '.join(sorted(mentions))} but change none of "
+                f"its code ({listed})",
+                areas=tuple(sorted(mentions)),
+            )
+        )
+    breaking = breaking_changes(changes, cfg)
+    if breaking:
+        signals.append(
+            Signal(
+                name="breaking_change",
+                label="Breaking changes",
+                level=cfg.breaking_change_level,
+                critical=False,
+                figure=len(breaking),
+                threshold=f"{cfg.breaking_change_level} from 1 commit marked breaking "
+                "(`!` or a BREAKING CHANGE footer) or a public API file moved away",
+                detail=f"{_plural(len(breaking), 'breaking change')}: {_listed(breaking)}",
             )
         )
     new_authors = changes.new_authors()
@@ -321,45 +413,98 @@ def _author_sentence(author: AuthorFacts, cfg: PolicySettings) -> str:
     )
 
 
+def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[int | None, int | None, str]:
+    """The code lines and files from which the change is large, and whence: from the
+    service's own earlier releases when there are enough of them, else the fixed numbers."""
+    sizes = changes.earlier_code_sizes
+    if len(sizes) >= cfg.large_change_history_releases:
+        factor = cfg.large_change_history_factor
+        lines = max(cfg.large_change_lines_floor, round(factor * median(s[0] for s in sizes)))
+        files = max(cfg.large_change_files_floor, round(factor * median(s[1] for s in sizes)))
+        return (
+            lines,
+            files,
+            (f"{factor:g} times the median of the service's last {_plural(len(sizes), 'release')}"),
+        )
+    return cfg.large_change_lines_at_or_above, cfg.large_change_files_at_or_above, "fixed"
+
+
+def _said_apart(changes: ChangeFacts) -> str:
+    by_kind: dict[str, int] = {}
+    for f in changes.files:
+        kind = file_kind(f.path)
+        if kind not in CODE_KINDS:
+            group = _APART.get(kind, "other files")
+            by_kind[group] = by_kind.get(group, 0) + f.added + f.deleted
+    parts = [f"{lines:,} in {group}" for group, lines in sorted(by_kind.items()) if lines]
+    bumps = [c for c in changes.commit_list if c.kind == "dependencies"]
+    if bumps:
+        bots = sum(c.bot for c in bumps)
+        parts.insert(
+            0,
+            f"{_plural(len(bumps), 'dependency update')}" + (f" ({bots} by bots)" if bots else ""),
+        )
+    return f"; apart from the code: {', '.join(parts)}" if parts else ""
+
+
+_APART = {
+    "lock": "lock files and manifests",
+    "manifest": "lock files and manifests",
+    "test": "tests and their data",
+    "docs": "docs",
+    "ci": "CI files",
+    "vendored": "vendored or generated files",
+    "generated": "vendored or generated files",
+    "example": "examples",
+}
+
+
 def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
-    lines, files, dirs = changes.lines, changes.file_count, len(changes.directories)
+    code = changes.code_files
+    lines = sum(f.added + f.deleted for f in code)
+    added = sum(f.added for f in code)
+    files, dirs = len(code), len(changes.code_directories)
+    lines_limit, files_limit, whence = _limits(changes, cfg)
     crossed = [
         f"{figure:,} {what}, at or above the {limit:,} that make a change large"
+        + (f" ({whence})" if whence != "fixed" and what != "directories" else "")
         for figure, limit, what in (
-            (lines, cfg.large_change_lines_at_or_above, "lines"),
-            (files, cfg.large_change_files_at_or_above, "files"),
+            (lines, lines_limit, "lines of code"),
+            (files, files_limit, "code files"),
             (dirs, cfg.large_change_directories_at_or_above, "directories"),
         )
         if limit is not None and figure >= limit
     ]
     level: Level = cfg.large_change_level if crossed else "none"
-    spread = changes.entropy
+    spread = spread_entropy([f.added + f.deleted for f in code])
     how = "evenly" if spread >= 0.8 else "unevenly" if spread >= 0.4 else "mostly in a few"
+    subsystems = {f.subsystem for f in code}
     detail = (
-        f"The change: {lines:,} lines ({changes.lines_added:,} added, "
-        f"{changes.lines_deleted:,} deleted) in {_plural(files, 'file')}, "
-        f"{_plural(dirs, 'directory', 'directories')} and "
-        f"{_plural(len(changes.subsystems), 'subsystem')}, spread {how}"
+        f"The change: {lines:,} lines of code ({added:,} added, {lines - added:,} deleted) in "
+        f"{_plural(files, 'file')}, {_plural(dirs, 'directory', 'directories')} and "
+        f"{_plural(len(subsystems), 'subsystem')}, spread {how}"
         + (" files" if how == "mostly in a few" else "")
         + f" (entropy {spread:.2f} of 1)"
+        + _said_apart(changes)
         + (f"; {'; '.join(crossed)}" if crossed else "")
     )
     limits = [
         f"{what} from {limit:,}"
         for limit, what in (
-            (cfg.large_change_lines_at_or_above, "lines"),
-            (cfg.large_change_files_at_or_above, "files"),
+            (lines_limit, "lines of code"),
+            (files_limit, "code files"),
             (cfg.large_change_directories_at_or_above, "directories"),
         )
         if limit is not None
     ]
     return Signal(
         name="change_size",
-        label="Size and spread of the change",
+        label="Size and spread of the code change",
         level=level,
         critical=False,
         figure=lines,
-        threshold=f"{cfg.large_change_level}: " + ", ".join(limits) if limits else "not judged",
+        threshold=(f"{cfg.large_change_level}: " + ", ".join(limits) if limits else "not judged")
+        + ("" if whence == "fixed" else f" ({whence})"),
         detail=detail,
     )
 
