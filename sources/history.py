@@ -19,6 +19,7 @@ from django.db.models import Count, Q, QuerySet
 
 from releases.models import Release
 from releases.release_order import earlier_releases, in_release_order
+from risk.changes import CODE_KINDS, commit_facts, file_kind
 from risk.history import (
     AuthorFacts,
     ChangeFacts,
@@ -54,7 +55,7 @@ def read_history(release: Release, *, window: int = DEFAULT_WINDOW) -> History:
         version=release.version,
         previous=tuple(refs),
         tests=tests,
-        changes=change_facts(release),
+        changes=change_facts(release, refs=refs),
         metrics=metric_series(release, window=window, refs=refs),
         window=window,
         has_test_detail=has_tests,
@@ -199,17 +200,20 @@ def _author_key(name: str, email: str) -> str:
     return email.strip().lower() or name.strip()
 
 
-def change_facts(release: Release) -> ChangeFacts | None:
+def change_facts(
+    release: Release, *, refs: Sequence[ReleaseRef] | None = None
+) -> ChangeFacts | None:
     """The release's change (merges left out): files with their lines, messages, and per author
-    what they had touched before in the service. None without ingested commits."""
+    what they had touched before in the service; each commit with its kind (risk/changes.py);
+    and the code size of the service's recent earlier releases. None without ingested commits."""
     commits = list(
         Commit.objects.filter(release=release)
         .order_by("authored_at", "sha")
-        .values_list("id", "author_name", "author_email", "message", "parents")
+        .values_list("id", "author_name", "author_email", "message", "parents", "sha")
     )
     kept = {
         pk: (name, email, message)
-        for pk, name, email, message, parents in commits
+        for pk, name, email, message, parents, _ in commits
         if len(parents or []) <= 1
     }
     if not kept:
@@ -223,9 +227,11 @@ def change_facts(release: Release) -> ChangeFacts | None:
         key = _author_key(name, email)
         commit_count[key] += 1
         display.setdefault(key, name or email)
-    for commit_id, path, added, deleted, is_binary in CommitFile.objects.filter(
+    per_commit: dict[int, list[tuple[str, int | None, int | None, str]]] = defaultdict(list)
+    for commit_id, path, added, deleted, is_binary, old_path in CommitFile.objects.filter(
         commit_id__in=list(kept)
-    ).values_list("commit_id", "path", "added", "deleted", "binary"):
+    ).values_list("commit_id", "path", "added", "deleted", "binary", "old_path"):
+        per_commit[commit_id].append((path, added, deleted, old_path))
         counted = lines.setdefault(path, [0, 0])
         counted[0] += added or 0
         counted[1] += deleted or 0
@@ -277,13 +283,44 @@ def change_facts(release: Release) -> ChangeFacts | None:
                 earlier_commits=earlier_commits.get(key, 0),
             )
         )
+    commit_list = tuple(
+        commit_facts(
+            sha=sha,
+            author_name=name,
+            author_email=email,
+            message=message,
+            parents=len(parents or []),
+            files=per_commit.get(pk, ()),
+        )
+        for pk, name, email, message, parents, sha in commits[:MAX_MESSAGES]
+    )
+    refs = list(refs) if refs is not None else earlier(release)
     return ChangeFacts(
         commits=len(kept),
         files=files,
         messages=messages,
         authors=tuple(authors),
         service_has_earlier_commits=Commit.objects.filter(release_id__in=earlier_ids).exists(),
+        commit_list=commit_list,
+        earlier_code_sizes=_earlier_code_sizes(refs),
     )
+
+
+def _earlier_code_sizes(refs: Sequence[ReleaseRef]) -> tuple[tuple[int, int], ...]:
+    """(code lines, code files) of each earlier release with commits, most recent first: what
+    "large for this service" is judged against (merges left out, as for the release)."""
+    lines: dict[int, int] = defaultdict(int)
+    files: dict[int, set[str]] = defaultdict(set)
+    for release_id, path, added, deleted, parents in (
+        CommitFile.objects.filter(commit__release_id__in=[ref.id for ref in refs])
+        .values_list("commit__release_id", "path", "added", "deleted", "commit__parents")
+        .iterator(chunk_size=5000)
+    ):
+        if len(parents or []) > 1 or file_kind(path) not in CODE_KINDS:
+            continue
+        lines[release_id] += (added or 0) + (deleted or 0)
+        files[release_id].add(path)
+    return tuple((lines[ref.id], len(files[ref.id])) for ref in refs if ref.id in files)
 
 
 def metric_series(
