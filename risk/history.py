@@ -140,9 +140,9 @@ class ChangeFacts:
     service_has_earlier_commits: bool = False
     # Each commit (merges too) with its kind, bot flag and files (risk/changes.py).
     commit_list: tuple[CommitFacts, ...] = ()
-    # (code lines, code files) of each recent earlier release with commits, most recent first:
-    # what "large for this service" is judged against.
-    earlier_code_sizes: tuple[tuple[int, int], ...] = ()
+    # (code lines, code files, code directories) of each recent earlier release with commits,
+    # most recent first: what "large for this service" is judged against.
+    earlier_code_sizes: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def code_files(self) -> tuple[FileChange, ...]:
@@ -272,7 +272,7 @@ class History:
 EMPTY = History.empty()
 
 
-def _code_size(commits: Iterable[Any]) -> tuple[int, int]:
+def _code_size(commits: Iterable[Any]) -> tuple[int, int, int]:
     lines, files = 0, set()
     for commit in commits:
         if len(commit.parents) > 1:
@@ -281,7 +281,7 @@ def _code_size(commits: Iterable[Any]) -> tuple[int, int]:
             if file_kind(f.path) in CODE_KINDS:
                 lines += (f.added or 0) + (f.deleted or 0)
                 files.add(f.path)
-    return lines, len(files)
+    return lines, len(files), len({FileChange(p, 0, 0).directory for p in files})
 
 
 def change_facts_from(

@@ -413,20 +413,37 @@ def _author_sentence(author: AuthorFacts, cfg: PolicySettings) -> str:
     )
 
 
-def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[int | None, int | None, str]:
-    """The code lines and files from which the change is large, and whence: from the
-    service's own earlier releases when there are enough of them, else the fixed numbers."""
+def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None], str]:
+    """The code lines, files and directories from which the change is large, and whence: from
+    the service's own earlier releases when there are enough of them, else the fixed numbers."""
     sizes = changes.earlier_code_sizes
-    if len(sizes) >= cfg.large_change_history_releases:
-        factor = cfg.large_change_history_factor
-        lines = max(cfg.large_change_lines_floor, round(factor * median(s[0] for s in sizes)))
-        files = max(cfg.large_change_files_floor, round(factor * median(s[1] for s in sizes)))
-        return (
-            lines,
-            files,
-            (f"{factor:g} times the median of the service's last {_plural(len(sizes), 'release')}"),
-        )
-    return cfg.large_change_lines_at_or_above, cfg.large_change_files_at_or_above, "fixed"
+    fixed = [
+        cfg.large_change_lines_at_or_above,
+        cfg.large_change_files_at_or_above,
+        cfg.large_change_directories_at_or_above,
+    ]
+    if len(sizes) < cfg.large_change_history_releases:
+        return fixed, "fixed"
+    factor = cfg.large_change_history_factor
+    floors = (
+        cfg.large_change_lines_floor,
+        cfg.large_change_files_floor,
+        cfg.large_change_directories_floor,
+    )
+    # A minor release among patch releases is larger than their median and still usual for
+    # the service: only past the largest of them, and `factor` times their median, is the
+    # change one the service does not usually ship.
+    limits: list[int | None] = [
+        None
+        if limit is None
+        else max(floor, round(factor * median(s[i] for s in sizes)), max(s[i] for s in sizes) + 1)
+        for i, (limit, floor) in enumerate(zip(fixed, floors, strict=True))
+    ]
+    whence = (
+        f"above the largest of the service's last {_plural(len(sizes), 'release')} and "
+        f"{factor:g} times their median"
+    )
+    return limits, whence
 
 
 def _said_apart(changes: ChangeFacts) -> str:
@@ -464,14 +481,14 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
     lines = sum(f.added + f.deleted for f in code)
     added = sum(f.added for f in code)
     files, dirs = len(code), len(changes.code_directories)
-    lines_limit, files_limit, whence = _limits(changes, cfg)
+    (lines_limit, files_limit, dirs_limit), whence = _limits(changes, cfg)
     crossed = [
         f"{figure:,} {what}, at or above the {limit:,} that make a change large"
-        + (f" ({whence})" if whence != "fixed" and what != "directories" else "")
+        + (f" ({whence})" if whence != "fixed" else "")
         for figure, limit, what in (
             (lines, lines_limit, "lines of code"),
             (files, files_limit, "code files"),
-            (dirs, cfg.large_change_directories_at_or_above, "directories"),
+            (dirs, dirs_limit, "directories"),
         )
         if limit is not None and figure >= limit
     ]
@@ -493,7 +510,7 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
         for limit, what in (
             (lines_limit, "lines of code"),
             (files_limit, "code files"),
-            (cfg.large_change_directories_at_or_above, "directories"),
+            (dirs_limit, "directories"),
         )
         if limit is not None
     ]

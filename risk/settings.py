@@ -194,10 +194,11 @@ class PolicySettings(BaseModel):
     # Size judged against the service's own releases: with at least this many earlier releases
     # of commit detail, a change is large from `factor` times their median code lines (files),
     # and never below the floors; with fewer, the fixed `large_change_*` numbers hold.
-    large_change_history_releases: int = Field(3, ge=1)
+    large_change_history_releases: int = Field(2, ge=1)
     large_change_history_factor: float = Field(3.0, gt=1)
     large_change_lines_floor: int = Field(300, ge=1)
     large_change_files_floor: int = Field(10, ge=1)
+    large_change_directories_floor: int = Field(5, ge=1)
 
     @field_validator("schema_change_patterns")
     @classmethod

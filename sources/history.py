@@ -306,9 +306,9 @@ def change_facts(
     )
 
 
-def _earlier_code_sizes(refs: Sequence[ReleaseRef]) -> tuple[tuple[int, int], ...]:
-    """(code lines, code files) of each earlier release with commits, most recent first: what
-    "large for this service" is judged against (merges left out, as for the release)."""
+def _earlier_code_sizes(refs: Sequence[ReleaseRef]) -> tuple[tuple[int, int, int], ...]:
+    """(code lines, code files, code directories) of each earlier release with commits, most
+    recent first: what "large for this service" is judged against (merges left out)."""
     lines: dict[int, int] = defaultdict(int)
     files: dict[int, set[str]] = defaultdict(set)
     for release_id, path, added, deleted, parents in (
@@ -320,7 +320,15 @@ def _earlier_code_sizes(refs: Sequence[ReleaseRef]) -> tuple[tuple[int, int], ..
             continue
         lines[release_id] += (added or 0) + (deleted or 0)
         files[release_id].add(path)
-    return tuple((lines[ref.id], len(files[ref.id])) for ref in refs if ref.id in files)
+    return tuple(
+        (
+            lines[ref.id],
+            len(files[ref.id]),
+            len({FileChange(p, 0, 0).directory for p in files[ref.id]}),
+        )
+        for ref in refs
+        if ref.id in files
+    )
 
 
 def metric_series(
