@@ -117,6 +117,16 @@ def test_histories(
         return (), own.exists()
     names = sorted({name for _, name in wanted})
     keys = set(wanted)
+    # A test file renamed in the range keeps its tests' history: their earlier results are
+    # read under the old file's classname too ("tests.test_old.T" for "tests.test_new.T").
+    renames = _test_renames(release)
+    alias = {
+        (old, name): (classname, name)
+        for classname, name in wanted
+        if renames and (old := _renamed_from(classname, renames)) is not None
+    }
+    # Each stored (classname, name) of interest -> the wanted key it counts for.
+    counts_for = {**{key: key for key in keys}, **alias}
 
     # This release: every attempt, last one last.
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -137,8 +147,8 @@ def test_histories(
     for release_id, classname, name, status in TestCase.objects.filter(
         release_id__in=list(versions), name__in=names
     ).values_list("release_id", "classname", "name", "status"):
-        if (classname, name) in keys:
-            recent[(classname, name)][release_id].append(status)
+        if (classname, name) in counts_for:
+            recent[counts_for[(classname, name)]][release_id].append(status)
 
     # The first release each test failed in, over the service's whole past.
     failed_in: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -149,8 +159,8 @@ def test_histories(
         .values_list("classname", "name", "release_id")
         .distinct()
     ):
-        if (classname, name) in keys:
-            failed_in[(classname, name)].add(release_id)
+        if (classname, name) in counts_for:
+            failed_in[counts_for[(classname, name)]].add(release_id)
     order = {
         pk: (at, pk, version)
         for pk, version, at in in_release_order(
@@ -194,6 +204,36 @@ def test_histories(
             )
         )
     return tuple(histories), True
+
+
+def _test_renames(release: Release) -> list[tuple[str, str]]:
+    """(old path, new path) of the test files git saw renamed in the release's commits."""
+    return [
+        (old, new)
+        for old, new in CommitFile.objects.filter(commit__release=release)
+        .exclude(old_path="")
+        .values_list("old_path", "path")
+        if file_kind(new) == "test" and old != new
+    ]
+
+
+def _module_forms(path: str) -> list[str]:
+    """How a test file is named in a report's classname: its path ("tests/test_x.py", jest),
+    without its suffix, and dotted ("tests.test_x", pytest and unittest)."""
+    bare = path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path
+    return [path, bare, bare.replace("/", ".")]
+
+
+def _renamed_from(classname: str, renames: Sequence[tuple[str, str]]) -> str | None:
+    """The classname a test had before its file was renamed in this release, or None."""
+    for old, new in renames:
+        for old_form, new_form in zip(_module_forms(old), _module_forms(new), strict=True):
+            if classname == new_form or classname.startswith(new_form + "."):
+                return old_form + classname[len(new_form) :]
+            # pytest run from a folder above the tests ("src.tests.test_x") or below them.
+            if classname.endswith("." + new_form) or f".{new_form}." in f".{classname}.":
+                return classname.replace(new_form, old_form, 1)
+    return None
 
 
 def _author_key(name: str, email: str) -> str:
