@@ -183,8 +183,8 @@ def is_dependency_subject(subject: str) -> bool:
 
 
 def subject_areas(subject: str, areas: Mapping[str, Sequence[str]]) -> list[str]:
-    """The areas whose words (or phrases) stand as whole words in a subject: "Fix the login
-    form" is auth, "authored", "CaptureMode" and "checkout@v4" are not."""
+    """The areas whose words (or phrases) stand as whole words (or their plurals) in a subject:
+    "Fix the login form" is auth; "authored", "CaptureMode" and "payload" are not."""
     if is_dependency_subject(subject):
         return []
     text = " ".join(_WORD.findall(subject.lower().replace("_", " ")))
@@ -192,7 +192,8 @@ def subject_areas(subject: str, areas: Mapping[str, Sequence[str]]) -> list[str]
     for area, phrases in areas.items():
         for phrase in phrases:
             words = " ".join(_WORD.findall(phrase.lower()))
-            if words and re.search(rf"(?<![a-z0-9]){re.escape(words)}(?![a-z0-9])", text):
+            # A plural stands for its word ("invoices", "refunds"); nothing else does.
+            if words and re.search(rf"(?<![a-z0-9]){re.escape(words)}(?:e?s)?(?![a-z0-9])", text):
                 found.append(area)
                 break
     return sorted(found)

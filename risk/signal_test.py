@@ -20,8 +20,9 @@ CFG = PolicySettings()
         # The subject alone is read: a body's prose and trailers are never content.
         ("chore: drop orders.legacy_status\n\nALTER TABLE orders", []),
         ("Migrate MySQL to 8.0", ["migrations"]),
-        # Whole words only: "invoices" is not the area word "invoice".
-        ("Renamed the index on invoices.customer_id", ["migrations"]),
+        # Whole words or their plurals: "invoices" is "invoice", "payload" is not "pay".
+        ("Renamed the index on invoices.customer_id", ["migrations", "payments"]),
+        ("Trim the payload", []),
         ("Fix the invoice rounding", ["payments"]),
         ("Fix authentication bug", ["auth"]),
         # Words inside other words, trailers and bots' bumps name no area.
