@@ -342,3 +342,30 @@ def test_what_the_judge_leaves_to_the_summary(series: MetricSeries) -> None:
 )
 def test_an_empty_history_changes_nothing(data: dict[str, Any]) -> None:
     assert evaluate(data, CFG, history=History.empty()) == evaluate(data, CFG)
+
+
+def test_failures_beside_changed_code_name_code_never_ci_docs_or_lock_files() -> None:
+    # itsdangerous 2.2.0 with a bug put into timed.py: the sentence named the CI workflow and
+    # the requirements file first and hid timed.py among "8 more".
+    test = TestHistory(
+        label="tests.test_timed.TestTimedSerializer::test_max_age",
+        file="tests/test_timed.py",
+        suite="pytest",
+        outcome="failed",
+        flaky_here=False,
+    )
+    facts = ChangeFacts(
+        commits=4,
+        files=tuple(
+            FileChange(path, 3, 1)
+            for path in (
+                ".github/workflows/tests.yaml",
+                "requirements/tests.txt",
+                "docs/timed.rst",
+                "tests/test_timed.py",
+                "src/itsdangerous/serializer.py",
+                "src/itsdangerous/timed.py",
+            )
+        ),
+    )
+    assert correlated_paths(test, facts, CFG) == ["src/itsdangerous/timed.py"]
