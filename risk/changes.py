@@ -14,6 +14,7 @@ Plain Python, no Django: `sources.history` and the measurement scripts build `Co
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -92,6 +93,7 @@ def _matches(path: str, globs: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(path, glob) for glob in globs)
 
 
+@functools.lru_cache(maxsize=65536)
 def file_kind(path: str) -> FileKind:
     """What a changed file is: its lines count as the change's size only for code and schema."""
     lowered = path.lower()
@@ -182,27 +184,50 @@ def is_dependency_subject(subject: str) -> bool:
     return bool(_DEPENDENCY_SUBJECT.match(subject.strip()))
 
 
+def _frozen(areas: Mapping[str, Sequence[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((area, tuple(items)) for area, items in areas.items())
+
+
+@functools.lru_cache(maxsize=32)
+def _word_patterns(
+    areas: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    compiled = []
+    for area, phrases in areas:
+        words = [" ".join(_WORD.findall(p.lower())) for p in phrases]
+        alternatives = "|".join(re.escape(w) for w in words if w)
+        if alternatives:
+            # A plural stands for its word ("invoices", "refunds"); nothing else does.
+            compiled.append(
+                (area, re.compile(rf"(?<![a-z0-9])(?:{alternatives})(?:e?s)?(?![a-z0-9])"))
+            )
+    return tuple(compiled)
+
+
 def subject_areas(subject: str, areas: Mapping[str, Sequence[str]]) -> list[str]:
     """The areas whose words (or phrases) stand as whole words (or their plurals) in a subject:
     "Fix the login form" is auth; "authored", "CaptureMode" and "payload" are not."""
     if is_dependency_subject(subject):
         return []
     text = " ".join(_WORD.findall(subject.lower().replace("_", " ")))
-    found = []
-    for area, phrases in areas.items():
-        for phrase in phrases:
-            words = " ".join(_WORD.findall(phrase.lower()))
-            # A plural stands for its word ("invoices", "refunds"); nothing else does.
-            if words and re.search(rf"(?<![a-z0-9]){re.escape(words)}(?:e?s)?(?![a-z0-9])", text):
-                found.append(area)
-                break
-    return sorted(found)
+    return sorted(area for area, pattern in _word_patterns(_frozen(areas)) if pattern.search(text))
+
+
+@functools.lru_cache(maxsize=32)
+def _glob_patterns(
+    areas: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple(
+        (area, re.compile("|".join(fnmatch.translate(g.lower()) for g in globs)))
+        for area, globs in areas
+        if globs
+    )
 
 
 def path_area_matches(path: str, area_paths: Mapping[str, Sequence[str]]) -> list[str]:
     lowered = path.lower()
     return sorted(
-        area for area, globs in area_paths.items() if _matches(lowered, (g.lower() for g in globs))
+        area for area, pattern in _glob_patterns(_frozen(area_paths)) if pattern.match(lowered)
     )
 
 

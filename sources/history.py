@@ -332,7 +332,7 @@ def change_facts(
             parents=len(parents or []),
             files=per_commit.get(pk, ()),
         )
-        for pk, name, email, message, parents, sha in commits[:MAX_MESSAGES]
+        for pk, name, email, message, parents, sha in commits
     )
     refs = list(refs) if refs is not None else earlier(release)
     return ChangeFacts(
