@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from risk.change_signals import changed_areas, subject_mentions
 from risk.changes import (
     file_kind,
     is_bot,
@@ -18,7 +19,6 @@ from risk.changes import (
     subject_areas,
 )
 from risk.history import History, change_facts_from
-from risk.history_signals import changed_areas, subject_mentions
 from risk.policy import evaluate
 from risk.settings import DEFAULT_CRITICAL_AREAS, PolicySettings
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from risk.change_signals import changed_areas
 from risk.history import EMPTY as EMPTY_HISTORY
 from risk.history import History
 from risk.history_signals import (
     Failures,
-    changed_areas,
     classify_failures,
     history_signals,
 )

@@ -144,6 +144,25 @@ def _areas_in(text: str, areas: tuple[tuple[str, tuple[str, ...]], ...]) -> tupl
     return tuple(area for area, pattern in _area_patterns(areas) if pattern.search(normalised))
 
 
+# Sentences name at most this many tests, files or authors ("and 3 more").
+NAMED = 3
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+def listed(items: Sequence[str]) -> str:
+    """ "a, b and c"; past NAMED, "a, b, c and 2 more"."""
+    shown_items = [shown(item) for item in items[:NAMED]]
+    more = len(items) - NAMED
+    if more > 0:
+        return ", ".join(shown_items) + f" and {more} more"
+    if len(shown_items) < 2:
+        return "".join(shown_items)
+    return ", ".join(shown_items[:-1]) + " and " + shown_items[-1]
+
+
 def shown(text: str) -> str:
     # Signals reach the model: a test name that gives orders is named by what it is.
     return "[a test name that reads like instructions]" if reads_like_instruction(text) else text
