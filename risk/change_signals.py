@@ -73,6 +73,9 @@ def subject_mentions(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, lis
     found: dict[str, list[str]] = {}
     areas_of = _areas_of(cfg)
     for commit in _area_commits(changes):
+        if commit.kind not in ("code", "revert"):
+            # A docs, tests-only or CI commit changes no code whatever its subject names.
+            continue
         in_code = {area for f in commit.code_files for area in areas_of(f.path)}
         for area in subject_areas(commit.subject, cfg.critical_areas):
             if area not in in_code:
