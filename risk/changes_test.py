@@ -230,3 +230,27 @@ def test_the_corpus_releases_read_by_their_commits_alone() -> None:
             assert int(signal.figure or 0) >= 1000, (folder, signal.detail)
     assert "high" not in severities
     assert severities.count("low") >= 10
+
+
+def test_a_breaking_change_is_a_signal_of_its_own() -> None:
+    moved = _commit("Tidy the routes", "app/views.py")
+    moved.files[0].old_path = "app/api/v1.py"
+    facts = change_facts_from(
+        [
+            _commit("feat(api)!: drop the v1 routes", "app/routes.py"),
+            _commit("refactor: rename\n\nBREAKING CHANGE: Client.get is gone", "app/client.py"),
+            _commit("fix: typo", "app/x.py"),
+            moved,
+        ]
+    )
+    verdict = evaluate({}, CFG, history=History(service="s", version="1", changes=facts))
+    breaking = next(s for s in verdict.signals if s.name == "breaking_change")
+    assert breaking.level == "medium" and breaking.figure == 3
+    assert 'drop the v1 routes"' in breaking.detail
+    assert "app/api/v1.py (moved to app/views.py)" in breaking.detail
+    # A bot's "!" is no breaking change of the service's.
+    bot = _commit("chore(deps)!: bump x", "uv.lock", author="renovate[bot]", email="r@x.org")
+    quiet = evaluate(
+        {}, CFG, history=History(service="s", version="1", changes=change_facts_from([bot]))
+    )
+    assert "breaking_change" not in {s.name for s in quiet.signals}
