@@ -141,7 +141,8 @@ def test_ingest_sends_the_release_then_each_source(
     [
         (["--junit", "absent.xml"], "the JUnit file absent.xml does not exist"),
         (["--git-range", "v1.3.0..v9"], "the ref 'v9' does not exist"),
-        (["--git-range", "v1.4.0..v1.4.0"], "holds no commits"),
+        # Swapped refs (a rebuild, both refs the same commit, is a release: git_test.py).
+        (["--git-range", "v1.4.0..v1.3.0"], "holds no commits"),
         (["--metrics-file", "none.txt"], "the metrics file none.txt does not exist"),
         (["--deployed-at", "2026-11-24 10:00"], "needs a UTC offset"),
         (["--deployed-at", "monday"], "is not an ISO 8601 time"),

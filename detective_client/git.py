@@ -11,9 +11,10 @@ Decisions:
   count every change twice. A conflict resolution made in the merge itself is therefore not
   counted; the merged commits are.
 - Renames are detected (`-M`) and keep their old path; a binary file has None for its line counts.
-- A range with no commits is an `EmptyRange` error, not an empty list: a release whose range
-  holds nothing is almost always a wrong ref (a tag not yet pushed, the refs swapped), and the
-  pipeline should hear that rather than file a release with no changes.
+- A range whose two refs name the same commit is a rebuild (a tag placed on the previous
+  release's commit): a release with no changes, an empty list (`is_rebuild` tells it apart).
+  Any other range with no commits is an `EmptyRange` error: a release whose range holds nothing
+  while its refs differ is a wrong ref (the refs swapped), and the pipeline should hear that.
 - A ref that does not exist is an `UnknownRef` error naming it, checked before `git log` runs.
 """
 
@@ -158,14 +159,24 @@ def _commit(chunk: str) -> CommitRecord:
     )
 
 
+def is_rebuild(repo: Path, rev_range: str) -> bool:
+    """Both refs of 'FROM..TO' name the same commit: a release with no changes."""
+    start, end = split_range(rev_range)
+    return start is not None and resolve(Path(repo), start) == resolve(Path(repo), end)
+
+
 def read_range(repo: Path, rev_range: str) -> list[CommitRecord]:
     """The commits of `rev_range` ('FROM..TO': reachable from TO, not from FROM; or a single
-    ref: all its history), newest first as `git log` gives them."""
+    ref: all its history), newest first as `git log` gives them; none for a rebuild (both
+    refs the same commit)."""
     repo = Path(repo)
     start, end = split_range(rev_range)
     _check_repository(repo)
     end_sha = resolve(repo, end)
-    selection = [end_sha] if start is None else [f"^{resolve(repo, start)}", end_sha]
+    start_sha = None if start is None else resolve(repo, start)
+    if start_sha == end_sha:
+        return []
+    selection = [end_sha] if start_sha is None else [f"^{start_sha}", end_sha]
     done = _git(
         repo,
         "log",

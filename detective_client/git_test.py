@@ -15,6 +15,7 @@ from detective_client.git import (
     GitError,
     NotARepository,
     UnknownRef,
+    is_rebuild,
     read_range,
     resolve,
     split_range,
@@ -171,8 +172,18 @@ def test_records_survive_json(repo: Path) -> None:
 def test_a_range_with_no_commits_is_a_clear_error(repo: Path) -> None:
     with pytest.raises(EmptyRange, match=r"'v1.1.0..v1.0.0' holds no commits"):
         read_range(repo, "v1.1.0..v1.0.0")
-    with pytest.raises(EmptyRange):
-        read_range(repo, "v1.1.0..v1.1.0")
+    assert not is_rebuild(repo, "v1.1.0..v1.0.0")
+
+
+def test_a_rebuild_is_a_release_with_no_changes(repo: Path) -> None:
+    # A tag placed on the previous release's commit: both refs name the same commit.
+    assert read_range(repo, "v1.1.0..v1.1.0") == []
+    head = resolve(repo, "v1.1.0")
+    assert read_range(repo, f"v1.1.0..{head}") == []
+    assert is_rebuild(repo, f"v1.1.0..{head}")
+    assert not is_rebuild(repo, "v1.0.0..v1.1.0")
+    with pytest.raises(UnknownRef):
+        read_range(repo, "v1.1.0..v9.9.9")
 
 
 @pytest.mark.parametrize(

@@ -143,6 +143,12 @@ def _field_for(name: str, info: Any) -> forms.Field:
             help_text="one regular expression a line, found in change titles and commit "
             "messages (case-insensitive): a database upgrade or schema change",
         )
+    if name == "public_api_paths":
+        return LinesField(
+            required=False,
+            help_text="one glob a line: a public route or API file; one moved away is a "
+            "breaking change",
+        )
     if name == "metric_settings":
         return JsonSettingField(
             help_text='per metric: {"label", "unit", "percent", "bad_direction": "increase" or '
@@ -158,10 +164,10 @@ def _field_for(name: str, info: Any) -> forms.Field:
             '"response_time_p95", "response_time_p95_factor", "rate_interval", "step"}} '
             "(docs/using/metrics.md)",
         )
-    if name == "critical_paths":
+    if name in ("critical_paths", "change_area_paths"):
         return AreasField(
-            help_text="one area a line, then the globs of changed paths in it: "
-            '"migrations: */migrations/*, *.sql"'
+            help_text="one area a line, then the globs of its code's paths (a commit is in "
+            'the area by its code files): "payments: payments/*, */billing/*"'
         )
     return AreasField(
         help_text="one area a line, then the words that find it in test names and changes: "

@@ -18,7 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Any, Literal
+
+from risk.changes import CODE_KINDS, CommitFacts, commit_facts, file_kind
 
 TestOutcome = Literal["passed", "failed", "skipped", "flaky"]
 
@@ -136,6 +138,25 @@ class ChangeFacts:
     authors: tuple[AuthorFacts, ...] = ()
     # Were there earlier commits in the service at all? Without them everyone is "new".
     service_has_earlier_commits: bool = False
+    # Each commit (merges too) with its kind, bot flag and files (risk/changes.py).
+    commit_list: tuple[CommitFacts, ...] = ()
+    # (code lines, code files, code directories) of each recent earlier release with commits,
+    # most recent first: what "large for this service" is judged against.
+    earlier_code_sizes: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def code_files(self) -> tuple[FileChange, ...]:
+        """The files whose lines are the change's size: code and schema, not lock files,
+        manifests, vendored or generated files, tests and their data, docs, CI or examples."""
+        return tuple(f for f in self.files if file_kind(f.path) in CODE_KINDS)
+
+    @property
+    def code_lines(self) -> int:
+        return sum(f.added + f.deleted for f in self.code_files)
+
+    @property
+    def code_directories(self) -> tuple[str, ...]:
+        return tuple(sorted({f.directory for f in self.code_files}))
 
     @property
     def lines_added(self) -> int:  # LA
@@ -250,6 +271,85 @@ class History:
 
 EMPTY = History.empty()
 
+
+def _code_size(commits: Iterable[Any]) -> tuple[int, int, int]:
+    lines, files = 0, set()
+    for commit in commits:
+        if len(commit.parents) > 1:
+            continue
+        for f in commit.files:
+            if file_kind(f.path) in CODE_KINDS:
+                lines += (f.added or 0) + (f.deleted or 0)
+                files.add(f.path)
+    return lines, len(files), len({FileChange(p, 0, 0).directory for p in files})
+
+
+def change_facts_from(
+    commits: Iterable[Any], earlier_releases: Iterable[Iterable[Any]] = ()
+) -> ChangeFacts | None:
+    """A release's `ChangeFacts` from commit records (`detective_client.records.CommitRecord`
+    or anything with its fields), and its service's earlier releases' records, oldest first:
+    what `sources.history.change_facts` reads from the tables, for readers without them."""
+    commits = list(commits)
+    earlier = [list(release) for release in earlier_releases]
+    kept = [c for c in commits if len(c.parents) <= 1]
+    if not kept:
+        return None
+    lines: dict[str, list[int]] = {}
+    for commit in kept:
+        for f in commit.files:
+            counted = lines.setdefault(f.path, [0, 0])
+            counted[0] += f.added or 0
+            counted[1] += f.deleted or 0
+    touched: dict[str, set[str]] = {}
+    for release in earlier:
+        for commit in release:
+            touched.setdefault(commit.author_email or commit.author_name, set()).update(
+                f.path for f in commit.files
+            )
+    mine: dict[str, list[Any]] = {}
+    for commit in kept:
+        mine.setdefault(commit.author_email or commit.author_name, []).append(commit)
+    authors = []
+    for key, theirs in sorted(mine.items()):
+        paths = sorted({f.path for c in theirs for f in c.files})
+        before = touched.get(key, set())
+        known_dirs = {FileChange(p, 0, 0).directory for p in before}
+        authors.append(
+            AuthorFacts(
+                author=theirs[0].author_name or key,
+                commits=len(theirs),
+                files=tuple(paths),
+                new_files=tuple(p for p in paths if p not in before),
+                new_directories=tuple(
+                    sorted({FileChange(p, 0, 0).directory for p in paths} - known_dirs)
+                ),
+                earlier_commits=sum(
+                    1 for r in earlier for c in r if (c.author_email or c.author_name) == key
+                ),
+            )
+        )
+    return ChangeFacts(
+        commits=len(kept),
+        files=tuple(FileChange(p, a, d) for p, (a, d) in sorted(lines.items())),
+        messages=tuple(c.message[:1000] for c in kept)[:200],
+        authors=tuple(authors),
+        service_has_earlier_commits=any(earlier),
+        commit_list=tuple(
+            commit_facts(
+                sha=c.sha,
+                author_name=c.author_name,
+                author_email=c.author_email,
+                message=c.message,
+                parents=len(c.parents),
+                files=[(f.path, f.added, f.deleted, f.old_path or "") for f in c.files],
+            )
+            for c in commits
+        ),
+        earlier_code_sizes=tuple(_code_size(r) for r in reversed(earlier) if r),
+    )
+
+
 __all__ = [
     "EMPTY",
     "AuthorFacts",
@@ -259,5 +359,6 @@ __all__ = [
     "MetricSeries",
     "ReleaseRef",
     "TestHistory",
+    "change_facts_from",
     "spread_entropy",
 ]

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from risk.history import AuthorFacts, ChangeFacts, History, TestHistory
+from risk.change_signals import change_signals
+from risk.history import ChangeFacts, History, TestHistory
 from risk.judge import Judgement, judge
 from risk.settings import LEVEL_RANK, Level, PolicySettings
-from risk.signal import Signal, areas_in, change_areas, path_areas, shown
+from risk.signal import Signal, areas_in, path_areas, shown
 
 # Sentences name at most this many tests, files or authors ("and 3 more").
 NAMED = 3
@@ -95,17 +96,22 @@ def _path_words(path: str) -> set[str]:
 def correlated_paths(
     test: TestHistory, changes: ChangeFacts | None, cfg: PolicySettings | None = None
 ) -> list[str]:
-    """The changed files a failing test shares a directory, module or class name with, or
-    (with the policy's settings) a critical area: a payments test and the payment code."""
+    """The changed code files a failing test shares a directory, module or class name with,
+    or (with the policy's settings) a critical area: a payments test and the payment code.
+    Only code and schema files: a CI workflow, a requirements file or the docs sit beside
+    every test and say nothing of this one. Those named after the test's module first."""
     if changes is None:
         return []
     words = _test_words(test)
     areas = set(areas_in(f"{test.label} {test.file}", cfg.critical_areas)) if cfg else set()
-    return [
-        f.path
-        for f in changes.files
-        if words & _path_words(f.path) or (areas and areas & set(path_areas(f.path, cfg)))
-    ]
+    found = []
+    for f in changes.code_files:
+        shared = words & _path_words(f.path)
+        if shared or (areas and areas & set(path_areas(f.path, cfg))):
+            # A shared module name ("timed") ranks above a shared directory ("src").
+            own = _strip_test(PurePosixPath(f.path.lower()).stem) in words
+            found.append((not own, not shared, f.path))
+    return [path for *_, path in sorted(found)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,111 +265,6 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
 # ---------------------------------------------------------------------------------------
 
 
-def changed_areas(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, list[str]]:
-    """Per critical area, what of the change lies in it: changed paths, and commit messages
-    (their first line) that describe a database upgrade or schema change."""
-    found: dict[str, list[str]] = {}
-    for path in changes.paths:
-        for area in path_areas(path, cfg):
-            found.setdefault(area, []).append(path)
-    for message in changes.messages:
-        for area in change_areas(message, cfg):
-            found.setdefault(area, []).append(f'the commit "{message.split(chr(10), 1)[0]}"')
-    return found
-
-
-def change_signals(changes: ChangeFacts, cfg: PolicySettings) -> list[Signal]:
-    signals = [_change_size(changes, cfg)]
-    areas = changed_areas(changes, cfg)
-    if areas:
-        count = len({item for items in areas.values() for item in items})
-        listed = "; ".join(f"{area}: {_listed(items)}" for area, items in sorted(areas.items()))
-        signals.append(
-            Signal(
-                name="critical_paths",
-                label="Changed files in a critical area",
-                level=cfg.risky_changes_level,
-                critical=False,
-                figure=count,
-                threshold=f"{cfg.risky_changes_level} from 1 changed file or commit message in "
-                "a critical area",
-                detail=f"The change touches {', '.join(sorted(areas))} ({listed})",
-                areas=tuple(sorted(areas)),
-            )
-        )
-    new_authors = changes.new_authors()
-    if new_authors:
-        critical = [a for a in new_authors if any(path_areas(p, cfg) for p in a.new_files)]
-        level = cfg.new_author_in_critical_area_level if critical else cfg.new_author_level
-        signals.append(
-            Signal(
-                name="new_authors",
-                label="Authors new to the files they change",
-                level=level,
-                critical=False,
-                figure=len(new_authors),
-                threshold=f"{cfg.new_author_level} for an author new to every file they "
-                f"change; {cfg.new_author_in_critical_area_level} in a critical area",
-                detail="; ".join(_author_sentence(a, cfg) for a in new_authors[:NAMED]),
-            )
-        )
-    return signals
-
-
-def _author_sentence(author: AuthorFacts, cfg: PolicySettings) -> str:
-    areas = sorted({area for p in author.new_files for area in path_areas(p, cfg)})
-    where = f", in {', '.join(areas)}" if areas else ""
-    dirs = f" ({_listed(list(author.new_directories))})" if author.new_directories else ""
-    return (
-        f"{shown(author.author)} changed {_plural(len(author.files), 'file')}{where}{dirs} "
-        f"and had never committed to {'it' if len(author.files) == 1 else 'any of them'} in "
-        "the service's earlier releases"
-    )
-
-
-def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
-    lines, files, dirs = changes.lines, changes.file_count, len(changes.directories)
-    crossed = [
-        f"{figure:,} {what}, at or above the {limit:,} that make a change large"
-        for figure, limit, what in (
-            (lines, cfg.large_change_lines_at_or_above, "lines"),
-            (files, cfg.large_change_files_at_or_above, "files"),
-            (dirs, cfg.large_change_directories_at_or_above, "directories"),
-        )
-        if limit is not None and figure >= limit
-    ]
-    level: Level = cfg.large_change_level if crossed else "none"
-    spread = changes.entropy
-    how = "evenly" if spread >= 0.8 else "unevenly" if spread >= 0.4 else "mostly in a few"
-    detail = (
-        f"The change: {lines:,} lines ({changes.lines_added:,} added, "
-        f"{changes.lines_deleted:,} deleted) in {_plural(files, 'file')}, "
-        f"{_plural(dirs, 'directory', 'directories')} and "
-        f"{_plural(len(changes.subsystems), 'subsystem')}, spread {how}"
-        + (" files" if how == "mostly in a few" else "")
-        + f" (entropy {spread:.2f} of 1)"
-        + (f"; {'; '.join(crossed)}" if crossed else "")
-    )
-    limits = [
-        f"{what} from {limit:,}"
-        for limit, what in (
-            (cfg.large_change_lines_at_or_above, "lines"),
-            (cfg.large_change_files_at_or_above, "files"),
-            (cfg.large_change_directories_at_or_above, "directories"),
-        )
-        if limit is not None
-    ]
-    return Signal(
-        name="change_size",
-        label="Size and spread of the change",
-        level=level,
-        critical=False,
-        figure=lines,
-        threshold=f"{cfg.large_change_level}: " + ", ".join(limits) if limits else "not judged",
-        detail=detail,
-    )
-
-
 # ---------------------------------------------------------------------------------------
 # Metrics against their baseline
 # ---------------------------------------------------------------------------------------
@@ -436,7 +337,6 @@ def history_signals(history: History, failures: Failures, cfg: PolicySettings) -
 __all__ = [
     "LEVEL_RANK",
     "Failures",
-    "changed_areas",
     "classify_failures",
     "correlated_paths",
     "history_signals",

@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from risk.change_signals import changed_areas
 from risk.history import EMPTY as EMPTY_HISTORY
 from risk.history import History
 from risk.history_signals import (
     Failures,
-    changed_areas,
     classify_failures,
     history_signals,
 )
@@ -354,8 +354,9 @@ def _in_critical_areas(texts: Sequence[str], cfg: PolicySettings) -> tuple[list[
 
 
 def risky_changes(changes: Sequence[str], cfg: PolicySettings) -> tuple[list[str], list[str]]:
-    """The changes that touch a critical area (by its words, or as a database upgrade or
-    schema change), and those areas (sorted)."""
+    """The change lines (commit subjects) that name a critical area (its words standing whole,
+    or a database upgrade or schema change; a dependency bump's never), and those areas
+    (sorted). Read only when the release has no commits of its own to read files from."""
     found = {change: change_areas(change, cfg) for change in changes}
     touching = [change for change in changes if found[change]]
     return touching, sorted({area for areas in found.values() for area in areas})
@@ -446,9 +447,12 @@ def evaluate(
     if not changes:
         signals.append(_missing("changes", MISSING_LABELS["changes"], cfg))
     failures = classify_failures(past, cfg) if past.has_test_detail else Failures()
-    risky_texts, risky_areas = risky_changes(changes, cfg)
+    # With the commits themselves, their code files decide the areas (and a person's subject
+    # naming a schema change); the summary's lines are those commits' subjects again, whose
+    # words alone are a mention (`subject_mentions`). Without them, the lines are all there is.
+    detail = past.changes is not None and bool(past.changes.commit_list)
+    risky_texts, risky_areas = ([], []) if detail else risky_changes(changes, cfg)
     if past.changes is not None:
-        # Changed paths and commit messages in a critical area count as risky changes too.
         in_detail = changed_areas(past.changes, cfg)
         risky_texts += sorted({item for items in in_detail.values() for item in items})
         risky_areas = sorted({*risky_areas, *in_detail})
@@ -487,7 +491,7 @@ def evaluate(
             signals += _latency(p95, baseline, baseline_from, cfg)
     else:
         signals.append(_missing("deployment_metrics", MISSING_LABELS["deployment_metrics"], cfg))
-    risky = _risky_changes(changes, cfg)
+    risky = None if detail else _risky_changes(changes, cfg)
     if risky is not None:
         signals.append(risky)
     signals += history_signals(past, failures, cfg)

@@ -57,6 +57,33 @@ DEFAULT_CRITICAL_PATHS: dict[str, list[str]] = {
         "*/flyway/*", "*/liquibase/*", "*.sql", "*schema.*", "*schema/*", "*.prisma",
     ],
 }  # fmt: skip
+# Where each critical area's code lies, as path globs (case-insensitive, `*` crosses folders),
+# the way CODEOWNERS names owners: a commit is in an area by its code files, not its words.
+DEFAULT_CHANGE_AREA_PATHS: dict[str, list[str]] = {
+    "payments": [
+        "payments/*", "*/payments/*", "payment/*", "*/payment/*", "billing/*", "*/billing/*",
+        "checkout/*", "*/checkout/*", "ledger/*", "*/ledger/*", "payouts/*", "*/payouts/*",
+        "refunds/*", "*/refunds/*", "invoicing/*", "*/invoicing/*",
+    ],
+    "auth": [
+        "auth/*", "*/auth/*", "authentication/*", "*/authentication/*", "oauth/*", "*/oauth/*",
+        "oauth2/*", "*/oauth2/*", "login/*", "*/login/*", "sso/*", "*/sso/*", "authz/*",
+        "*/authz/*", "authn/*", "*/authn/*", "permissions/*", "*/permissions/*",
+    ],
+    "security": [
+        "security/*", "*/security/*", "crypto/*", "*/crypto/*", "secrets/*", "*/secrets/*",
+    ],
+    "data": ["backfills/*", "*/backfills/*"],
+    SCHEMA_AREA: [
+        "*/migrations/*", "migrations/*", "*/migrate/*", "*/alembic/*", "alembic/*",
+        "*/flyway/*", "*/liquibase/*", "*.sql", "schema.*", "*/schema.*", "*/schema/*", "*.prisma",
+    ],
+}  # fmt: skip
+# A removed file here is a removed public route or API: a breaking change.
+DEFAULT_PUBLIC_API_PATHS: list[str] = [
+    "*/api/*", "api/*", "*/routes/*", "routes/*", "*/urls.py", "*/openapi.*", "openapi.*",
+    "*/proto/*.proto",
+]  # fmt: skip
 
 
 class ScaledName(BaseModel):
@@ -210,6 +237,26 @@ class PolicySettings(BaseModel):
     critical_paths: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_CRITICAL_PATHS.items()}
     )
+
+    # ---- Change risk from what a commit touches (risk/changes.py; issue 28, "commits") ----
+    # Per area, the globs of its code; `critical_paths` above adds a service's own.
+    change_area_paths: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_CHANGE_AREA_PATHS.items()}
+    )
+    # An area word standing whole in a person's commit subject ("Fix the login form"), with
+    # no code of the area changed: a mention worth saying, not a change in the area.
+    subject_mention_level: Level = "low"
+    # A breaking change: `feat(api)!:`, a `BREAKING CHANGE:` footer, a removed public API file.
+    breaking_change_level: Level = "medium"
+    public_api_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PUBLIC_API_PATHS))
+    # Size judged against the service's own releases: with at least this many earlier releases
+    # of commit detail, a change is large from `factor` times their median code lines (files),
+    # and never below the floors; with fewer, the fixed `large_change_*` numbers hold.
+    large_change_history_releases: int = Field(2, ge=1)
+    large_change_history_factor: float = Field(3.0, gt=1)
+    large_change_lines_floor: int = Field(300, ge=1)
+    large_change_files_floor: int = Field(10, ge=1)
+    large_change_directories_floor: int = Field(5, ge=1)
 
     # ---- Metrics read the Prometheus way (issue 28, item 2; helper "metrics") ----
 

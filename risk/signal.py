@@ -3,7 +3,6 @@ critical areas a text or a path touches, and how figures are written in their se
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import math
 import re
@@ -11,6 +10,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from risk.changes import (
+    CODE_KINDS,
+    file_kind,
+    is_dependency_subject,
+    path_area_matches,
+    subject_areas,
+)
 from risk.instructions import reads_like_instruction
 from risk.settings import LEVEL_RANK, SCHEMA_AREA, Level, PolicySettings, Severity
 
@@ -138,6 +144,25 @@ def _areas_in(text: str, areas: tuple[tuple[str, tuple[str, ...]], ...]) -> tupl
     return tuple(area for area, pattern in _area_patterns(areas) if pattern.search(normalised))
 
 
+# Sentences name at most this many tests, files or authors ("and 3 more").
+NAMED = 3
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+def listed(items: Sequence[str]) -> str:
+    """ "a, b and c"; past NAMED, "a, b, c and 2 more"."""
+    shown_items = [shown(item) for item in items[:NAMED]]
+    more = len(items) - NAMED
+    if more > 0:
+        return ", ".join(shown_items) + f" and {more} more"
+    if len(shown_items) < 2:
+        return "".join(shown_items)
+    return ", ".join(shown_items[:-1]) + " and " + shown_items[-1]
+
+
 def shown(text: str) -> str:
     # Signals reach the model: a test name that gives orders is named by what it is.
     return "[a test name that reads like instructions]" if reads_like_instruction(text) else text
@@ -179,22 +204,33 @@ def _schema_patterns(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
 
 
-def change_areas(text: str, cfg: PolicySettings) -> list[str]:
-    """The critical areas a change's title or message touches: by the areas' words, and a
-    database upgrade or schema change (`schema_change_patterns`) as the schema's area."""
-    found = areas_in(text, cfg.critical_areas)
+def schema_change_in(subject: str, cfg: PolicySettings) -> bool:
+    """A subject that describes a database upgrade or schema change (`schema_change_patterns`)."""
     pattern = _schema_patterns(tuple(cfg.schema_change_patterns))
-    if pattern is not None and SCHEMA_AREA not in found and pattern.search(text):
+    return pattern is not None and bool(pattern.search(subject))
+
+
+def change_areas(text: str, cfg: PolicySettings) -> list[str]:
+    """The critical areas a change's subject names: its first line only (a body's prose and
+    trailers such as `Co-authored-by:` are never content), by the areas' words standing whole
+    ("login", not "authored"; "checkout", not "CaptureMode"), and a database upgrade or schema
+    change (`schema_change_patterns`) as the schema's area. A dependency bump's subject
+    ("Bump actions/checkout from 4 to 5") names no area."""
+    subject = text.strip().split("\n", 1)[0]
+    if is_dependency_subject(subject):
+        return []
+    found = subject_areas(subject, cfg.critical_areas)
+    if SCHEMA_AREA not in found and schema_change_in(subject, cfg):
         found.append(SCHEMA_AREA)
     return sorted(found)
 
 
 def path_areas(path: str, cfg: PolicySettings) -> list[str]:
-    """The critical areas a changed file lies in: by the areas' words in its path
-    ("src/payments/gateway.py"), and by the globs of `critical_paths` ("*.sql")."""
-    found = set(areas_in(path.replace("/", " "), cfg.critical_areas))
-    lowered = path.lower()
-    for area, globs in cfg.critical_paths.items():
-        if any(fnmatch.fnmatchcase(lowered, glob.lower()) for glob in globs):
-            found.add(area)
+    """The critical areas a changed file lies in, by the globs of `change_area_paths` and the
+    service's own `critical_paths`: only for code and schema files (a test, doc, CI, lock or
+    vendored file is in no area)."""
+    if file_kind(path) not in CODE_KINDS:
+        return []
+    found = set(path_area_matches(path, cfg.change_area_paths))
+    found.update(path_area_matches(path, cfg.critical_paths))
     return sorted(found)

@@ -17,9 +17,19 @@ CFG = PolicySettings()
         # The demo's v2.3.0: no keyword of an area, yet a database upgrade and a schema change.
         ("Upgraded the primary database from PostgreSQL 13 to 16", ["migrations"]),
         ("Dropped the unused orders.legacy_status column", ["migrations"]),
-        ("chore: drop orders.legacy_status\n\nALTER TABLE orders", ["migrations"]),
+        # The subject alone is read: a body's prose and trailers are never content.
+        ("chore: drop orders.legacy_status\n\nALTER TABLE orders", []),
         ("Migrate MySQL to 8.0", ["migrations"]),
+        # Whole words or their plurals: "invoices" is "invoice", "payload" is not "pay".
         ("Renamed the index on invoices.customer_id", ["migrations", "payments"]),
+        ("Trim the payload", []),
+        ("Fix the invoice rounding", ["payments"]),
+        ("Fix authentication bug", ["auth"]),
+        # Words inside other words, trailers and bots' bumps name no area.
+        ("Keep CaptureMode when re-reading", []),
+        ("Tidy the tokenizer\n\nCo-authored-by: Ann <ann@example.com>", []),
+        ("Bump actions/checkout from 2 to 3", []),
+        ("build(deps): bump cookie-session from 2.1.0 to 2.1.1", []),
         ("Database migration: add NOT NULL constraint to accounts.email", ["migrations"]),
         # Near misses stay out.
         ("Add column chooser to CSV export", []),
@@ -44,6 +54,12 @@ def test_change_areas(text: str, areas: list[str]) -> None:
         ("src/payments/gateway.py", ["payments"]),
         ("src/auth/session.py", ["auth"]),
         ("docs/getting-started.md", []),
+        # Tests, docs, CI and examples lie in no area: only code does.
+        ("tests/auth/test_login.py", []),
+        ("examples/auth/index.js", []),
+        ("docs/payments/refunds.md", []),
+        (".github/workflows/checkout.yml", []),
+        ("src/requests/sessions.py", []),
         ("src/search/ranking.py", []),
     ],
 )
@@ -52,9 +68,15 @@ def test_path_areas(path: str, areas: list[str]) -> None:
 
 
 def test_the_patterns_and_globs_are_settings() -> None:
-    cfg = PolicySettings(schema_change_patterns=[], critical_paths={"infra": ["deploy/*"]})
+    cfg = PolicySettings(
+        schema_change_patterns=[],
+        critical_paths={"infra": ["deploy/*"]},
+        change_area_paths={"payments": ["src/money/*"]},
+    )
     assert change_areas("Dropped the unused orders.legacy_status column", cfg) == []
-    assert path_areas("deploy/k8s.yaml", cfg) == ["infra"]
+    assert path_areas("deploy/k8s.py", cfg) == ["infra"]
+    assert path_areas("src/money/charge.py", cfg) == ["payments"]
+    assert path_areas("src/payments/charge.py", cfg) == []
     assert path_areas("db/0042_drop.sql", cfg) == []
     with pytest.raises(ValueError, match="not a regular expression"):
         PolicySettings(schema_change_patterns=["(unclosed"])

@@ -25,6 +25,8 @@ from xml.sax.saxutils import quoteattr
 
 from django.utils.text import slugify
 
+from risk.changes import subject_areas
+from risk.settings import DEFAULT_CRITICAL_AREAS
 from sources.demo_releases import DemoRelease
 from sources.parsers.windows import DEFAULT_WINDOW
 
@@ -165,7 +167,8 @@ class _Git:
         """One commit of this change: its scope's module grows (and loses a few lines), its
         test file is added; a move renames a file, buttons bring an image."""
         scope = _scope(message)
-        module = self.repo / "src" / f"{scope}.py"
+        folder = _folder(message)
+        module = self.repo / folder / f"{scope}.py"
         module.parent.mkdir(parents=True, exist_ok=True)
         subject = message.split(": ", 1)[-1].lower()
         moved = subject.startswith("moved")
@@ -179,7 +182,7 @@ class _Git:
         tests.write_text(f"def test_change_{seed}():\n    assert True\n", encoding="utf-8")
         if moved:
             self.run("add", "-A")
-            self.run("mv", f"src/{scope}.py", f"src/{scope}_server.py")
+            self.run("mv", f"{folder}/{scope}.py", f"{folder}/{scope}_server.py")
         if "buttons" in subject:
             image = self.repo / "static" / f"{scope}.png"
             image.parent.mkdir(parents=True, exist_ok=True)
@@ -202,6 +205,17 @@ class _Git:
 
     def tag(self, name: str) -> None:
         self.run("tag", name)
+
+
+def _folder(message: str) -> str:
+    """Where a commit's code lies: a change in a critical area is in that area's folder
+    ("feat(cards): Card data is tokenised by the payment provider" -> src/payments), since the
+    policy reads a commit's area from its files, not its words."""
+    areas = subject_areas(message.split("\n", 1)[0], DEFAULT_CRITICAL_AREAS)
+    scope = _scope(message)
+    if scope in DEFAULT_CRITICAL_AREAS or not areas:
+        return f"src/{scope}" if scope in DEFAULT_CRITICAL_AREAS else "src"
+    return f"src/{areas[0]}"
 
 
 def _scope(message: str) -> str:

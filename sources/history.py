@@ -19,6 +19,7 @@ from django.db.models import Count, Q, QuerySet
 
 from releases.models import Release
 from releases.release_order import earlier_releases, in_release_order
+from risk.changes import CODE_KINDS, commit_facts, file_kind
 from risk.history import (
     AuthorFacts,
     ChangeFacts,
@@ -54,7 +55,7 @@ def read_history(release: Release, *, window: int = DEFAULT_WINDOW) -> History:
         version=release.version,
         previous=tuple(refs),
         tests=tests,
-        changes=change_facts(release),
+        changes=change_facts(release, refs=refs),
         metrics=metric_series(release, window=window, refs=refs),
         window=window,
         has_test_detail=has_tests,
@@ -116,6 +117,16 @@ def test_histories(
         return (), own.exists()
     names = sorted({name for _, name in wanted})
     keys = set(wanted)
+    # A test file renamed in the range keeps its tests' history: their earlier results are
+    # read under the old file's classname too ("tests.test_old.T" for "tests.test_new.T").
+    renames = _test_renames(release)
+    alias = {
+        (old, name): (classname, name)
+        for classname, name in wanted
+        if renames and (old := _renamed_from(classname, renames)) is not None
+    }
+    # Each stored (classname, name) of interest -> the wanted key it counts for.
+    counts_for = {**{key: key for key in keys}, **alias}
 
     # This release: every attempt, last one last.
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -136,8 +147,8 @@ def test_histories(
     for release_id, classname, name, status in TestCase.objects.filter(
         release_id__in=list(versions), name__in=names
     ).values_list("release_id", "classname", "name", "status"):
-        if (classname, name) in keys:
-            recent[(classname, name)][release_id].append(status)
+        if (classname, name) in counts_for:
+            recent[counts_for[(classname, name)]][release_id].append(status)
 
     # The first release each test failed in, over the service's whole past.
     failed_in: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -148,8 +159,8 @@ def test_histories(
         .values_list("classname", "name", "release_id")
         .distinct()
     ):
-        if (classname, name) in keys:
-            failed_in[(classname, name)].add(release_id)
+        if (classname, name) in counts_for:
+            failed_in[counts_for[(classname, name)]].add(release_id)
     order = {
         pk: (at, pk, version)
         for pk, version, at in in_release_order(
@@ -195,21 +206,54 @@ def test_histories(
     return tuple(histories), True
 
 
+def _test_renames(release: Release) -> list[tuple[str, str]]:
+    """(old path, new path) of the test files git saw renamed in the release's commits."""
+    return [
+        (old, new)
+        for old, new in CommitFile.objects.filter(commit__release=release)
+        .exclude(old_path="")
+        .values_list("old_path", "path")
+        if file_kind(new) == "test" and old != new
+    ]
+
+
+def _module_forms(path: str) -> list[str]:
+    """How a test file is named in a report's classname: its path ("tests/test_x.py", jest),
+    without its suffix, and dotted ("tests.test_x", pytest and unittest)."""
+    bare = path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path
+    return [path, bare, bare.replace("/", ".")]
+
+
+def _renamed_from(classname: str, renames: Sequence[tuple[str, str]]) -> str | None:
+    """The classname a test had before its file was renamed in this release, or None."""
+    for old, new in renames:
+        for old_form, new_form in zip(_module_forms(old), _module_forms(new), strict=True):
+            if classname == new_form or classname.startswith(new_form + "."):
+                return old_form + classname[len(new_form) :]
+            # pytest run from a folder above the tests ("src.tests.test_x") or below them.
+            if classname.endswith("." + new_form) or f".{new_form}." in f".{classname}.":
+                return classname.replace(new_form, old_form, 1)
+    return None
+
+
 def _author_key(name: str, email: str) -> str:
     return email.strip().lower() or name.strip()
 
 
-def change_facts(release: Release) -> ChangeFacts | None:
+def change_facts(
+    release: Release, *, refs: Sequence[ReleaseRef] | None = None
+) -> ChangeFacts | None:
     """The release's change (merges left out): files with their lines, messages, and per author
-    what they had touched before in the service. None without ingested commits."""
+    what they had touched before in the service; each commit with its kind (risk/changes.py);
+    and the code size of the service's recent earlier releases. None without ingested commits."""
     commits = list(
         Commit.objects.filter(release=release)
         .order_by("authored_at", "sha")
-        .values_list("id", "author_name", "author_email", "message", "parents")
+        .values_list("id", "author_name", "author_email", "message", "parents", "sha")
     )
     kept = {
         pk: (name, email, message)
-        for pk, name, email, message, parents in commits
+        for pk, name, email, message, parents, _ in commits
         if len(parents or []) <= 1
     }
     if not kept:
@@ -223,9 +267,11 @@ def change_facts(release: Release) -> ChangeFacts | None:
         key = _author_key(name, email)
         commit_count[key] += 1
         display.setdefault(key, name or email)
-    for commit_id, path, added, deleted, is_binary in CommitFile.objects.filter(
+    per_commit: dict[int, list[tuple[str, int | None, int | None, str]]] = defaultdict(list)
+    for commit_id, path, added, deleted, is_binary, old_path in CommitFile.objects.filter(
         commit_id__in=list(kept)
-    ).values_list("commit_id", "path", "added", "deleted", "binary"):
+    ).values_list("commit_id", "path", "added", "deleted", "binary", "old_path"):
+        per_commit[commit_id].append((path, added, deleted, old_path))
         counted = lines.setdefault(path, [0, 0])
         counted[0] += added or 0
         counted[1] += deleted or 0
@@ -277,12 +323,51 @@ def change_facts(release: Release) -> ChangeFacts | None:
                 earlier_commits=earlier_commits.get(key, 0),
             )
         )
+    commit_list = tuple(
+        commit_facts(
+            sha=sha,
+            author_name=name,
+            author_email=email,
+            message=message,
+            parents=len(parents or []),
+            files=per_commit.get(pk, ()),
+        )
+        for pk, name, email, message, parents, sha in commits
+    )
+    refs = list(refs) if refs is not None else earlier(release)
     return ChangeFacts(
         commits=len(kept),
         files=files,
         messages=messages,
         authors=tuple(authors),
         service_has_earlier_commits=Commit.objects.filter(release_id__in=earlier_ids).exists(),
+        commit_list=commit_list,
+        earlier_code_sizes=_earlier_code_sizes(refs),
+    )
+
+
+def _earlier_code_sizes(refs: Sequence[ReleaseRef]) -> tuple[tuple[int, int, int], ...]:
+    """(code lines, code files, code directories) of each earlier release with commits, most
+    recent first: what "large for this service" is judged against (merges left out)."""
+    lines: dict[int, int] = defaultdict(int)
+    files: dict[int, set[str]] = defaultdict(set)
+    for release_id, path, added, deleted, parents in (
+        CommitFile.objects.filter(commit__release_id__in=[ref.id for ref in refs])
+        .values_list("commit__release_id", "path", "added", "deleted", "commit__parents")
+        .iterator(chunk_size=5000)
+    ):
+        if len(parents or []) > 1 or file_kind(path) not in CODE_KINDS:
+            continue
+        lines[release_id] += (added or 0) + (deleted or 0)
+        files[release_id].add(path)
+    return tuple(
+        (
+            lines[ref.id],
+            len(files[ref.id]),
+            len({FileChange(p, 0, 0).directory for p in files[ref.id]}),
+        )
+        for ref in refs
+        if ref.id in files
     )
 
 

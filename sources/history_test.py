@@ -313,3 +313,43 @@ def test_a_known_flaky_failure_alone_keeps_a_release_low(checkout: list[Release]
     assert signals["metric_judge"].level == "none"
     # Its name says checkout (a payments word), yet a known-flaky failure is no high.
     assert judged.verdict.severity == "low"
+
+
+def _pytest_report(target: Release, module: str, outcomes: dict[str, str]) -> None:
+    cases = "".join(
+        f'<testcase classname="{module}.TestTimed" name="{name}">'
+        + ('<failure message="boom"/>' if outcome == "failed" else "")
+        + "</testcase>"
+        for name, outcome in outcomes.items()
+    )
+    xml = f'<testsuite name="pytest">{cases}</testsuite>'
+    services.ingest_junit(target, io.BytesIO(xml.encode()), f"r-{target.version}.xml", API)
+
+
+def test_a_renamed_test_file_keeps_its_tests_history() -> None:
+    """A known-flaky test whose file git saw renamed in the range (100 % rename, old and new
+    paths) is still known flaky, not "a new failure"."""
+    outcomes = ["failed", "passed", "failed", "passed"]
+    for day, outcome in enumerate(outcomes):
+        earlier = release("signer", f"v1.{day}.0", day)
+        _pytest_report(earlier, "tests.test_timed", {"test_max_age": outcome, "test_ok": "passed"})
+    renamed = release("signer", "v1.9.0", 9)
+    record = CommitRecord(
+        sha="b" * 40,
+        author_name="Ada",
+        author_email="ada@example.com",
+        authored_at=START,
+        message="Rename the timed tests",
+        files=(FileChangeRecord("tests/test_expiry.py", "tests/test_timed.py", 0, 0),),
+        parents=("a" * 40,),
+    )
+    services.ingest_commits(renamed, [record], API)
+    _pytest_report(renamed, "tests.test_expiry", {"test_max_age": "failed", "test_ok": "passed"})
+    history = read_history(renamed)
+    [test] = history.failing()
+    assert test.label == "tests.test_expiry.TestTimed::test_max_age"
+    assert test.failed_before and test.first_failed_in == "v1.0.0"
+    assert [outcome for _, outcome in test.recent] == ["passed", "failed", "passed", "failed"]
+    verdict = judge_release(renamed).verdict
+    names = {s.name for s in verdict.signals}
+    assert "known_flaky_failures" in names and "new_failures" not in names

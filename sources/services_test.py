@@ -169,10 +169,20 @@ def test_commits_fill_the_changes_and_are_classified() -> None:
     ]
 
 
-def test_an_empty_range_is_refused() -> None:
-    with pytest.raises(IngestError, match="range is empty") as caught:
-        services.ingest_commits(release(), [], API)
-    assert caught.value.status == 422
+def test_a_rebuild_is_a_release_with_no_changes() -> None:
+    # No commits at all: both refs the same commit (the reader refuses swapped refs).
+    target = release()
+    result = services.ingest_commits(target, [], API)
+    assert result.created and result.counts["commits"] == 0
+    target.refresh_from_db()
+    assert target.changes == [
+        "No changes: a rebuild of the previous release's commit (the range holds no commit)"
+    ]
+    from risk.policy import evaluate
+
+    verdict = evaluate(target.as_summary())
+    assert "missing_changes" not in {s.name for s in verdict.signals}
+    assert not any(s.name in ("risky_changes", "critical_paths") for s in verdict.signals)
 
 
 def test_a_long_range_lists_the_riskiest_changes_after_the_counts() -> None:

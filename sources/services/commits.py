@@ -27,6 +27,8 @@ from sources.services.base import (
     _record,
 )
 
+REBUILD = "No changes: a rebuild of the previous release's commit (the range holds no commit)"
+
 # ---- commits -----------------------------------------------------------------------------------
 
 
@@ -37,11 +39,10 @@ def ingest_commits(
     *,
     file_names: Sequence[str] = (),
 ) -> Ingested:
-    """The commits of the release's range (a commit already stored for it is not stored twice)."""
-    if not commits:
-        raise IngestError(
-            "No commits: the range is empty (is FROM already an ancestor of TO?).", 422
-        )
+    """The commits of the release's range (a commit already stored for it is not stored twice).
+    None at all is a rebuild (both refs the same commit, `detective_client.git.read_range`): a
+    release with no changes, said so in its changes (an empty list would read as missing);
+    swapped or unknown refs are the reader's errors and never get here."""
     if len(commits) > MAX_COMMITS:
         raise IngestError(f"{len(commits):,} commits: at most {MAX_COMMITS:,} per release.", 413)
     content_hash = _digest(sorted((commit.to_json() for commit in commits), key=lambda c: c["sha"]))
@@ -103,4 +104,7 @@ def ingest_commits(
         }
         ingestion.save(update_fields=["counts"])
         summary.refresh(release, SourceKind.COMMITS)
+        if not commits and not Commit.objects.filter(release=release).exists():
+            release.changes = [REBUILD]
+            release.save(update_fields=["changes", "updated_at"])
     return Ingested(ingestion, True)
