@@ -328,3 +328,118 @@ def test_markdown_to_standard_output(known: Double) -> None:
     assert code == 0
     assert "### ✅ Detective: shop 1.4.0\n" in out
     assert "- **Gate:** below the bar (high) (exit 0)" in out
+
+
+# ---- a summary in every case -------------------------------------------------------------------
+
+
+def free_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_an_unreachable_server_still_writes_the_summary_and_json(tmp_path: Path) -> None:
+    summary = tmp_path / "not" / "yet" / "verdict.md"
+    url = free_url()
+    code, out, err = run(
+        None, "verdict", "1.4.0", "--service", "shop", "--json", "--markdown", str(summary),
+        DETECTIVE_URL=url,
+    )  # fmt: skip
+    assert code == 3
+    answer = json.loads(out)
+    assert (answer["state"], answer["exit_code"]) == ("unavailable", 3)
+    assert f"cannot reach Detective at {url}/" in answer["problem"]
+    text = summary.read_text()
+    assert text.startswith("### ❔ Detective: shop 1.4.0\n")
+    assert "- **Gate:** no verdict (exit 3)" in text
+    assert f"- **What to do:** Detective did not answer at {url}: check that it runs" in text
+    assert "check that it runs" in err
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "says"),
+    [
+        (401, {"error": "Invalid or expired token"}, "Detective refused the token"),
+        (403, {"error": "this token sends shop only"}, "Detective refused the token"),
+        (404, {"error": "no release 1.4.0 of 'shop'"}, "No such release: send it first"),
+        (500, {"error": "database is locked"}, "Detective failed to answer: re-run"),
+    ],
+)
+def test_a_refusal_still_writes_the_summary(
+    known: Double, tmp_path: Path, status: int, body: dict[str, str], says: str
+) -> None:
+    known.verdicts = [(status, body)]
+    summary = tmp_path / "verdict.md"
+    code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--markdown", str(summary))
+    assert code == 3
+    text = summary.read_text()
+    assert f"- **Why:** {body['error'].replace('_', chr(92) + '_')}" in text
+    assert says in text
+    assert "(exit 3)" in out
+
+
+def test_no_token_still_writes_the_summary(known: Double, tmp_path: Path) -> None:
+    summary = tmp_path / "verdict.md"
+    code, _, _ = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--markdown", str(summary),
+        DETECTIVE_TOKEN="",
+    )  # fmt: skip
+    assert code == 3
+    assert "no token: set DETECTIVE\\_TOKEN" in summary.read_text()
+    assert known.received == []
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [
+        ("running", "still running after 0.1 s: re-run this job, or give"),
+        ("not_assessed", "Never assessed: send it with"),
+        ("failed", "The assessment failed: open the release"),
+        ("needs_person", "wait-for-decision SECONDS"),
+    ],
+)
+def test_no_verdict_yet_says_what_to_do(
+    known: Double, tmp_path: Path, state: str, says: str
+) -> None:
+    known.verdicts = [(200, verdict_json(state, None))]
+    summary = tmp_path / "verdict.md"
+    code, _, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--wait", "0.1", "--interval", "0.05",
+        "--markdown", str(summary),
+    )  # fmt: skip
+    assert code == (2 if state == "needs_person" else 3)
+    assert "- **What to do:** " in summary.read_text()
+    assert says.split(":")[0].replace("`", "") in err.replace("`", "")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--wait", "nan"],
+        ["--wait", "inf"],
+        ["--wait", "-1"],
+        ["--wait", "soon"],
+        ["--interval", "0"],
+        ["--timeout", "-5"],
+        ["--no-such-option"],
+    ],
+)
+def test_a_usage_error_has_a_code_of_its_own(known: Double, argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run(known, "verdict", "1.4.0", "--service", "shop", *argv)
+    assert exited.value.code == 64
+    assert known.received == []
+
+
+def test_a_markdown_path_that_cannot_be_made_is_refused_in_one_line(
+    known: Double, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--markdown", str(blocker / "v.md")
+    )
+    assert code == 64
+    assert err.count("\n") == 1 and "cannot write --markdown" in err
+    assert known.received == []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus, Service
@@ -123,3 +124,19 @@ def test_the_service_picks_which_release_of_that_version(
     assert verdict("v5.0.0", "--service", "Payments")[0] == 1  # by name, any case
     code, out = verdict("v5.0.0", "--service", "billing")
     assert code == 3 and "of service 'billing'" in out
+
+
+@pytest.mark.parametrize("wait", ["nan", "inf", "-1", "soon"])
+def test_an_absurd_wait_is_a_usage_error_of_its_own(wait: str) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("verdict", "v1.0.0", "--wait", wait)
+    assert refused.value.returncode == 64
+
+
+def test_no_such_release_still_writes_the_summary_in_a_new_folder(tmp_path: Path) -> None:
+    summary = tmp_path / "reports" / "verdict.md"
+    code, _ = verdict("v9.9.9", "--markdown", str(summary))
+    assert code == 3
+    text = summary.read_text()
+    assert "no release v9.9.9 in Detective" in text
+    assert "**What to do:** send it first" in text
