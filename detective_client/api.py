@@ -15,9 +15,10 @@ from urllib.parse import quote
 
 import httpx
 
+from detective_client import __version__
 from detective_client.records import CommitRecord
 
-USER_AGENT = "detective-client/1"
+USER_AGENT = f"detective-client/{__version__}"
 JUNIT_TYPE = "application/xml"
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

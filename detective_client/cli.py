@@ -32,6 +32,7 @@ from typing import Any, NoReturn, TextIO
 
 import httpx
 
+from detective_client import __version__
 from detective_client import verdict as verdicts
 from detective_client.api import ApiError, ClientError, DetectiveApi, Unreachable
 from detective_client.git import GitError, read_range, resolve, split_range
@@ -273,6 +274,7 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
         prog="detective",
         description="Send a release's sources to Detective and read its verdict back.",
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
@@ -359,3 +361,8 @@ def verdict_failure(
     except ClientError as unwritable:
         print(f"detective: {unwritable}", file=err)
     return verdicts.NO_VERDICT
+
+
+def run() -> None:
+    """The `detective` console script."""
+    sys.exit(main())
