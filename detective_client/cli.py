@@ -35,7 +35,7 @@ import httpx
 from detective_client import __version__
 from detective_client import verdict as verdicts
 from detective_client.api import ApiError, ClientError, DetectiveApi, Unreachable
-from detective_client.git import GitError, read_range, resolve, split_range
+from detective_client.git import GitError, read_range, resolve, split_range, tag_subject
 from detective_client.records import CommitRecord
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -96,6 +96,22 @@ def junit_files(paths: Sequence[str]) -> list[tuple[str, bytes]]:
     return read
 
 
+TITLE_MAX = 200  # the server's column
+
+
+def release_title(args: argparse.Namespace) -> str | None:
+    """`--title`, else the first line of the annotated tag the range ends at."""
+    if args.title is not None:
+        title = " ".join(args.title.split())
+        if len(title) > TITLE_MAX:
+            raise ClientError(f"--title is {len(title)} characters, over {TITLE_MAX}")
+        return title or None
+    if not args.git_range:
+        return None
+    subject = tag_subject(Path(args.git_repo), split_range(args.git_range)[1])
+    return subject[:TITLE_MAX] if subject else None
+
+
 def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
     release: dict[str, Any] = {"service": args.service, "version": args.version}
     if args.environment:
@@ -106,6 +122,9 @@ def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
         commits = read_range(repo, args.git_range)
         start, end = split_range(args.git_range)
         release["git"] = {"from_ref": start, "to_ref": end, "head_sha": resolve(repo, end)}
+    title = release_title(args)
+    if title:
+        release["title"] = title
     url = args.pipeline_url or pipeline_url(environment)
     if url:
         release["pipeline_url"] = url
@@ -298,6 +317,10 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
     send = commands.add_parser("ingest", help="create or update a release and send its sources")
     common(send)
     send.add_argument("--environment", help="where it is deployed, e.g. production")
+    send.add_argument(
+        "--title",
+        help="the release's title (default: the first line of the annotated tag TO of --git-range)",
+    )
     send.add_argument("--git-range", help="FROM..TO of the checkout, e.g. v1.3.0..v1.4.0")
     send.add_argument("--git-repo", default=".", help="the checkout (default: .)")
     send.add_argument(

@@ -443,3 +443,27 @@ def test_a_markdown_path_that_cannot_be_made_is_refused_in_one_line(
     assert code == 64
     assert err.count("\n") == 1 and "cannot write --markdown" in err
     assert known.received == []
+
+
+# ---- titles ------------------------------------------------------------------------------------
+
+
+def sent_release(double: Double) -> dict[str, Any]:
+    [*_, last] = [r for r in double.received if r.path == "/api/releases"]
+    return json.loads(last.body)
+
+
+def test_the_title_is_the_annotated_tags_first_line_or_given(
+    double: Double, checkout: Path
+) -> None:
+    sh(checkout, "tag", "-a", "v1.5.0", "-m", "Faster checkout\n\nThe long story.")
+    args = ["ingest", "1.5.0", "--service", "shop", "--git-repo", str(checkout)]
+    assert run(double, *args, "--git-range", "v1.3.0..v1.5.0")[0] == 0
+    assert sent_release(double)["title"] == "Faster checkout"
+    # A lightweight tag has no message: no title.
+    assert run(double, *args, "--git-range", "v1.3.0..v1.4.0")[0] == 0
+    assert "title" not in sent_release(double)
+    assert run(double, *args, "--git-range", "v1.3.0..v1.5.0", "--title", "Given")[0] == 0
+    assert sent_release(double)["title"] == "Given"
+    code, _, err = run(double, *args, "--title", "x" * 201)
+    assert code == 1 and "over 200" in err
