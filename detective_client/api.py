@@ -140,3 +140,12 @@ class DetectiveApi:
         if not isinstance(answer, dict) or "state" not in answer:
             raise ClientError(f"the verdict of {version} is not a verdict: {answer!r:.200}")
         return answer
+
+    def waiting(self, service: str, version: str) -> dict[str, Any]:
+        """Say this job waits for a person's decision; the verdict, with `review_url`."""
+        answer = self._send(
+            "POST", f"{self._release(version)}/waiting", params={"service": service}
+        )
+        if not isinstance(answer, dict) or "state" not in answer:
+            raise ClientError(f"the verdict of {version} is not a verdict: {answer!r:.200}")
+        return answer

@@ -251,8 +251,40 @@ def report(args: argparse.Namespace, answer: dict[str, Any], out: TextIO, err: T
     return code
 
 
+DECISION_POLL_FIRST_S, DECISION_POLL_CAP_S = 0.25, 2.0
+
+
+def wait_for_decision(
+    api: DetectiveApi,
+    args: argparse.Namespace,
+    err: TextIO,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Until a person has decided the report that waits for one, or `--wait-for-decision`
+    seconds. Detective is told a pipeline waits (the review page shows it) and the review
+    page's address is printed once; then the verdict is asked again, every 0.25 s at first,
+    doubling up to 2 s, so a decision reaches the job within about 2 s."""
+    deadline = clock() + args.wait_for_decision
+    answer = api.waiting(args.service, args.version)
+    if answer.get("state") == "needs_person":
+        print(f"waiting for a person's decision: {answer.get('review_url')}", file=err)
+    pause = DECISION_POLL_FIRST_S
+    while answer.get("state") == "needs_person":
+        remaining = deadline - clock()
+        if remaining <= 0:
+            break
+        sleep(min(pause, remaining))
+        pause = min(pause * 2, DECISION_POLL_CAP_S)
+        answer = api.verdict(args.service, args.version)
+    return answer
+
+
 def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextIO) -> int:
     answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval)
+    if args.wait_for_decision and answer.get("state") == "needs_person":
+        answer = wait_for_decision(api, args, err)
     if answer.get("state") in verdicts.PENDING_STATES:
         answer = {**answer, "next_step": verdicts.next_step(answer, args.wait)}
         print(f"no verdict: still {answer.get('state')} after {args.wait:g} s", file=err)
@@ -337,6 +369,13 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
     common(ask)
     ask.add_argument("--wait", type=seconds, default=0.0, help="seconds to wait for a verdict")
     ask.add_argument("--interval", type=positive_seconds, default=5.0, help="seconds between asks")
+    ask.add_argument(
+        "--wait-for-decision",
+        type=seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="when the report waits for a person, wait up to this long for their decision",
+    )
     ask.add_argument("--fail-on", choices=["high", "medium"], default="high")
     ask.add_argument("--json", action="store_true", help="print the verdict's JSON")
     ask.add_argument(

@@ -467,3 +467,43 @@ def test_the_title_is_the_annotated_tags_first_line_or_given(
     assert sent_release(double)["title"] == "Given"
     code, _, err = run(double, *args, "--title", "x" * 201)
     assert code == 1 and "over 200" in err
+
+
+# ---- waiting for the person --------------------------------------------------------------------
+
+
+def test_wait_for_decision_waits_until_a_person_decided(known: Double) -> None:
+    decided = verdict_json("decided", "high", decision={"kind": "accept", "by": "rm"})
+    known.verdicts = [
+        (200, verdict_json("running", None)),
+        (200, verdict_json("needs_person", "high")),
+        (200, verdict_json("needs_person", "high")),
+        (200, verdict_json("needs_person", "high")),
+        (200, decided),
+    ]
+    code, out, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--wait", "30", "--interval", "0.01",
+        "--wait-for-decision", "30",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "severity high, decided" in out
+    assert err.count("waiting for a person's decision: ") == 1
+    assert f"{known.url}/review/#queue-item-1" in err
+    asked = [f"{r.method} {r.path.rsplit('/', 1)[1]}" for r in known.received]
+    assert asked == ["GET verdict", "GET verdict", "POST waiting", "GET verdict", "GET verdict"]
+
+
+def test_plain_wait_does_not_wait_for_the_person(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("needs_person", "high"))]
+    code, _, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--wait", "30")
+    assert code == 2
+    assert [r.method for r in known.received] == ["GET"]
+
+
+def test_a_wait_for_decision_that_runs_out_is_still_waiting(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("needs_person", "low"))]
+    code, _, err = run(known, "verdict", "1.4.0", "--service", "shop", "--wait-for-decision", "0.6")
+    assert code == 2
+    assert err.count("waiting for a person's decision") == 1
+    # 0.25 s, then 0.35 s left: two more asks, not a busy loop.
+    assert 2 <= len([r for r in known.received if r.method == "GET"]) <= 4

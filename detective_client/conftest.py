@@ -7,6 +7,8 @@ client is written to (and that `tests/client_site_test.py` checks against the re
 - POST /api/releases/<version>/metrics?service=S       OpenMetrics text
 - POST /api/releases/<version>/assess?service=S        (no body): queue the assessment
 - GET  /api/releases/<version>/verdict?service=S       the verdict JSON
+- POST /api/releases/<version>/waiting?service=S       a job waits for a decision: the verdict
+                                                        JSON and its review_url
 
 Every call needs `Authorization: Bearer <TOKEN>`; a refusal is JSON {"error": ...}.
 """
@@ -91,12 +93,14 @@ def _handler(double: Double) -> type[BaseHTTPRequestHandler]:
                 return self._answer(404, {"error": "no such address"})
             version, what = segments[2], segments[3]
             key = (got.query.get("service", ""), version)
-            if got.method == "GET" and what == "verdict":
+            if (got.method, what) in (("GET", "verdict"), ("POST", "waiting")):
                 if key not in double.releases or not double.verdicts:
                     return self._answer(404, {"error": f"no release {key[1]} of {key[0]!r}"})
                 status, answer = (
                     double.verdicts.pop(0) if len(double.verdicts) > 1 else double.verdicts[0]
                 )
+                if what == "waiting":
+                    answer = {**answer, "review_url": f"{double.url}/review/#queue-item-1"}
                 return self._answer(status, answer)
             if key not in double.releases:
                 return self._answer(404, {"error": f"no release {key[1]} of {key[0]!r}"})

@@ -53,7 +53,7 @@ def next_step(verdict: dict[str, Any], waited_s: float) -> str | None:
     if state == "needs_person":
         return (
             "A person decides on the review page; `verdict --wait-for-decision SECONDS` "
-            "waits for them."
+            "waits for them, or re-run this job once they have."
         )
     return None
 

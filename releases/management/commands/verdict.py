@@ -25,8 +25,9 @@ from typing import Any, NoReturn
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.urls import reverse
 
-from releases import selectors
+from releases import selectors, services
 from releases.models import Release
 from releases.release_verdict import ReleaseVerdict, VerdictState
 from releases.severity import SEVERITY_RANK
@@ -92,7 +93,10 @@ def exit_code(verdict: ReleaseVerdict | None, fail_on: str) -> int:
 
 
 def page_url(release: Release) -> str:
-    path = release.get_absolute_url()
+    return page_url_of(release.get_absolute_url())
+
+
+def page_url_of(path: str) -> str:
     base = (settings.DETECTIVE_API_URL or "").rstrip("/")
     return f"{base}{path}" if base else path
 
@@ -177,6 +181,13 @@ class Command(BaseCommand):
             help="Wait up to this long for an assessment under way to end.",
         )
         parser.add_argument(
+            "--wait-for-decision",
+            type=seconds,
+            default=0.0,
+            metavar="SECONDS",
+            help="When the report waits for a person, wait up to this long for their decision.",
+        )
+        parser.add_argument(
             "--fail-on",
             choices=["high", "medium"],
             default="high",
@@ -203,6 +214,8 @@ class Command(BaseCommand):
         while verdict.state == VerdictState.RUNNING and time.monotonic() < deadline:
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
             verdict = selectors.release_verdict(release)
+        if options["wait_for_decision"] and verdict.state == VerdictState.NEEDS_PERSON:
+            verdict = self._wait_for_decision(release, verdict, options["wait_for_decision"])
         code = exit_code(verdict, fail_on)
         url = page_url(release)
         if options["json"]:
@@ -212,6 +225,23 @@ class Command(BaseCommand):
         if options["markdown"]:
             write_markdown(options["markdown"], markdown(verdict, code, fail_on, url), self.stdout)
         sys.exit(code)
+
+    def _wait_for_decision(
+        self, release: Release, verdict: ReleaseVerdict, wait_s: float
+    ) -> ReleaseVerdict:
+        """Until a person decided (the review page shows that a pipeline waits), asking every
+        0.25 s at first, doubling up to 2 s."""
+        deadline = time.monotonic() + wait_s
+        if verdict.report_id is not None:
+            services.note_pipeline_waiting(verdict.report_id)
+        review = f"{page_url_of(reverse('releases:review'))}#queue-item-{verdict.report_id}"
+        self.stderr.write(f"Waiting for a person's decision: {review}")
+        pause = 0.25
+        while verdict.state == VerdictState.NEEDS_PERSON and time.monotonic() < deadline:
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 2.0)
+            verdict = selectors.release_verdict(release)
+        return verdict
 
     def _line(self, verdict: ReleaseVerdict, code: int, fail_on: str) -> str:
         if code == NO_VERDICT:

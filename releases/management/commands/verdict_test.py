@@ -140,3 +140,38 @@ def test_no_such_release_still_writes_the_summary_in_a_new_folder(tmp_path: Path
     text = summary.read_text()
     assert "no release v9.9.9 in Detective" in text
     assert "**What to do:** send it first" in text
+
+
+def test_wait_for_decision_waits_for_the_person_and_marks_the_report(
+    make_release: Callable[..., Release], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from releases.management.commands import verdict as command
+
+    release = waiting_low_high(make_release)
+    report = RiskReport.objects.get(release=release)
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        # A person decides while the job waits: after its third ask.
+        pauses.append(seconds)
+        report.refresh_from_db()
+        assert report.pipeline_waiting_since is not None
+        if len(pauses) == 3:
+            services.decide_report(report, None, decision="accept", severity="high", reason="ok")
+
+    monkeypatch.setattr(command.time, "sleep", sleep)
+    code, out = verdict("v2.0.0", "--wait-for-decision", "60")
+    assert code == 1
+    assert out.count("Waiting for a person's decision: ") == 1
+    assert f"/review/#queue-item-{report.pk}" in out
+    assert pauses == [0.25, 0.5, 1.0]
+    # Decided: the plain verdict says the same.
+    assert verdict("v2.0.0")[0] == 1
+
+
+def test_plain_wait_still_ends_on_a_report_that_waits(
+    make_release: Callable[..., Release],
+) -> None:
+    waiting_low_high(make_release)
+    assert verdict("v2.0.0", "--wait", "5")[0] == 2
+    assert RiskReport.objects.get().pipeline_waiting_since is None
