@@ -149,3 +149,25 @@ class DetectiveApi:
         if not isinstance(answer, dict) or "state" not in answer:
             raise ClientError(f"the verdict of {version} is not a verdict: {answer!r:.200}")
         return answer
+
+    def send_bundle(
+        self,
+        release: dict[str, Any],
+        commits: Sequence[CommitRecord],
+        junit: Sequence[tuple[str, bytes]],
+        metrics: tuple[str, bytes] | None,
+    ) -> dict[str, Any]:
+        """The release and all its sources in one request, which the server stores whole or
+        not at all (`POST /api/releases/bundle`)."""
+        data = {"release": json.dumps(release, ensure_ascii=False)}
+        if commits:
+            data["commits"] = json.dumps({"commits": [commit.to_json() for commit in commits]})
+        files: list[tuple[str, tuple[str, bytes, str]]] = [
+            ("junit", (name, xml, JUNIT_TYPE)) for name, xml in junit
+        ]
+        if metrics is not None:
+            files.append(("metrics", (metrics[0], metrics[1], METRICS_TYPE)))
+        answer = self._send("POST", "api/releases/bundle", data=data, files=files or None)
+        if not isinstance(answer, dict):
+            raise ClientError(f"the bundle's answer is not JSON: {answer!r:.200}")
+        return answer

@@ -142,24 +142,33 @@ def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
     return Sources(release, commits, junit_files(args.junit or []), metrics)
 
 
+def _stored_part(part: dict[str, Any]) -> str:
+    counts = part.get("counts") or {}
+    shown = ", ".join(f"{value} {key.replace('_', ' ')}" for key, value in counts.items())
+    new = "new" if part.get("created") else "already stored"
+    return f"{part.get('kind')} {part.get('name')}: {new}" + (f" ({shown})" if shown else "")
+
+
 def ingest(
     args: argparse.Namespace, api: DetectiveApi, environment: dict[str, str], out: TextIO
 ) -> int:
+    """One request: the server stores the release and every source whole, or nothing of it
+    (a refused file leaves no release or commits behind); the output says which."""
     sources = collect(args, environment)
     service, version = args.service, args.version
-    answer = api.put_release(sources.release)
-    done = "created" if isinstance(answer, dict) and answer.get("created") else "updated"
-    where = f" ({answer['url']})" if isinstance(answer, dict) and answer.get("url") else ""
-    print(f"release {service} {version}: {done}{where}", file=out)
-    if sources.commits:
-        api.send_commits(service, version, sources.commits)
-        print(f"commits: {len(sources.commits)} sent ({args.git_range})", file=out)
-    for name, xml in sources.junit:
-        api.send_junit(service, version, name, xml)
-        print(f"JUnit: {name} sent ({len(xml):,} bytes)", file=out)
-    if sources.metrics is not None:
-        api.send_metrics(service, version, Path(args.metrics_file).name, sources.metrics)
-        print(f"metrics: {args.metrics_file} sent", file=out)
+    metrics = (
+        (Path(args.metrics_file).name, sources.metrics) if sources.metrics is not None else None
+    )
+    try:
+        answer = api.send_bundle(sources.release, sources.commits, sources.junit, metrics)
+    except ApiError as error:
+        print(f"stored nothing of {service} {version}: {error}", file=out)
+        return 1
+    done = "created" if answer.get("created") else "updated"
+    where = f" ({answer['url']})" if answer.get("url") else ""
+    print(f"stored whole: release {service} {version} {done}{where}", file=out)
+    for part in answer.get("parts") or []:
+        print(f"  {_stored_part(part)}", file=out)
     if args.assess:
         run = api.assess(service, version)
         where = f": {run['url']}" if isinstance(run, dict) and run.get("url") else ""

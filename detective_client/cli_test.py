@@ -89,7 +89,7 @@ def reports(tmp_path: Path) -> Path:
 # ---- ingest ------------------------------------------------------------------------------------
 
 
-def test_ingest_sends_the_release_then_each_source(
+def test_ingest_sends_the_release_and_every_source_in_one_request(
     double: Double, checkout: Path, reports: Path, tmp_path: Path
 ) -> None:
     metrics = tmp_path / "metrics.txt"
@@ -103,16 +103,10 @@ def test_ingest_sends_the_release_then_each_source(
         GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY="acme/shop", GITHUB_RUN_ID="42",
     )  # fmt: skip
     assert code == 0, err
-    assert double.paths() == [
-        "POST /api/releases",
-        "POST /api/releases/1.4.0/commits",
-        "POST /api/releases/1.4.0/junit",
-        "POST /api/releases/1.4.0/junit",
-        "POST /api/releases/1.4.0/metrics",
-        "POST /api/releases/1.4.0/assess",
-    ]
+    assert double.paths() == ["POST /api/releases/bundle", "POST /api/releases/1.4.0/assess"]
+    [bundle] = double.bundles
     head = sh(checkout, "rev-parse", "v1.4.0")
-    release = json.loads(double.received[0].body)
+    release = json.loads(bundle["release"][0][1])
     assert release == {
         "service": "shop",
         "version": "1.4.0",
@@ -121,19 +115,15 @@ def test_ingest_sends_the_release_then_each_source(
         "pipeline_url": "https://github.com/acme/shop/actions/runs/42",
         "deployed_at": "2026-11-24T10:00:00+00:00",
     }  # fmt: skip
-    commits = json.loads(double.received[1].body)["commits"]
+    commits = json.loads(bundle["commits"][0][1])["commits"]
     assert [c["message"] for c in commits] == ["feat(b)!: b", "fix(a): two"]
     assert all(r.headers["Authorization"] == f"Bearer {TOKEN}" for r in double.received)
-    assert {r.query["service"] for r in double.received[1:]} == {"shop"}
-    junit = double.received[2:4]
-    assert [r.query["filename"] for r in junit] == ["e2e.xml", "unit.xml"]
-    assert junit[1].body == (reports / "unit.xml").read_bytes()
-    assert junit[0].headers["Content-Type"] == "application/xml"
-    assert double.received[4].body == metrics.read_bytes()
-    assert double.received[4].query == {"service": "shop", "filename": "metrics.txt"}
-    assert "release shop 1.4.0: created" in err
-    assert "commits: 2 sent" in err
-    assert "assessment queued: /runs/r1/" in err and "JUnit: unit.xml sent" in err
+    assert [name for name, _ in bundle["junit"]] == ["e2e.xml", "unit.xml"]
+    assert bundle["junit"][1][1] == (reports / "unit.xml").read_bytes()
+    assert bundle["metrics"] == [("metrics.txt", metrics.read_bytes())]
+    assert "stored whole: release shop 1.4.0 created" in err
+    assert "  junit unit.xml: new" in err
+    assert "assessment queued: /runs/r1/" in err
 
 
 @pytest.mark.parametrize(
@@ -159,13 +149,13 @@ def test_ingest_sends_nothing_when_a_source_is_wrong(
 
 
 def test_ingest_shows_the_servers_reason_for_a_refusal(double: Double, reports: Path) -> None:
-    double.refuse[("POST", "/junit")] = (
+    double.refuse[("POST", "/bundle")] = (
         400,
         {"error": "unit.xml line 3: not well-formed", "file": "unit.xml", "line": 3},
     )
     code, _, err = run(double, "ingest", "1.4.0", "--service", "shop", "--junit", str(reports))
     assert code == 1
-    assert "answered 400: unit.xml line 3: not well-formed" in err
+    assert "stored nothing of shop 1.4.0: POST api/releases/bundle answered 400: unit.xml" in err
     assert '"line": 3' in err
 
 
@@ -449,8 +439,7 @@ def test_a_markdown_path_that_cannot_be_made_is_refused_in_one_line(
 
 
 def sent_release(double: Double) -> dict[str, Any]:
-    [*_, last] = [r for r in double.received if r.path == "/api/releases"]
-    return json.loads(last.body)
+    return json.loads(double.bundles[-1]["release"][0][1])
 
 
 def test_the_title_is_the_annotated_tags_first_line_or_given(

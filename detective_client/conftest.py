@@ -1,6 +1,7 @@
 """A local HTTP double of Detective's ingestion and verdict API, speaking the contract the
 client is written to (and that `tests/client_site_test.py` checks against the real site):
 
+- POST /api/releases/bundle     multipart: release, commits (JSON), junit and metrics files
 - POST /api/releases                                   JSON {service, version, ...}
 - POST /api/releases/<version>/commits?service=S       JSON {"commits": [...]}
 - POST /api/releases/<version>/junit?service=S&filename=F   the XML as the body
@@ -15,10 +16,12 @@ Every call needs `Authorization: Bearer <TOKEN>`; a refusal is JSON {"error": ..
 
 from __future__ import annotations
 
+import email.policy
 import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -48,9 +51,30 @@ class Double:
     verdicts: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     # (method, path suffix) -> (status, body) to refuse with.
     refuse: dict[tuple[str, str], tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    # Each POST /api/releases/bundle, its fields: name -> [(file name, content)].
+    bundles: list[dict[str, list[tuple[str, bytes]]]] = field(default_factory=list)
 
     def paths(self) -> list[str]:
         return [f"{r.method} {r.path}" for r in self.received]
+
+
+def multipart(content_type: str, body: bytes) -> dict[str, list[tuple[str, bytes]]]:
+    """A form's body (multipart, or urlencoded when it has no file): each field's (file
+    name, content), by field name."""
+    if not content_type.startswith("multipart/"):
+        return {
+            name: [("", value.encode()) for value in values]
+            for name, values in parse_qs(body.decode()).items()
+        }
+    message = BytesParser(policy=email.policy.default).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
+    fields: dict[str, list[tuple[str, bytes]]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        fields.setdefault(str(name), []).append((part.get_filename() or "", payload or b""))
+    return fields
 
 
 def _handler(double: Double) -> type[BaseHTTPRequestHandler]:
@@ -83,6 +107,8 @@ def _handler(double: Double) -> type[BaseHTTPRequestHandler]:
 
         def _route(self, got: Received) -> None:
             segments = got.path.strip("/").split("/")
+            if got.method == "POST" and segments == ["api", "releases", "bundle"]:
+                return self._bundle(got)
             if got.method == "POST" and segments == ["api", "releases"]:
                 release = json.loads(got.body)
                 if not release.get("service") or not release.get("version"):
@@ -122,6 +148,18 @@ def _handler(double: Double) -> type[BaseHTTPRequestHandler]:
             if what == "metrics":
                 return self._answer(200, {"bytes": len(got.body)})
             return self._answer(404, {"error": "no such address"})
+
+        def _bundle(self, got: Received) -> None:
+            parts = multipart(got.headers.get("Content-Type", ""), got.body)
+            double.bundles.append(parts)
+            release = json.loads(parts["release"][0][1])
+            double.releases[(release["service"], release["version"])] = release
+            stored = [
+                {"kind": kind, "name": name, "created": True, "counts": {}}
+                for kind in ("junit", "metrics")
+                for name, _ in parts.get(kind, [])
+            ]
+            return self._answer(201, {"stored": "all", "created": True, "parts": stored})
 
         do_GET = _handle
         do_POST = _handle

@@ -9,6 +9,7 @@ from django.urls import URLPattern, include, path
 
 from releases.views import home
 from sources.api import api as ingestion_api
+from sources.bundle import post_bundle
 
 # The API's own pages (its browsable docs, the OpenAPI document, its root) are pages of the
 # site: for a signed-in user, like every other page.
@@ -36,6 +37,8 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 urlpatterns = [
     path("", home, name="home"),
     path("", include("releases.urls")),
+    # Before the ingestion API: one ingestion stored whole or not at all (sources/bundle.py).
+    path("api/releases/bundle", post_bundle, name="ingest_bundle"),
     path("api/", include("releases.api_urls")),
     path("api/", include("sources.drilldown.urls")),
     path("api/", include((_api_urls(), "ingest"))),
