@@ -160,11 +160,13 @@ class DetectiveApi:
         """The release and all its sources in one request, which the server stores whole or
         not at all (`POST /api/releases/bundle`)."""
         data = {"release": json.dumps(release, ensure_ascii=False)}
-        if commits:
-            data["commits"] = json.dumps({"commits": [commit.to_json() for commit in commits]})
         files: list[tuple[str, tuple[str, bytes, str]]] = [
             ("junit", (name, xml, JUNIT_TYPE)) for name, xml in junit
         ]
+        if commits:
+            # A file part: the server holds form fields, not files, to a size in memory.
+            body = json.dumps({"commits": [commit.to_json() for commit in commits]}).encode()
+            files.append(("commits", ("commits.json", body, "application/json")))
         if metrics is not None:
             files.append(("metrics", (metrics[0], metrics[1], METRICS_TYPE)))
         answer = self._send("POST", "api/releases/bundle", data=data, files=files or None)

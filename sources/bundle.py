@@ -3,7 +3,8 @@
 The client (`detective ingest`) sends the release and its sources in one multipart request:
 
 - `release`: JSON, as `POST /api/releases` takes it (service, version, title, git ...);
-- `commits`: JSON, `{"commits": [...]}` as `POST /api/releases/<v>/commits` takes it (optional);
+- `commits`: JSON, `{"commits": [...]}` as `POST /api/releases/<v>/commits` takes it (optional;
+  a field or a file part);
 - `junit`: JUnit XML files, any number, each with its file name;
 - `metrics`: one OpenMetrics / Prometheus text file (optional).
 
@@ -43,7 +44,10 @@ def _refused(status: int, message: str) -> JsonResponse:
 
 
 def _json_field(request: HttpRequest, name: str) -> Any:
-    text = request.POST.get(name)
+    # A field, or a file part (the client's commits: a file part is not held to the form's
+    # in-memory limit, DATA_UPLOAD_MAX_MEMORY_SIZE, which a long range's JSON can pass).
+    upload = request.FILES.get(name)
+    text = upload.read() if upload is not None else request.POST.get(name)
     if text is None:
         return None
     try:
