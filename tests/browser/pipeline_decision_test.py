@@ -93,6 +93,7 @@ def test_the_job_waits_for_the_persons_decision_and_a_rerun_keeps_it(
         decided_at = time.monotonic()
         done = waiting.result(timeout=60)
         reached_in = time.monotonic() - decided_at
+        print(f"the decision reached the waiting job in {reached_in:.2f} s")
         page.close()
         logs = "\n".join(done.logs)
         assert done.exit_code == 1, logs + site.log_text()
