@@ -81,6 +81,19 @@ def test_the_installed_client_runs_as_detective_against_the_site(tmp_path: Path)
             capture_output=True, text=True, env=environment, cwd=tmp_path, timeout=120,
         )  # fmt: skip
         assert sent.returncode == 0, sent.stderr + site.log_text()
+        assert "stored whole: release shop 2.0.0 created" in sent.stderr
+        # A refused file: nothing of that ingestion is stored, and the output says so.
+        broken = tmp_path / "broken.xml"
+        broken.write_text("<testsuite><oops")
+        refused = subprocess.run(
+            [str(detective), "ingest", "2.1.0", "--service", "shop", "--junit", str(report),
+             str(broken)],
+            capture_output=True, text=True, env=environment, cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert refused.returncode == 1
+        assert "stored nothing of shop 2.1.0" in refused.stderr
+        assert "Nothing of this ingestion was stored." in refused.stderr
+        assert not Release.objects.filter(version="2.1.0").exists()
         summary = tmp_path / "out" / "verdict.md"
         asked = subprocess.run(
             [str(detective), "verdict", "2.0.0", "--service", "shop", "--markdown", str(summary)],

@@ -205,6 +205,15 @@ class Command(BaseCommand):
         if release is None:
             where = f" of service {options['service']!r}" if options["service"] else ""
             self.stderr.write(f"No release {version!r}{where}.")
+            if options["json"]:
+                missing = {
+                    "version": version,
+                    "state": "unavailable",
+                    "problem": f"no release {version!r}{where}",
+                    "next_step": "send it first (detective ingest VERSION --assess)",
+                    "exit_code": NO_VERDICT,
+                }
+                self.stdout.write(json.dumps(missing))
             if options["markdown"]:
                 text = missing_markdown(version, options["service"])
                 write_markdown(options["markdown"], text, self.stdout)

@@ -175,3 +175,13 @@ def test_plain_wait_still_ends_on_a_report_that_waits(
     waiting_low_high(make_release)
     assert verdict("v2.0.0", "--wait", "5")[0] == 2
     assert RiskReport.objects.get().pipeline_waiting_since is None
+
+
+def test_no_such_release_still_answers_json() -> None:
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as ended:
+        call_command("verdict", "v9.9.9", "--json", stdout=out, stderr=io.StringIO())
+    assert ended.value.code == 3
+    answer = json.loads(out.getvalue())
+    assert (answer["state"], answer["exit_code"]) == ("unavailable", 3)
+    assert "no release 'v9.9.9'" in answer["problem"]
