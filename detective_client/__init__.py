@@ -5,3 +5,5 @@ git range, JUnit XML and metrics to Detective and to read its verdict back.
 local checkout into them, `conventional` classifies a commit message, `api` speaks the HTTP
 contract and `cli` is `python -m detective_client`.
 """
+
+__version__ = "1.0.0"  # also in pyproject.toml: a test checks they agree

@@ -15,9 +15,10 @@ from urllib.parse import quote
 
 import httpx
 
+from detective_client import __version__
 from detective_client.records import CommitRecord
 
-USER_AGENT = "detective-client/1"
+USER_AGENT = f"detective-client/{__version__}"
 JUNIT_TYPE = "application/xml"
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -138,4 +139,37 @@ class DetectiveApi:
         answer = self._send("GET", f"{self._release(version)}/verdict", params={"service": service})
         if not isinstance(answer, dict) or "state" not in answer:
             raise ClientError(f"the verdict of {version} is not a verdict: {answer!r:.200}")
+        return answer
+
+    def waiting(self, service: str, version: str) -> dict[str, Any]:
+        """Say this job waits for a person's decision; the verdict, with `review_url`."""
+        answer = self._send(
+            "POST", f"{self._release(version)}/waiting", params={"service": service}
+        )
+        if not isinstance(answer, dict) or "state" not in answer:
+            raise ClientError(f"the verdict of {version} is not a verdict: {answer!r:.200}")
+        return answer
+
+    def send_bundle(
+        self,
+        release: dict[str, Any],
+        commits: Sequence[CommitRecord],
+        junit: Sequence[tuple[str, bytes]],
+        metrics: tuple[str, bytes] | None,
+    ) -> dict[str, Any]:
+        """The release and all its sources in one request, which the server stores whole or
+        not at all (`POST /api/releases/bundle`)."""
+        data = {"release": json.dumps(release, ensure_ascii=False)}
+        files: list[tuple[str, tuple[str, bytes, str]]] = [
+            ("junit", (name, xml, JUNIT_TYPE)) for name, xml in junit
+        ]
+        if commits:
+            # A file part: the server holds form fields, not files, to a size in memory.
+            body = json.dumps({"commits": [commit.to_json() for commit in commits]}).encode()
+            files.append(("commits", ("commits.json", body, "application/json")))
+        if metrics is not None:
+            files.append(("metrics", (metrics[0], metrics[1], METRICS_TYPE)))
+        answer = self._send("POST", "api/releases/bundle", data=data, files=files or None)
+        if not isinstance(answer, dict):
+            raise ClientError(f"the bundle's answer is not JSON: {answer!r:.200}")
         return answer

@@ -9,7 +9,9 @@
 `ingest` reads everything first (the git range, every JUnit file, the metrics file) and sends
 nothing when one of them is wrong; then it creates or updates the release and sends each part.
 It exits 0 when all was accepted, 1 with the reason otherwise. `verdict` exits as
-`verdict.exit_code` says (0 below the bar, 1 at or above, 2 waits for a person, 3 no verdict).
+`verdict.exit_code` says (0 below the bar, 1 at or above, 2 waits for a person, 3 no verdict)
+and writes its Markdown and JSON whatever happened, the server away included, so a job's
+summary always says why. A usage error exits 64 (EX_USAGE), never one of those four.
 The token comes from the environment only, never the command line (process lists and job
 logs show command lines).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -25,13 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import httpx
 
+from detective_client import __version__
 from detective_client import verdict as verdicts
-from detective_client.api import ApiError, ClientError, DetectiveApi
-from detective_client.git import GitError, read_range, resolve, split_range
+from detective_client.api import ApiError, ClientError, DetectiveApi, Unreachable
+from detective_client.git import GitError, read_range, resolve, split_range, tag_subject
 from detective_client.records import CommitRecord
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -92,6 +96,22 @@ def junit_files(paths: Sequence[str]) -> list[tuple[str, bytes]]:
     return read
 
 
+TITLE_MAX = 200  # the server's column
+
+
+def release_title(args: argparse.Namespace) -> str | None:
+    """`--title`, else the first line of the annotated tag the range ends at."""
+    if args.title is not None:
+        title = " ".join(args.title.split())
+        if len(title) > TITLE_MAX:
+            raise ClientError(f"--title is {len(title)} characters, over {TITLE_MAX}")
+        return title or None
+    if not args.git_range:
+        return None
+    subject = tag_subject(Path(args.git_repo), split_range(args.git_range)[1])
+    return subject[:TITLE_MAX] if subject else None
+
+
 def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
     release: dict[str, Any] = {"service": args.service, "version": args.version}
     if args.environment:
@@ -102,6 +122,9 @@ def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
         commits = read_range(repo, args.git_range)
         start, end = split_range(args.git_range)
         release["git"] = {"from_ref": start, "to_ref": end, "head_sha": resolve(repo, end)}
+    title = release_title(args)
+    if title:
+        release["title"] = title
     url = args.pipeline_url or pipeline_url(environment)
     if url:
         release["pipeline_url"] = url
@@ -119,33 +142,47 @@ def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
     return Sources(release, commits, junit_files(args.junit or []), metrics)
 
 
+def _stored_part(part: dict[str, Any]) -> str:
+    counts = {key: value for key, value in (part.get("counts") or {}).items() if key != "note"}
+    shown = ", ".join(f"{value} {key.replace('_', ' ')}" for key, value in counts.items())
+    new = "new" if part.get("created") else "already stored"
+    return f"{part.get('kind')} {part.get('name')}: {new}" + (f" ({shown})" if shown else "")
+
+
 def ingest(
     args: argparse.Namespace, api: DetectiveApi, environment: dict[str, str], out: TextIO
 ) -> int:
+    """One request: the server stores the release and every source whole, or nothing of it
+    (a refused file leaves no release or commits behind); the output says which."""
     sources = collect(args, environment)
     service, version = args.service, args.version
-    answer = api.put_release(sources.release)
-    done = "created" if isinstance(answer, dict) and answer.get("created") else "updated"
-    where = f" ({answer['url']})" if isinstance(answer, dict) and answer.get("url") else ""
-    print(f"release {service} {version}: {done}{where}", file=out)
-    if sources.commits:
-        api.send_commits(service, version, sources.commits)
-        print(f"commits: {len(sources.commits)} sent ({args.git_range})", file=out)
-    for name, xml in sources.junit:
-        api.send_junit(service, version, name, xml)
-        print(f"JUnit: {name} sent ({len(xml):,} bytes)", file=out)
-    if sources.metrics is not None:
-        sent = api.send_metrics(service, version, Path(args.metrics_file).name, sources.metrics)
-        print(f"metrics: {args.metrics_file} sent", file=out)
-        # The server says how it read the window when it is not the usual way (no deploy time,
-        # no baseline): shown, since the figures are then not judged against a baseline.
-        counts = sent.get("counts") if isinstance(sent, dict) else None
-        if isinstance(counts, dict) and isinstance(counts.get("note"), str):
-            print(f"  note: {counts['note']}", file=out)
+    metrics = (
+        (Path(args.metrics_file).name, sources.metrics) if sources.metrics is not None else None
+    )
+    try:
+        answer = api.send_bundle(sources.release, sources.commits, sources.junit, metrics)
+    except ApiError as error:
+        print(f"stored nothing of {service} {version}: {error}", file=out)
+        return 1
+    done = "created" if answer.get("created") else "updated"
+    where = f" ({answer['url']})" if answer.get("url") else ""
+    print(f"stored whole: release {service} {version} {done}{where}", file=out)
+    for part in answer.get("parts") or []:
+        print(f"  {_stored_part(part)}", file=out)
+        # The server says how it read a metrics window when it is not the usual way (no deploy
+        # time, no baseline): shown, since the figures are then not judged against a baseline.
+        note = (part.get("counts") or {}).get("note")
+        if isinstance(note, str):
+            print(f"    note: {note}", file=out)
     if args.assess:
         run = api.assess(service, version)
-        where = f": {run['url']}" if isinstance(run, dict) and run.get("url") else ""
-        print(f"assessment queued{where}", file=out)
+        if isinstance(run, dict) and run.get("kept"):
+            # The data has not changed since the standing verdict: the server keeps it, a
+            # person's decision included, rather than sending the release back to review.
+            print(f"assessment not repeated: {run.get('message', 'the verdict stands')}", file=out)
+        else:
+            where = f": {run['url']}" if isinstance(run, dict) and run.get("url") else ""
+            print(f"assessment queued{where}", file=out)
     return 0
 
 
@@ -169,35 +206,145 @@ def wait_for_verdict(
         sleep(min(interval_s, remaining))
 
 
-def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextIO) -> int:
+def failure_verdict(args: argparse.Namespace, error: ClientError) -> dict[str, Any]:
+    """The verdict-shaped answer written when the server gave none, with what to do."""
+    url = args.url or "$DETECTIVE_URL"
+    if isinstance(error, Unreachable):
+        step = (
+            f"Detective did not answer at {url}: check that it runs and that DETECTIVE_URL "
+            "is right, then re-run this job."
+        )
+    elif isinstance(error, ApiError) and error.status in (401, 403):
+        step = (
+            f"Detective refused the token: set DETECTIVE_TOKEN to an ingestion token of "
+            f"{args.service} (the admin's Ingestion tokens), then re-run this job."
+        )
+    elif isinstance(error, ApiError) and error.status == 404:
+        step = "No such release: send it first with `detective ingest VERSION --assess`."
+    elif isinstance(error, ApiError):
+        step = "Detective failed to answer: re-run this job; if it fails again, see its log."
+    else:
+        step = "Fix the job's settings named above, then re-run it."
+    problem = error.reason if isinstance(error, ApiError) else str(error)
+    return verdicts.unavailable(args.version, problem, step)
+
+
+def markdown_ready(target: str | None) -> str | None:
+    """Before anything is asked: a file's missing folders are made (a job's `reports/` may
+    not exist yet); the reason, in one line, when it cannot be written there."""
+    if not target or target == "-":
+        return None
+    path = Path(target)
     try:
-        answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval)
-    except ApiError as error:
-        if error.status == 404:
-            print(f"no verdict: {error.reason}", file=err)
-            return verdicts.NO_VERDICT
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"cannot write --markdown {target}: {error.strerror or error}"
+    if path.is_dir():
+        return f"cannot write --markdown {target}: it is a folder"
+    return None
+
+
+def write_markdown(target: str, text: str, out: TextIO) -> None:
+    if target == "-":
+        print(text, file=out)
+        return
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ClientError(f"cannot write --markdown {target}: {error.strerror or error}") from None
+
+
+def report(args: argparse.Namespace, answer: dict[str, Any], out: TextIO, err: TextIO) -> int:
+    """Print and write the verdict as asked; the exit code it calls for."""
     code = verdicts.exit_code(answer, args.fail_on)
     if args.json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False), file=out)
+        print(json.dumps({**answer, "exit_code": code}, indent=2, ensure_ascii=False), file=out)
     else:
         print(verdicts.one_line(answer, args.service, args.fail_on), file=out)
-    if args.markdown == "-":
-        print(verdicts.markdown(answer, args.service, args.fail_on), file=out)
-    elif args.markdown:
-        Path(args.markdown).write_text(
-            verdicts.markdown(answer, args.service, args.fail_on), encoding="utf-8"
-        )
-    if code == verdicts.NO_VERDICT and answer.get("state") in verdicts.PENDING_STATES:
-        print(f"no verdict: still {answer.get('state')} after {args.wait:g} s", file=err)
+    if args.markdown:
+        write_markdown(args.markdown, verdicts.markdown(answer, args.service, args.fail_on), out)
+    if answer.get("problem"):
+        print(f"no verdict: {answer['problem']}", file=err)
+    if answer.get("next_step"):
+        print(answer["next_step"], file=err)
     return code
 
 
+DECISION_POLL_FIRST_S, DECISION_POLL_CAP_S = 0.25, 2.0
+
+
+def wait_for_decision(
+    api: DetectiveApi,
+    args: argparse.Namespace,
+    err: TextIO,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Until a person has decided the report that waits for one, or `--wait-for-decision`
+    seconds. Detective is told a pipeline waits (the review page shows it) and the review
+    page's address is printed once; then the verdict is asked again, every 0.25 s at first,
+    doubling up to 2 s, so a decision reaches the job within about 2 s."""
+    deadline = clock() + args.wait_for_decision
+    answer = api.waiting(args.service, args.version)
+    if answer.get("state") == "needs_person":
+        print(f"waiting for a person's decision: {answer.get('review_url')}", file=err)
+    pause = DECISION_POLL_FIRST_S
+    while answer.get("state") == "needs_person":
+        remaining = deadline - clock()
+        if remaining <= 0:
+            break
+        sleep(min(pause, remaining))
+        pause = min(pause * 2, DECISION_POLL_CAP_S)
+        answer = api.verdict(args.service, args.version)
+    return answer
+
+
+def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextIO) -> int:
+    answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval)
+    if args.wait_for_decision and answer.get("state") == "needs_person":
+        answer = wait_for_decision(api, args, err)
+    if answer.get("state") in verdicts.PENDING_STATES:
+        answer = {**answer, "next_step": verdicts.next_step(answer, args.wait)}
+        print(f"no verdict: still {answer.get('state')} after {args.wait:g} s", file=err)
+    elif answer.get("state") in ("failed", "needs_person"):
+        answer = {**answer, "next_step": verdicts.next_step(answer, args.wait)}
+    return report(args, answer, out, err)
+
+
+class UsageParser(argparse.ArgumentParser):
+    """argparse exits 2 on a usage error, the code that means "waits for a person": here a
+    usage error has its own, 64 (EX_USAGE). Subparsers are made of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(verdicts.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def seconds(text: str) -> float:
+    """A duration: a finite number, zero or more (`nan` would never end a wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds ≥ 0")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 seconds")
+    return value
+
+
 def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="python -m detective_client",
+    top = UsageParser(
+        prog="detective",
         description="Send a release's sources to Detective and read its verdict back.",
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
@@ -214,11 +361,17 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
             default=environment.get("DETECTIVE_URL", ""),
             help="Detective's address (default: $DETECTIVE_URL); the token is $DETECTIVE_TOKEN",
         )
-        sub.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+        sub.add_argument(
+            "--timeout", type=positive_seconds, default=30.0, help="seconds per request"
+        )
 
     send = commands.add_parser("ingest", help="create or update a release and send its sources")
     common(send)
     send.add_argument("--environment", help="where it is deployed, e.g. production")
+    send.add_argument(
+        "--title",
+        help="the release's title (default: the first line of the annotated tag TO of --git-range)",
+    )
     send.add_argument("--git-range", help="FROM..TO of the checkout, e.g. v1.3.0..v1.4.0")
     send.add_argument("--git-repo", default=".", help="the checkout (default: .)")
     send.add_argument(
@@ -233,8 +386,15 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
 
     ask = commands.add_parser("verdict", help="the release's verdict, as an exit code")
     common(ask)
-    ask.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a verdict")
-    ask.add_argument("--interval", type=float, default=5.0, help="seconds between asks")
+    ask.add_argument("--wait", type=seconds, default=0.0, help="seconds to wait for a verdict")
+    ask.add_argument("--interval", type=positive_seconds, default=5.0, help="seconds between asks")
+    ask.add_argument(
+        "--wait-for-decision",
+        type=seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="when the report waits for a person, wait up to this long for their decision",
+    )
     ask.add_argument("--fail-on", choices=["high", "medium"], default="high")
     ask.add_argument("--json", action="store_true", help="print the verdict's JSON")
     ask.add_argument(
@@ -256,8 +416,10 @@ def main(
     environment = dict(os.environ) if environment is None else environment
     out, err = out or sys.stdout, err or sys.stderr
     args = parser(environment).parse_args(argv)
+    if args.command == "verdict" and (problem := markdown_ready(args.markdown)):
+        print(f"detective: {problem}", file=err)
+        return verdicts.USAGE
     token = environment.get("DETECTIVE_TOKEN", "")
-    failure = 1 if args.command == "ingest" else verdicts.NO_VERDICT
     try:
         with DetectiveApi(args.url, token, timeout=args.timeout, transport=transport) as api:
             if args.command == "ingest":
@@ -265,4 +427,23 @@ def main(
             return verdict(args, api, out, err)
     except (ClientError, GitError) as error:
         print(f"detective: {error}", file=err)
-        return failure
+        if args.command == "ingest":
+            return 1
+        return verdict_failure(args, error, out, err)
+
+
+def verdict_failure(
+    args: argparse.Namespace, error: ClientError | GitError, out: TextIO, err: TextIO
+) -> int:
+    """No verdict to read: the summary and the JSON say why and what to do, exit 3."""
+    client_error = error if isinstance(error, ClientError) else ClientError(str(error))
+    try:
+        report(args, failure_verdict(args, client_error), out, err)
+    except ClientError as unwritable:
+        print(f"detective: {unwritable}", file=err)
+    return verdicts.NO_VERDICT
+
+
+def run() -> None:
+    """The `detective` console script."""
+    sys.exit(main())

@@ -89,7 +89,7 @@ def reports(tmp_path: Path) -> Path:
 # ---- ingest ------------------------------------------------------------------------------------
 
 
-def test_ingest_sends_the_release_then_each_source(
+def test_ingest_sends_the_release_and_every_source_in_one_request(
     double: Double, checkout: Path, reports: Path, tmp_path: Path
 ) -> None:
     metrics = tmp_path / "metrics.txt"
@@ -103,16 +103,10 @@ def test_ingest_sends_the_release_then_each_source(
         GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY="acme/shop", GITHUB_RUN_ID="42",
     )  # fmt: skip
     assert code == 0, err
-    assert double.paths() == [
-        "POST /api/releases",
-        "POST /api/releases/1.4.0/commits",
-        "POST /api/releases/1.4.0/junit",
-        "POST /api/releases/1.4.0/junit",
-        "POST /api/releases/1.4.0/metrics",
-        "POST /api/releases/1.4.0/assess",
-    ]
+    assert double.paths() == ["POST /api/releases/bundle", "POST /api/releases/1.4.0/assess"]
+    [bundle] = double.bundles
     head = sh(checkout, "rev-parse", "v1.4.0")
-    release = json.loads(double.received[0].body)
+    release = json.loads(bundle["release"][0][1])
     assert release == {
         "service": "shop",
         "version": "1.4.0",
@@ -121,19 +115,15 @@ def test_ingest_sends_the_release_then_each_source(
         "pipeline_url": "https://github.com/acme/shop/actions/runs/42",
         "deployed_at": "2026-11-24T10:00:00+00:00",
     }  # fmt: skip
-    commits = json.loads(double.received[1].body)["commits"]
+    commits = json.loads(bundle["commits"][0][1])["commits"]
     assert [c["message"] for c in commits] == ["feat(b)!: b", "fix(a): two"]
     assert all(r.headers["Authorization"] == f"Bearer {TOKEN}" for r in double.received)
-    assert {r.query["service"] for r in double.received[1:]} == {"shop"}
-    junit = double.received[2:4]
-    assert [r.query["filename"] for r in junit] == ["e2e.xml", "unit.xml"]
-    assert junit[1].body == (reports / "unit.xml").read_bytes()
-    assert junit[0].headers["Content-Type"] == "application/xml"
-    assert double.received[4].body == metrics.read_bytes()
-    assert double.received[4].query == {"service": "shop", "filename": "metrics.txt"}
-    assert "release shop 1.4.0: created" in err
-    assert "commits: 2 sent" in err
-    assert "assessment queued: /runs/r1/" in err and "JUnit: unit.xml sent" in err
+    assert [name for name, _ in bundle["junit"]] == ["e2e.xml", "unit.xml"]
+    assert bundle["junit"][1][1] == (reports / "unit.xml").read_bytes()
+    assert bundle["metrics"] == [("metrics.txt", metrics.read_bytes())]
+    assert "stored whole: release shop 1.4.0 created" in err
+    assert "  junit unit.xml: new" in err
+    assert "assessment queued: /runs/r1/" in err
 
 
 @pytest.mark.parametrize(
@@ -160,13 +150,13 @@ def test_ingest_sends_nothing_when_a_source_is_wrong(
 
 
 def test_ingest_shows_the_servers_reason_for_a_refusal(double: Double, reports: Path) -> None:
-    double.refuse[("POST", "/junit")] = (
+    double.refuse[("POST", "/bundle")] = (
         400,
         {"error": "unit.xml line 3: not well-formed", "file": "unit.xml", "line": 3},
     )
     code, _, err = run(double, "ingest", "1.4.0", "--service", "shop", "--junit", str(reports))
     assert code == 1
-    assert "answered 400: unit.xml line 3: not well-formed" in err
+    assert "stored nothing of shop 1.4.0: POST api/releases/bundle answered 400: unit.xml" in err
     assert '"line": 3' in err
 
 
@@ -337,7 +327,8 @@ def test_ingest_prints_the_servers_note_on_the_metrics_window(
     # The server's answer to a metrics file sent without a deploy time carries a note: the
     # figures are then the whole file's, with no baseline, and the client must say so.
     note = "The release has no deploy time, so its metrics have no window: ..."
-    double.refuse[("POST", "/metrics")] = (201, {"created": True, "counts": {"note": note}})
+    part = {"kind": "metrics", "name": "metrics.txt", "created": True, "counts": {"note": note}}
+    double.refuse[("POST", "/bundle")] = (201, {"created": True, "parts": [part]})
     metrics = tmp_path / "metrics.txt"
     metrics.write_text('http_requests_total{code="500"} 3\n')
     code, _, err = run(
@@ -345,4 +336,182 @@ def test_ingest_prints_the_servers_note_on_the_metrics_window(
     )
     # The command's progress goes to stderr, the note with it.
     assert code == 0, err
-    assert f"  note: {note}" in err
+    assert f"    note: {note}" in err
+
+
+# ---- a summary in every case -------------------------------------------------------------------
+
+
+def free_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_an_unreachable_server_still_writes_the_summary_and_json(tmp_path: Path) -> None:
+    summary = tmp_path / "not" / "yet" / "verdict.md"
+    url = free_url()
+    code, out, err = run(
+        None, "verdict", "1.4.0", "--service", "shop", "--json", "--markdown", str(summary),
+        DETECTIVE_URL=url,
+    )  # fmt: skip
+    assert code == 3
+    answer = json.loads(out)
+    assert (answer["state"], answer["exit_code"]) == ("unavailable", 3)
+    assert f"cannot reach Detective at {url}/" in answer["problem"]
+    text = summary.read_text()
+    assert text.startswith("### ❔ Detective: shop 1.4.0\n")
+    assert "- **Gate:** no verdict (exit 3)" in text
+    assert f"- **What to do:** Detective did not answer at {url}: check that it runs" in text
+    assert "check that it runs" in err
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "says"),
+    [
+        (401, {"error": "Invalid or expired token"}, "Detective refused the token"),
+        (403, {"error": "this token sends shop only"}, "Detective refused the token"),
+        (404, {"error": "no release 1.4.0 of 'shop'"}, "No such release: send it first"),
+        (500, {"error": "database is locked"}, "Detective failed to answer: re-run"),
+    ],
+)
+def test_a_refusal_still_writes_the_summary(
+    known: Double, tmp_path: Path, status: int, body: dict[str, str], says: str
+) -> None:
+    known.verdicts = [(status, body)]
+    summary = tmp_path / "verdict.md"
+    code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--markdown", str(summary))
+    assert code == 3
+    text = summary.read_text()
+    assert f"- **Why:** {body['error'].replace('_', chr(92) + '_')}" in text
+    assert says in text
+    assert "(exit 3)" in out
+
+
+def test_no_token_still_writes_the_summary(known: Double, tmp_path: Path) -> None:
+    summary = tmp_path / "verdict.md"
+    code, _, _ = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--markdown", str(summary),
+        DETECTIVE_TOKEN="",
+    )  # fmt: skip
+    assert code == 3
+    assert "no token: set DETECTIVE\\_TOKEN" in summary.read_text()
+    assert known.received == []
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [
+        ("running", "still running after 0.1 s: re-run this job, or give"),
+        ("not_assessed", "Never assessed: send it with"),
+        ("failed", "The assessment failed: open the release"),
+        ("needs_person", "wait-for-decision SECONDS"),
+    ],
+)
+def test_no_verdict_yet_says_what_to_do(
+    known: Double, tmp_path: Path, state: str, says: str
+) -> None:
+    known.verdicts = [(200, verdict_json(state, None))]
+    summary = tmp_path / "verdict.md"
+    code, _, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--wait", "0.1", "--interval", "0.05",
+        "--markdown", str(summary),
+    )  # fmt: skip
+    assert code == (2 if state == "needs_person" else 3)
+    assert "- **What to do:** " in summary.read_text()
+    assert says.split(":")[0].replace("`", "") in err.replace("`", "")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--wait", "nan"],
+        ["--wait", "inf"],
+        ["--wait", "-1"],
+        ["--wait", "soon"],
+        ["--interval", "0"],
+        ["--timeout", "-5"],
+        ["--no-such-option"],
+    ],
+)
+def test_a_usage_error_has_a_code_of_its_own(known: Double, argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run(known, "verdict", "1.4.0", "--service", "shop", *argv)
+    assert exited.value.code == 64
+    assert known.received == []
+
+
+def test_a_markdown_path_that_cannot_be_made_is_refused_in_one_line(
+    known: Double, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--markdown", str(blocker / "v.md")
+    )
+    assert code == 64
+    assert err.count("\n") == 1 and "cannot write --markdown" in err
+    assert known.received == []
+
+
+# ---- titles ------------------------------------------------------------------------------------
+
+
+def sent_release(double: Double) -> dict[str, Any]:
+    return json.loads(double.bundles[-1]["release"][0][1])
+
+
+def test_the_title_is_the_annotated_tags_first_line_or_given(
+    double: Double, checkout: Path
+) -> None:
+    sh(checkout, "tag", "-a", "v1.5.0", "-m", "Faster checkout\n\nThe long story.")
+    args = ["ingest", "1.5.0", "--service", "shop", "--git-repo", str(checkout)]
+    assert run(double, *args, "--git-range", "v1.3.0..v1.5.0")[0] == 0
+    assert sent_release(double)["title"] == "Faster checkout"
+    # A lightweight tag has no message: no title.
+    assert run(double, *args, "--git-range", "v1.3.0..v1.4.0")[0] == 0
+    assert "title" not in sent_release(double)
+    assert run(double, *args, "--git-range", "v1.3.0..v1.5.0", "--title", "Given")[0] == 0
+    assert sent_release(double)["title"] == "Given"
+    code, _, err = run(double, *args, "--title", "x" * 201)
+    assert code == 1 and "over 200" in err
+
+
+# ---- waiting for the person --------------------------------------------------------------------
+
+
+def test_wait_for_decision_waits_until_a_person_decided(known: Double) -> None:
+    decided = verdict_json("decided", "high", decision={"kind": "accept", "by": "rm"})
+    known.verdicts = [
+        (200, verdict_json("running", None)),
+        (200, verdict_json("needs_person", "high")),
+        (200, verdict_json("needs_person", "high")),
+        (200, verdict_json("needs_person", "high")),
+        (200, decided),
+    ]
+    code, out, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--wait", "30", "--interval", "0.01",
+        "--wait-for-decision", "30",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "severity high, decided" in out
+    assert err.count("waiting for a person's decision: ") == 1
+    assert f"{known.url}/review/#queue-item-1" in err
+    asked = [f"{r.method} {r.path.rsplit('/', 1)[1]}" for r in known.received]
+    assert asked == ["GET verdict", "GET verdict", "POST waiting", "GET verdict", "GET verdict"]
+
+
+def test_plain_wait_does_not_wait_for_the_person(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("needs_person", "high"))]
+    code, _, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--wait", "30")
+    assert code == 2
+    assert [r.method for r in known.received] == ["GET"]
+
+
+def test_a_wait_for_decision_that_runs_out_is_still_waiting(known: Double) -> None:
+    known.verdicts = [(200, verdict_json("needs_person", "low"))]
+    code, _, err = run(known, "verdict", "1.4.0", "--service", "shop", "--wait-for-decision", "0.6")
+    assert code == 2
+    assert err.count("waiting for a person's decision") == 1
+    # 0.25 s, then 0.35 s left: two more asks, not a busy loop.
+    assert 2 <= len([r for r in known.received if r.method == "GET"]) <= 4

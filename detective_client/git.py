@@ -110,6 +110,18 @@ def resolve(repo: Path, ref: str) -> str:
     return done.stdout.decode().strip()
 
 
+def tag_subject(repo: Path, ref: str) -> str | None:
+    """The first line of an annotated tag's message, when `ref` is one (a release's title);
+    None for a lightweight tag, a branch or a commit."""
+    tag = f"refs/tags/{ref.removeprefix('refs/tags/')}"
+    kind = _git(repo, "cat-file", "-t", tag)
+    if kind.returncode != 0 or kind.stdout.decode().strip() != "tag":
+        return None
+    done = _git(repo, "for-each-ref", "--format=%(contents:subject)", tag)
+    subject = done.stdout.decode("utf-8", "replace").strip()
+    return subject or None
+
+
 def _check_repository(repo: Path) -> None:
     if not repo.is_dir():
         raise NotARepository(f"{repo} is not a folder")

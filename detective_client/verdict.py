@@ -6,7 +6,10 @@ Exit codes:
 - 1: it is at or above the bar;
 - 2: the report waits for a person's decision (whatever its provisional severity);
 - 3: no verdict: never assessed, the run failed, the wait ran out, the release or the server
-  could not be found.
+  could not be found, the server refused the token.
+
+A usage error (an unknown option, `--wait nan`) is `USAGE` (64, BSD's EX_USAGE), apart from
+the four a pipeline branches on.
 """
 
 from __future__ import annotations
@@ -15,10 +18,44 @@ import re
 from typing import Any
 
 BELOW, AT_OR_ABOVE, WAITS_FOR_PERSON, NO_VERDICT = 0, 1, 2, 3
+USAGE = 64
 RANKS = {"low": 0, "medium": 1, "high": 2}
 # While these last, `--wait` keeps asking.
 PENDING_STATES = frozenset({"running", "not_assessed"})
 JUDGED_STATES = frozenset({"assessed", "decided"})
+
+
+def unavailable(version: str, problem: str, next_step: str) -> dict[str, Any]:
+    """A verdict-shaped answer for when there is none to read (the server unreachable or
+    refusing, no such release): the summary still says what happened and what to do."""
+    return {
+        "state": "unavailable",
+        "state_label": "No verdict",
+        "version": version,
+        "severity": None,
+        "problem": problem,
+        "next_step": next_step,
+    }
+
+
+def next_step(verdict: dict[str, Any], waited_s: float) -> str | None:
+    """What a person reading a job's summary does about a verdict that is not one yet."""
+    state = verdict.get("state")
+    if state in ("running", "queued"):
+        return (
+            f"The assessment was still running after {waited_s:g} s: re-run this job, or give "
+            "`verdict` a longer `--wait`."
+        )
+    if state == "not_assessed":
+        return "Never assessed: send it with `detective ingest ... --assess`, then ask again."
+    if state == "failed":
+        return "The assessment failed: open the release in Detective, reassess it, then re-run."
+    if state == "needs_person":
+        return (
+            "A person decides on the review page; `verdict --wait-for-decision SECONDS` "
+            "waits for them, or re-run this job once they have."
+        )
+    return None
 
 
 def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
@@ -83,6 +120,10 @@ def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
         lines.append(f"- **Decision:** {_cell(decision['kind'])}{by}{reason}")
     if verdict.get("run_error"):
         lines.append(f"- **Run error:** {_cell(verdict['run_error'])}")
+    if verdict.get("problem"):
+        lines.append(f"- **Why:** {_cell(verdict['problem'])}")
+    if verdict.get("next_step"):
+        lines.append(f"- **What to do:** {_cell(verdict['next_step'])}")
     if verdict.get("summary"):
         lines += ["", _cell(verdict["summary"])]
     findings = verdict.get("findings") or []

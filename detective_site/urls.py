@@ -9,6 +9,7 @@ from django.urls import URLPattern, include, path
 
 from releases.views import home
 from sources.api import api as ingestion_api
+from sources.bundle import post_bundle
 
 # The API's root is a page of the site: for a signed-in user, like every other page. The
 # OpenAPI document and its browsable page hold no data and are for tools (a CI job, a client
@@ -37,6 +38,8 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 urlpatterns = [
     path("", home, name="home"),
     path("", include("releases.urls")),
+    # Before the ingestion API: one ingestion stored whole or not at all (sources/bundle.py).
+    path("api/releases/bundle", post_bundle, name="ingest_bundle"),
     path("api/", include("releases.api_urls")),
     path("api/", include("sources.drilldown.urls")),
     path("api/", include((_api_urls(), "ingest"))),

@@ -540,6 +540,13 @@ class RiskReport(models.Model):
         help_text="The model's filing, its refused filing kept for review, or the policy's "
         "verdict when the model filed nothing.",
     )
+    # Issue 29 (client): a CI job that waits for this report's decision
+    # (`verdict --wait-for-decision`) says so; the review page shows it.
+    pipeline_waiting_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Since when a pipeline waits for a person's decision on this report.",
+    )
 
     class Meta:
         ordering = ["-filed_at", "-id"]

@@ -740,3 +740,18 @@ def export_scenario(decision: ReviewDecision, directory: Path | None = None) -> 
         decision.scenario_id = name
         decision.save(update_fields=["scenario_id"])
     return path
+
+
+def note_pipeline_waiting(report_id: int) -> datetime | None:
+    """A pipeline waits for a person's decision on this report: since when (the first wait's
+    time stands, so a re-run job does not look newer than it is). None when the report is
+    gone."""
+    now = timezone.now()
+    RiskReport.objects.filter(pk=report_id, pipeline_waiting_since__isnull=True).update(
+        pipeline_waiting_since=now
+    )
+    return (
+        RiskReport.objects.filter(pk=report_id)
+        .values_list("pipeline_waiting_since", flat=True)
+        .first()
+    )

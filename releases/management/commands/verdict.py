@@ -6,29 +6,80 @@
     3  there is no verdict: never assessed, the latest run failed, an assessment still runs
        (or the `--wait` ran out), or no such release
 
+    64 a usage error (EX_USAGE: an unknown option, `--wait nan`), apart from the four above
+
 `--json` prints the verdict as the API gives it; `--markdown FILE` writes a summary a CI job or
-a pull-request comment shows as it is ("-" for standard output).
+a pull-request comment shows as it is ("-" for standard output), in every case: no such
+release included, with what to do. Its folder is made when missing.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
+from argparse import ArgumentTypeError
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.urls import reverse
 
-from releases import selectors
+from releases import selectors, services
 from releases.models import Release
 from releases.release_verdict import ReleaseVerdict, VerdictState
 from releases.severity import SEVERITY_RANK
 
 BELOW, AT_OR_ABOVE, NEEDS_PERSON, NO_VERDICT = 0, 1, 2, 3
+USAGE = 64
 POLL_SECONDS = 1.0
 DECIDED = {"accept": "accepted", "override": "overridden"}
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds, zero or more (`nan` would never end a wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
+def usage_error(message: str) -> NoReturn:
+    # argparse would exit 2, which here means "waits for a person".
+    raise CommandError(f"Error: {message}", returncode=USAGE)
+
+
+def write_markdown(target: str, text: str, stdout: Any) -> None:
+    if target == "-":
+        stdout.write(text)
+        return
+    path = Path(target)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise CommandError(
+            f"Cannot write --markdown {target}: {error.strerror or error}", returncode=USAGE
+        ) from None
+
+
+def missing_markdown(version: str, service: str | None) -> str:
+    where = f" of service `{_cell(service)}`" if service else ""
+    return "\n".join(
+        [
+            f"### Detective: release `{_cell(version)}`: **No verdict** · no verdict",
+            "",
+            f"- **Why:** no release {_cell(version)}{where} in Detective.",
+            "- **What to do:** send it first (`detective ingest VERSION --assess`), "
+            "then ask again.",
+            "",
+        ]
+    )
 
 
 def exit_code(verdict: ReleaseVerdict | None, fail_on: str) -> int:
@@ -42,7 +93,10 @@ def exit_code(verdict: ReleaseVerdict | None, fail_on: str) -> int:
 
 
 def page_url(release: Release) -> str:
-    path = release.get_absolute_url()
+    return page_url_of(release.get_absolute_url())
+
+
+def page_url_of(path: str) -> str:
     base = (settings.DETECTIVE_API_URL or "").rstrip("/")
     return f"{base}{path}" if base else path
 
@@ -109,6 +163,11 @@ class Command(BaseCommand):
         "for a person) or 3 (no verdict)."
     )
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.error = usage_error  # type: ignore[method-assign]
+        return parser
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("version", help="The release, e.g. v2.1.0.")
         parser.add_argument(
@@ -116,10 +175,17 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--wait",
-            type=float,
+            type=seconds,
             default=0.0,
             metavar="SECONDS",
             help="Wait up to this long for an assessment under way to end.",
+        )
+        parser.add_argument(
+            "--wait-for-decision",
+            type=seconds,
+            default=0.0,
+            metavar="SECONDS",
+            help="When the report waits for a person, wait up to this long for their decision.",
         )
         parser.add_argument(
             "--fail-on",
@@ -139,12 +205,26 @@ class Command(BaseCommand):
         if release is None:
             where = f" of service {options['service']!r}" if options["service"] else ""
             self.stderr.write(f"No release {version!r}{where}.")
+            if options["json"]:
+                missing = {
+                    "version": version,
+                    "state": "unavailable",
+                    "problem": f"no release {version!r}{where}",
+                    "next_step": "send it first (detective ingest VERSION --assess)",
+                    "exit_code": NO_VERDICT,
+                }
+                self.stdout.write(json.dumps(missing))
+            if options["markdown"]:
+                text = missing_markdown(version, options["service"])
+                write_markdown(options["markdown"], text, self.stdout)
             sys.exit(NO_VERDICT)
         verdict = selectors.release_verdict(release)
-        deadline = time.monotonic() + max(0.0, options["wait"])
+        deadline = time.monotonic() + options["wait"]
         while verdict.state == VerdictState.RUNNING and time.monotonic() < deadline:
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
             verdict = selectors.release_verdict(release)
+        if options["wait_for_decision"] and verdict.state == VerdictState.NEEDS_PERSON:
+            verdict = self._wait_for_decision(release, verdict, options["wait_for_decision"])
         code = exit_code(verdict, fail_on)
         url = page_url(release)
         if options["json"]:
@@ -152,12 +232,25 @@ class Command(BaseCommand):
         else:
             self.stdout.write(self._line(verdict, code, fail_on))
         if options["markdown"]:
-            text = markdown(verdict, code, fail_on, url)
-            if options["markdown"] == "-":
-                self.stdout.write(text)
-            else:
-                Path(options["markdown"]).write_text(text, encoding="utf-8")
+            write_markdown(options["markdown"], markdown(verdict, code, fail_on, url), self.stdout)
         sys.exit(code)
+
+    def _wait_for_decision(
+        self, release: Release, verdict: ReleaseVerdict, wait_s: float
+    ) -> ReleaseVerdict:
+        """Until a person decided (the review page shows that a pipeline waits), asking every
+        0.25 s at first, doubling up to 2 s."""
+        deadline = time.monotonic() + wait_s
+        if verdict.report_id is not None:
+            services.note_pipeline_waiting(verdict.report_id)
+        review = f"{page_url_of(reverse('releases:review'))}#queue-item-{verdict.report_id}"
+        self.stderr.write(f"Waiting for a person's decision: {review}")
+        pause = 0.25
+        while verdict.state == VerdictState.NEEDS_PERSON and time.monotonic() < deadline:
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 2.0)
+            verdict = selectors.release_verdict(release)
+        return verdict
 
     def _line(self, verdict: ReleaseVerdict, code: int, fail_on: str) -> str:
         if code == NO_VERDICT:

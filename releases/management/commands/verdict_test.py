@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus, Service
@@ -123,3 +124,64 @@ def test_the_service_picks_which_release_of_that_version(
     assert verdict("v5.0.0", "--service", "Payments")[0] == 1  # by name, any case
     code, out = verdict("v5.0.0", "--service", "billing")
     assert code == 3 and "of service 'billing'" in out
+
+
+@pytest.mark.parametrize("wait", ["nan", "inf", "-1", "soon"])
+def test_an_absurd_wait_is_a_usage_error_of_its_own(wait: str) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("verdict", "v1.0.0", "--wait", wait)
+    assert refused.value.returncode == 64
+
+
+def test_no_such_release_still_writes_the_summary_in_a_new_folder(tmp_path: Path) -> None:
+    summary = tmp_path / "reports" / "verdict.md"
+    code, _ = verdict("v9.9.9", "--markdown", str(summary))
+    assert code == 3
+    text = summary.read_text()
+    assert "no release v9.9.9 in Detective" in text
+    assert "**What to do:** send it first" in text
+
+
+def test_wait_for_decision_waits_for_the_person_and_marks_the_report(
+    make_release: Callable[..., Release], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from releases.management.commands import verdict as command
+
+    release = waiting_low_high(make_release)
+    report = RiskReport.objects.get(release=release)
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        # A person decides while the job waits: after its third ask.
+        pauses.append(seconds)
+        report.refresh_from_db()
+        assert report.pipeline_waiting_since is not None
+        if len(pauses) == 3:
+            services.decide_report(report, None, decision="accept", severity="high", reason="ok")
+
+    monkeypatch.setattr(command.time, "sleep", sleep)
+    code, out = verdict("v2.0.0", "--wait-for-decision", "60")
+    assert code == 1
+    assert out.count("Waiting for a person's decision: ") == 1
+    assert f"/review/#queue-item-{report.pk}" in out
+    assert pauses == [0.25, 0.5, 1.0]
+    # Decided: the plain verdict says the same.
+    assert verdict("v2.0.0")[0] == 1
+
+
+def test_plain_wait_still_ends_on_a_report_that_waits(
+    make_release: Callable[..., Release],
+) -> None:
+    waiting_low_high(make_release)
+    assert verdict("v2.0.0", "--wait", "5")[0] == 2
+    assert RiskReport.objects.get().pipeline_waiting_since is None
+
+
+def test_no_such_release_still_answers_json() -> None:
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as ended:
+        call_command("verdict", "v9.9.9", "--json", stdout=out, stderr=io.StringIO())
+    assert ended.value.code == 3
+    answer = json.loads(out.getvalue())
+    assert (answer["state"], answer["exit_code"]) == ("unavailable", 3)
+    assert "no release 'v9.9.9'" in answer["problem"]

@@ -1,0 +1,68 @@
+"""`POST /api/releases/<version>/waiting?service=S`: a CI job says it waits for a person's
+decision on the release's report (`detective verdict --wait-for-decision`). The report is
+stamped "a pipeline waits since …" for the review page, and the answer is the verdict with the
+review page's address, which the job prints once. A token as for the verdict: an ingestion
+token (of that service, when it was made for one) or the site's API key. A report that needs
+no person is left as it is (`waiting_since` null)."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from releases import selectors, services, token_hooks, validation
+from releases.api import _bearer, api_error
+from releases.release_verdict import VerdictState
+
+
+def _scope(request: HttpRequest) -> token_hooks.TokenScope | JsonResponse:
+    token = _bearer(request)
+    if not token:
+        return api_error(401, "Authentication required: send Authorization: Bearer <token>.")
+    key = settings.DETECTIVE_API_KEY
+    if key and hmac.compare_digest(token.encode(), key.encode()):
+        return token_hooks.TokenScope(name="the API key", service_id=None)
+    scope = token_hooks.scope_for(token)
+    if scope is None:
+        return api_error(401, "Invalid or expired token: send an ingestion token.")
+    return scope
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+def pipeline_waiting(request: HttpRequest, version: str) -> JsonResponse:
+    scope = _scope(request)
+    if isinstance(scope, JsonResponse):
+        return scope
+    named = request.GET.get("service", "").strip()
+    release = (
+        selectors.find_release(version, named or None)
+        if validation.is_valid_version(version)
+        else None
+    )
+    if release is None:
+        of = f" of the service {named!r}" if named else ""
+        return api_error(404, f"No release {version!r}{of}.")
+    if scope.service_id not in (None, release.service_id):
+        return api_error(403, f"This token may read {scope.service_name or 'one service'} only.")
+    verdict = selectors.release_verdict(release)
+    answer = verdict.as_json()
+    since = None
+    if verdict.state == VerdictState.NEEDS_PERSON and answer.get("report_id"):
+        since = services.note_pipeline_waiting(answer["report_id"])
+    review = f"{reverse('releases:review')}#queue-item-{answer.get('report_id')}"
+    return JsonResponse(
+        {
+            **answer,
+            "url": request.build_absolute_uri(release.get_absolute_url()),
+            "review_url": request.build_absolute_uri(review),
+            "waiting_since": since.isoformat() if since else None,
+        }
+    )

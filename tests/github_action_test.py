@@ -1,0 +1,85 @@
+"""The composite GitHub Action (.github/actions/detective/action.yml) run as GitHub runs it
+(tests/github_action.py): against the live site it installs the client, sends a release from a
+git repository with its JUnit XML, has it assessed by the worker against the scripted model,
+and exits with the verdict's code, its summary in the job's; with Detective stopped it still
+writes a job summary that says so, and exits 3."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from detective_client import verdict as gate
+from releases.models import Release, Service
+from releases.selectors import release_verdict
+from sources import services as sources_services
+from sources.models import TestCase
+from tests.github_action import run_action
+from tests.live_site import LiveSite
+from tests.llm_server import ScriptedLLM
+from tests.pipeline_test import checkout, git, junit_reports
+
+PROJECT = Path(__file__).resolve().parents[1]
+ACTION = PROJECT / ".github" / "actions" / "detective"
+
+
+def runner_environment() -> dict[str, str]:
+    """What a runner's shell has (this machine's, for its uv, certificates and proxy), less
+    this project's own virtual environment and Django settings."""
+    environment = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    for name in ("VIRTUAL_ENV", "PYTHONPATH", "DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
+        environment.pop(name, None)
+    return environment
+
+
+def test_with_detective_stopped_the_job_summary_says_so_and_exits_3(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    done = run_action(
+        ACTION,
+        {"url": url, "token": "dtk_anything", "service": "shop", "version": "1.1.0",
+         "wait": "1"},
+        tmp_path,
+        runner_environment(),
+    )  # fmt: skip
+    assert done.exit_code == 3, "\n".join(done.logs)
+    assert done.outputs["verdict"]["exit-code"] == "3"
+    assert done.outputs["ingest"]["exit-code"] == "1"
+    assert done.summary.startswith("### ❔ Detective: shop 1.1.0\n")
+    assert f"- **What to do:** Detective did not answer at {url}" in done.summary
+    assert "**Sending the release failed (exit 1)**" in done.summary
+    assert f"cannot reach Detective at {url}/" in done.summary
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_action_sends_the_release_and_exits_with_the_verdicts_code(tmp_path: Path) -> None:
+    repo = checkout(tmp_path)
+    git(repo, "tag", "-a", "v1.1.1", "-m", "Payments, at last\n\nWith a new logo.", "v1.1.0")
+    reports = junit_reports(tmp_path)
+    shop = Service.objects.create(name="Shop", slug="shop")
+    _, token = sources_services.create_token("CI of shop", shop)
+    with ScriptedLLM() as llm, LiveSite(tmp_path / "logs", llm.environment()) as site:
+        done = run_action(
+            ACTION,
+            {"url": site.url, "token": token, "service": "shop", "git-range": "v1.0.0..v1.1.1",
+             "junit": f"{reports / 'unit.xml'} {reports / 'e2e.xml'}", "wait": "180"},
+            repo,
+            runner_environment(),
+            ref_name="1.1.1",
+        )  # fmt: skip
+        logs = "\n".join(done.logs) + site.log_text()
+    release = Release.objects.filter(service=shop, version="1.1.1").first()
+    assert release is not None, logs
+    assert release.title == "Payments, at last"
+    assert TestCase.objects.filter(release=release).count() == 5
+    verdict = release_verdict(release).as_json()
+    assert verdict["state"] in ("assessed", "needs_person"), logs
+    expected = gate.exit_code(verdict, "high")
+    assert done.exit_code == expected != gate.NO_VERDICT, logs
+    assert done.outputs["verdict"]["exit-code"] == str(expected)
+    assert done.summary.startswith(f"### {'⏸️' if expected == 2 else '✅⛔'[expected]} Detective")
+    assert f"- **Gate:** {gate.outcome(expected, 'high')} (exit {expected})" in done.summary
