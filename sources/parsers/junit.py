@@ -148,8 +148,10 @@ def bounded_traceback(text: str) -> str:
     if len(text) <= MAX_TRACEBACK_CHARS:
         return text
     tail = MAX_TRACEBACK_CHARS - _TRACEBACK_HEAD
-    cut = len(text) - _TRACEBACK_HEAD - tail
-    return f"{text[:_TRACEBACK_HEAD]}\n[... {cut:,} characters cut ...]\n{text[-tail:]}"
+    return (
+        f"{text[:_TRACEBACK_HEAD]}\n[... cut: the text is longer than {MAX_TRACEBACK_CHARS:,} "
+        f"characters ...]\n{text[-tail:]}"
+    )
 
 
 def _run(
@@ -162,9 +164,9 @@ def _run(
         text = "".join(chunks)
         traceback = bounded_traceback(text)
         failure_type = _text(attrs.get("type"), MAX_SUITE_CHARS)
-        # The message attribute, else the text's first line.
-        message = attrs.get("message") or text.strip().split("\n", 1)[0]
-        failure_message = _text(message, MAX_MESSAGE_CHARS)
+        # The message attribute, else the text (jest-junit writes no attribute); the traceback
+        # is the text when the message is not already the whole of it.
+        failure_message = _text(attrs.get("message") or text, MAX_MESSAGE_CHARS)
         if traceback == failure_message:
             traceback = ""
     return TestCaseRecord(
@@ -318,11 +320,17 @@ class _Reader:
         self.expat.CharacterDataHandler = self.data if on else None
 
     def data(self, text: str) -> None:
-        # Kept up to twice the bound: enough to keep the head and the tail, never the whole of
-        # a runaway text.
-        if self.chunks is not None and self.kept < 2 * MAX_TRACEBACK_CHARS:
-            self.chunks.append(text)
-            self.kept += len(text)
+        chunks = self.chunks
+        if chunks is None:
+            return
+        chunks.append(text)
+        self.kept += len(text)
+        if self.kept > 3 * MAX_TRACEBACK_CHARS:
+            # A runaway text: its head and its tail are kept, never the whole of it.
+            # (the head stays the head: the text is longer than head and tail together).
+            joined = "".join(chunks)
+            chunks[:] = [joined[:_TRACEBACK_HEAD], joined[-MAX_TRACEBACK_CHARS:]]
+            self.kept = _TRACEBACK_HEAD + MAX_TRACEBACK_CHARS
 
 
 def parse(
