@@ -29,11 +29,12 @@ def _moment(value: str) -> datetime:
 
 
 def junit_files(paths: list[Path]) -> list[Path]:
-    """The reports given: files as given, a folder's *.xml files in name order; each once."""
+    """The reports given: files as given, a folder's *.xml files (its subfolders' too, as the
+    client reads one) in path order; each once."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.glob("*.xml") if p.is_file())
+            found = sorted(p for p in path.rglob("*.xml") if p.is_file())
             if not found:
                 raise CommandError(f"{path}: a folder with no *.xml file.")
             files.extend(found)
@@ -63,7 +64,7 @@ class Command(BaseCommand):
             default=[],
             metavar="FILE",
             help="JUnit XML reports: several after one flag, the flag repeated, or a folder (its "
-            "*.xml files). Every one is kept.",
+            "*.xml files, subfolders too). Every one is kept.",
         )
         parser.add_argument("--metrics-file", type=Path, help="OpenMetrics or Prometheus text.")
         parser.add_argument(
