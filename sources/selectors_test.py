@@ -131,3 +131,19 @@ def test_a_release_without_detail_says_so(viewer: Client) -> None:
     sections = selectors.release_sections(typed, QueryDict())
     assert sections.tab == "" and sections.tab_links == []
     assert "No detail" in viewer.get(typed.get_absolute_url()).content.decode()
+
+
+def test_a_failure_shows_its_traceback_folded_and_escaped(viewer: Client) -> None:
+    made, _ = services.upsert_release(ReleaseFields(version="v9.1.0", service="shop-api"), API)
+    report = (
+        b'<testsuite name="pytest"><testcase classname="tests.test_timed" name="test_max_age">'
+        b'<failure message="Failed: DID NOT RAISE SignatureExpired">def test_max_age():\n'
+        b"&gt;       with pytest.raises(SignatureExpired):  # &lt;script&gt;alert(1)&lt;/script&gt;\n"
+        b"tests/test_timed.py:107: Failed</failure></testcase></testsuite>"
+    )
+    services.ingest_junit(made, io.BytesIO(report), "r.xml", API)
+    page = viewer.get(made.get_absolute_url()).content.decode()
+    assert '<details class="src-traceback">' in page
+    assert "tests/test_timed.py:107: Failed" in page
+    assert "DID NOT RAISE SignatureExpired" in page
+    assert ESCAPED in page and SCRIPT not in page
