@@ -138,7 +138,8 @@ def test_a_failure_shows_its_traceback_folded_and_escaped(viewer: Client) -> Non
     report = (
         b'<testsuite name="pytest"><testcase classname="tests.test_timed" name="test_max_age">'
         b'<failure message="Failed: DID NOT RAISE SignatureExpired">def test_max_age():\n'
-        b"&gt;       with pytest.raises(SignatureExpired):  # &lt;script&gt;alert(1)&lt;/script&gt;\n"
+        b"&gt;       with pytest.raises(SignatureExpired):"
+        b"  # &lt;script&gt;alert(1)&lt;/script&gt;\n"
         b"tests/test_timed.py:107: Failed</failure></testcase></testsuite>"
     )
     services.ingest_junit(made, io.BytesIO(report), "r.xml", API)

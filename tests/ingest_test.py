@@ -253,6 +253,6 @@ def test_every_form_of_giving_several_reports_keeps_them_all(tmp_path: Path, for
 
 
 def test_a_folder_without_reports_is_a_command_error(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="no \\*.xml file"):
+    with pytest.raises(CommandError, match=r"no \*\.xml file"):
         ingest("v4.0.0", "--junit", str(tmp_path))
     assert not Release.objects.filter(version="v4.0.0").exists()

@@ -248,9 +248,7 @@ def test_a_failure_comes_with_its_traceback_head_and_tail(client: Client, target
 
     trace = "def test_max_age():\n" + "".join(f"  frame {i}\n" for i in range(600))
     trace += "tests/test_timed.py:107: Failed"
-    TestCase.objects.filter(release=target, name="test_refund_is_recorded").update(
-        traceback=trace
-    )
+    TestCase.objects.filter(release=target, name="test_refund_is_recorded").update(traceback=trace)
     body = get(client, as_key(BASE + "/tests?status=failed")).json()
     refund = next(test for test in body["tests"] if test["name"] == "test_refund_is_recorded")
     assert refund["traceback"].startswith("def test_max_age():")

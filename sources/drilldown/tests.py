@@ -152,7 +152,13 @@ def _with_earlier_failures(release: Release, tests: list[TestCase]) -> None:
         .exclude(failure_type="", failure_message="")
         .order_by("attempt")
         .values_list(
-            "suite", "classname", "name", "invocation", "failure_type", "failure_message", "traceback"
+            "suite",
+            "classname",
+            "name",
+            "invocation",
+            "failure_type",
+            "failure_message",
+            "traceback",
         )
     )
     for suite, classname, name, invocation, failure_type, message, traceback in failures:

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Literal, NamedTuple
-from xml.parsers.expat import ExpatError, ErrorString
+from xml.parsers.expat import ErrorString, ExpatError
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
@@ -155,7 +155,10 @@ def bounded_traceback(text: str) -> str:
 
 
 def _run(
-    case: dict[str, Any], run: tuple[str, dict[str, str], list[str]] | None, status: str, attempt: int
+    case: dict[str, Any],
+    run: tuple[str, dict[str, str], list[str]] | None,
+    status: str,
+    attempt: int,
 ) -> TestCaseRecord:
     if run is None:
         failure_type = failure_message = traceback = ""
@@ -184,7 +187,9 @@ def _run(
     )
 
 
-def _records(case: dict[str, Any], runs: list[tuple[str, dict[str, str], list[str]]]) -> list[TestCaseRecord]:
+def _records(
+    case: dict[str, Any], runs: list[tuple[str, dict[str, str], list[str]]]
+) -> list[TestCaseRecord]:
     """The runs of one <testcase>, first attempt first."""
     outcome = next((run for run in runs if run[0] in _OUTCOME), None)
     flaky = [run for run in runs if run[0] in _FLAKY]

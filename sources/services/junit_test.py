@@ -21,7 +21,11 @@ pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
 # `../shared/corpus` beside the clone (CI), or beside a folder that holds worktrees.
 CORPUS = next(
-    (folder / "shared" / "corpus" for folder in ROOT.parents if (folder / "shared/corpus").is_dir()),
+    (
+        folder / "shared" / "corpus"
+        for folder in ROOT.parents
+        if (folder / "shared/corpus").is_dir()
+    ),
     ROOT.parent / "shared" / "corpus",
 )
 JUNIT = json.loads((CORPUS / "junit" / "expected.json").read_text())
