@@ -277,3 +277,21 @@ def test_the_openapi_document_describes_the_endpoints() -> None:
     junit = document["paths"]["/api/releases/{version}/junit"]["post"]
     assert "application/xml" in junit["requestBody"]["content"]
     assert reader.get("/api/docs").status_code == 200
+
+
+def test_several_reports_one_call_each_are_all_kept(token: str, release: Release) -> None:
+    client = Client()
+    surefire = (ASSETS / "TEST-com.example.checkout.PaymentServiceTest.xml").read_bytes()
+    jest = (ASSETS / "jest-junit.xml").read_bytes()
+    for name, xml in (("unit.xml", surefire), ("e2e.xml", jest)):
+        code, answer = post(
+            client,
+            f"/api/releases/v1/junit?service=checkout&filename={name}",
+            xml,
+            token,
+            "application/xml",
+        )
+        assert code == 201
+    tests = answer["summary"]["tests"]
+    assert (tests["passed"], tests["failed"], tests["skipped"]) == (5, 3, 2)
+    assert Ingestion.objects.filter(kind="junit").count() == 2
