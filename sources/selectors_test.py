@@ -148,3 +148,16 @@ def test_a_failure_shows_its_traceback_folded_and_escaped(viewer: Client) -> Non
     assert "tests/test_timed.py:107: Failed" in page
     assert "DID NOT RAISE SignatureExpired" in page
     assert ESCAPED in page and SCRIPT not in page
+
+
+def test_xfailed_and_tests_only_in_the_header_are_said_on_the_page(viewer: Client) -> None:
+    made, _ = services.upsert_release(ReleaseFields(version="v9.2.0", service="shop-api"), API)
+    report = (
+        b'<testsuites><testsuite name="pytest" tests="760"><testcase classname="t" name="a"/>'
+        b'<testcase classname="t" name="b"><skipped type="pytest.xfail" message="known"/>'
+        b"</testcase></testsuite></testsuites>"
+    )
+    services.ingest_junit(made, io.BytesIO(report), "r.xml", API)
+    page = viewer.get(made.get_absolute_url()).content.decode()
+    assert "1 expected to fail (xfailed)" in page
+    assert "count 758 more tests than their test cases" in page
