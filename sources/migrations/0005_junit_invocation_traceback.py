@@ -4,33 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('releases', '0013_junit_invocation_traceback'),
-        ('sources', '0004_merge_0003_history_indexes_0003_testcase_page_index'),
+        ("sources", "0004_merge_0003_history_indexes_0003_testcase_page_index"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='testcase',
-            options={'ordering': ['suite', 'classname', 'name', 'invocation', 'attempt']},
+            name="testcase",
+            options={"ordering": ["suite", "classname", "name", "invocation", "attempt"]},
         ),
         migrations.RemoveConstraint(
-            model_name='testcase',
-            name='testcase_attempt_once',
+            model_name="testcase",
+            name="testcase_attempt_once",
         ),
         migrations.AddField(
-            model_name='testcase',
-            name='invocation',
+            model_name="testcase",
+            name="invocation",
             field=models.PositiveIntegerField(default=1),
         ),
         migrations.AddField(
-            model_name='testcase',
-            name='traceback',
+            model_name="testcase",
+            name="traceback",
             field=models.TextField(blank=True),
         ),
         migrations.AddConstraint(
-            model_name='testcase',
-            constraint=models.UniqueConstraint(fields=('release', 'suite', 'classname', 'name', 'invocation', 'attempt'), name='testcase_attempt_once'),
+            model_name="testcase",
+            constraint=models.UniqueConstraint(
+                fields=("release", "suite", "classname", "name", "invocation", "attempt"),
+                name="testcase_attempt_once",
+            ),
         ),
     ]
