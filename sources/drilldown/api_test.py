@@ -254,4 +254,4 @@ def test_a_failure_comes_with_its_traceback_head_and_tail(client: Client, target
     assert refund["traceback"].startswith("def test_max_age():")
     assert refund["traceback"].endswith("tests/test_timed.py:107: Failed")
     assert "characters cut" in refund["traceback"]
-    assert len(refund["traceback"]) < 2100
+    assert len(refund["traceback"]) < 1300

@@ -28,9 +28,10 @@ from sources.models import TestCase, TestStatus
 STATUSES = ("failed", "flaky", "passed", "skipped")
 MAX_MESSAGE_CHARS = 500
 # A traceback's first and last characters (a Java stack names the failing frame first, a Python
-# traceback its failing line last); the stored text is bounded by the parser.
-TRACEBACK_HEAD_CHARS = 800
-TRACEBACK_TAIL_CHARS = 1200
+# traceback its failing line last); the stored text is bounded by the parser. Small: the agent
+# reads up to 100 tests a page into a local model's context.
+TRACEBACK_HEAD_CHARS = 400
+TRACEBACK_TAIL_CHARS = 800
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 
 
