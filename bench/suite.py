@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "judge": "bench.judge",
     "git": "bench.git_range",
     "junit": "bench.junit_ingest",
+    "junit-readers": "bench.junit_readers",
     "detail": "bench.release_detail",
     "assessment": "bench.assessment",
 }

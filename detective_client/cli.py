@@ -375,7 +375,11 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
     send.add_argument("--git-range", help="FROM..TO of the checkout, e.g. v1.3.0..v1.4.0")
     send.add_argument("--git-repo", default=".", help="the checkout (default: .)")
     send.add_argument(
-        "--junit", nargs="+", metavar="FILE", help="JUnit XML files, or folders of them"
+        "--junit",
+        nargs="+",
+        action="extend",  # `--junit a.xml --junit b.xml` keeps both, not the last
+        metavar="FILE",
+        help="JUnit XML files, or folders of them (the flag may be repeated)",
     )
     send.add_argument("--metrics-file", help="an OpenMetrics / Prometheus text file")
     send.add_argument("--pipeline-url", help="this run's page (default: from the CI's variables)")

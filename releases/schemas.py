@@ -82,6 +82,11 @@ TEST_RESULTS_SCHEMA: dict[str, Any] = {
         # From JUnit XML (sources/summary.py): tests that passed only on a rerun.
         "flaky": COUNT,
         "flaky_tests": {"type": "array", "maxItems": MAX_ITEMS, "items": TEXT},
+        # From JUnit XML, given only when there are some: pytest's expected failures (not in
+        # `skipped`), and tests the reports' headers count that no <testcase> is written for
+        # (pytest 9's subtests).
+        "xfailed": COUNT,
+        "not_in_test_cases": COUNT,
     },
     "additionalProperties": False,
 }

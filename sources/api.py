@@ -290,9 +290,12 @@ TEXT_BODY = {
     response={200: IngestedOut, 201: IngestedOut, **ERRORS},
     summary="Upload one JUnit XML report (the file as the body)",
     description=(
-        "pytest (xunit1, xunit2), Maven Surefire (reruns as attempts), jest-junit and nested "
-        f"suites. At most {junit.MAX_BYTES:,} bytes; DTDs and entities are refused. The same "
-        "report twice is stored once; a rerun's report makes new attempts of its tests."
+        "pytest (xunit1, xunit2), Maven Surefire (reruns as attempts), jest-junit, TestNG and "
+        "nested suites. A test is its suite, class and name; each <testcase> is an invocation "
+        "(the same test twice in one report counts twice). Several reports: one call each, all "
+        f"kept. At most {junit.MAX_BYTES:,} bytes; DTDs and entities are refused, malformed XML "
+        "is a 400 naming the line, and nothing is stored then. The same report twice is stored "
+        "once; a rerun's report makes new attempts of its tests."
     ),
     openapi_extra=XML_BODY,
 )

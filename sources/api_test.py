@@ -353,3 +353,21 @@ def test_names_and_versions_are_checked_before_the_database(
     assert said in body.get("error", "") or said in json.dumps(body)
     assert not Release.objects.exists()
     assert not Service.objects.exclude(slug="default").exists()
+
+
+def test_several_reports_one_call_each_are_all_kept(token: str, release: Release) -> None:
+    client = Client()
+    surefire = (ASSETS / "TEST-com.example.checkout.PaymentServiceTest.xml").read_bytes()
+    jest = (ASSETS / "jest-junit.xml").read_bytes()
+    for name, xml in (("unit.xml", surefire), ("e2e.xml", jest)):
+        code, answer = post(
+            client,
+            f"/api/releases/v1/junit?service=checkout&filename={name}",
+            xml,
+            token,
+            "application/xml",
+        )
+        assert code == 201
+    tests = answer["summary"]["tests"]
+    assert (tests["passed"], tests["failed"], tests["skipped"]) == (5, 3, 2)
+    assert Ingestion.objects.filter(kind="junit").count() == 2

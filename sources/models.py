@@ -172,7 +172,10 @@ class TestStatus(models.TextChoices):
 
 
 class TestCase(models.Model):
-    """One attempt of one test: a rerun (in the same report or a later one) is a new attempt."""
+    """One attempt of one invocation of one test. A test is its suite, class and name; each
+    `<testcase>` element of a report is an invocation (the same test twice in one report, as
+    TestNG writes a data-driven test, is two); a rerun (marked so in the report, or a later
+    report of the release) is a new attempt of the same invocation."""
 
     __test__ = False  # a model, whatever pytest thinks of its name
 
@@ -186,13 +189,17 @@ class TestCase(models.Model):
     duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
     failure_type = models.CharField(max_length=500, blank=True)
     failure_message = models.TextField(blank=True)
+    # The failure's text (a traceback, a stack trace), bounded by the parser
+    # (sources.parsers.junit.MAX_TRACEBACK_CHARS: head and tail kept).
+    traceback = models.TextField(blank=True)
+    invocation = models.PositiveIntegerField(default=1)
     attempt = models.PositiveIntegerField(default=1)
 
     class Meta:
-        ordering = ["suite", "classname", "name", "attempt"]
+        ordering = ["suite", "classname", "name", "invocation", "attempt"]
         constraints = [
             models.UniqueConstraint(
-                fields=["release", "suite", "classname", "name", "attempt"],
+                fields=["release", "suite", "classname", "name", "invocation", "attempt"],
                 name="testcase_attempt_once",
             ),
             models.CheckConstraint(

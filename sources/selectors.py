@@ -229,7 +229,7 @@ def test_page(release: Release, status: str, search: str, page: str) -> Page[Tes
     if search:
         cases = cases.filter(Q(name__icontains=search) | Q(classname__icontains=search))
     return Paginator(
-        cases.order_by("suite", "classname", "name", "attempt"), TESTS_PER_PAGE
+        cases.order_by("suite", "classname", "name", "invocation", "attempt"), TESTS_PER_PAGE
     ).get_page(page)
 
 

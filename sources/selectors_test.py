@@ -175,3 +175,33 @@ def test_the_metrics_tab_says_when_there_is_no_deploy_time(viewer: Client) -> No
     page = viewer.get(made.get_absolute_url(), {"tab": "metrics"}).content.decode()
     assert "The release has no deploy time" in page
     assert "The metrics pass" not in page
+
+
+def test_a_failure_shows_its_traceback_folded_and_escaped(viewer: Client) -> None:
+    made, _ = services.upsert_release(ReleaseFields(version="v9.1.0", service="shop-api"), API)
+    report = (
+        b'<testsuite name="pytest"><testcase classname="tests.test_timed" name="test_max_age">'
+        b'<failure message="Failed: DID NOT RAISE SignatureExpired">def test_max_age():\n'
+        b"&gt;       with pytest.raises(SignatureExpired):"
+        b"  # &lt;script&gt;alert(1)&lt;/script&gt;\n"
+        b"tests/test_timed.py:107: Failed</failure></testcase></testsuite>"
+    )
+    services.ingest_junit(made, io.BytesIO(report), "r.xml", API)
+    page = viewer.get(made.get_absolute_url()).content.decode()
+    assert '<details class="src-traceback">' in page
+    assert "tests/test_timed.py:107: Failed" in page
+    assert "DID NOT RAISE SignatureExpired" in page
+    assert ESCAPED in page and SCRIPT not in page
+
+
+def test_xfailed_and_tests_only_in_the_header_are_said_on_the_page(viewer: Client) -> None:
+    made, _ = services.upsert_release(ReleaseFields(version="v9.2.0", service="shop-api"), API)
+    report = (
+        b'<testsuites><testsuite name="pytest" tests="760"><testcase classname="t" name="a"/>'
+        b'<testcase classname="t" name="b"><skipped type="pytest.xfail" message="known"/>'
+        b"</testcase></testsuite></testsuites>"
+    )
+    services.ingest_junit(made, io.BytesIO(report), "r.xml", API)
+    page = viewer.get(made.get_absolute_url()).content.decode()
+    assert "1 expected to fail (xfailed)" in page
+    assert "count 758 more tests than their test cases" in page

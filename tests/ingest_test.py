@@ -224,3 +224,35 @@ def test_a_prometheus_that_does_not_answer_is_a_command_error() -> None:
             "2",
         )
     assert not Release.objects.filter(version="v3.0.0").exists()
+
+
+@pytest.mark.parametrize(
+    "form",
+    ["repeated", "after-one-flag", "folder"],
+)
+def test_every_form_of_giving_several_reports_keeps_them_all(tmp_path: Path, form: str) -> None:
+    # Before: `--junit A --junit B` kept only B, silently.
+    surefire = ASSETS / "TEST-com.example.checkout.PaymentServiceTest.xml"
+    jest = ASSETS / "jest-junit.xml"
+    if form == "repeated":
+        args = ["--junit", str(surefire), "--junit", str(jest)]
+    elif form == "after-one-flag":
+        args = ["--junit", str(surefire), str(jest)]
+    else:
+        folder = tmp_path / "reports"
+        (folder / "e2e").mkdir(parents=True)
+        (folder / surefire.name).write_bytes(surefire.read_bytes())
+        (folder / "e2e" / jest.name).write_bytes(jest.read_bytes())
+        args = ["--junit", str(folder)]
+    ingest("v4.0.0", *args)
+    release = Release.objects.get(version="v4.0.0")
+    assert release.ingestions.filter(kind="junit").count() == 2
+    # As test_junit_reports_fill_the_summary_and_the_same_report_counts_once counts them.
+    tests = release.test_results
+    assert (tests["passed"], tests["failed"], tests["skipped"]) == (5, 3, 2)
+
+
+def test_a_folder_without_reports_is_a_command_error(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match=r"no \*\.xml file"):
+        ingest("v4.0.0", "--junit", str(tmp_path))
+    assert not Release.objects.filter(version="v4.0.0").exists()

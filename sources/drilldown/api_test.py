@@ -241,3 +241,17 @@ def test_a_metric_without_samples_is_too_little_data(client: Client, target: Rel
     assert stored.json()["release_window"]["samples"] == 30
     bad = get(client, as_key(BASE + "/metrics/1%3Cscript%3E/history"))
     assert bad.status_code == 400 and "is not a metric name" in bad.json()["error"]
+
+
+def test_a_failure_comes_with_its_traceback_head_and_tail(client: Client, target: Release) -> None:
+    from sources.models import TestCase
+
+    trace = "def test_max_age():\n" + "".join(f"  frame {i}\n" for i in range(600))
+    trace += "tests/test_timed.py:107: Failed"
+    TestCase.objects.filter(release=target, name="test_refund_is_recorded").update(traceback=trace)
+    body = get(client, as_key(BASE + "/tests?status=failed")).json()
+    refund = next(test for test in body["tests"] if test["name"] == "test_refund_is_recorded")
+    assert refund["traceback"].startswith("def test_max_age():")
+    assert refund["traceback"].endswith("tests/test_timed.py:107: Failed")
+    assert "characters cut" in refund["traceback"]
+    assert len(refund["traceback"]) < 1300

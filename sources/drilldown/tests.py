@@ -27,6 +27,11 @@ from sources.models import TestCase, TestStatus
 
 STATUSES = ("failed", "flaky", "passed", "skipped")
 MAX_MESSAGE_CHARS = 500
+# A traceback's first and last characters (a Java stack names the failing frame first, a Python
+# traceback its failing line last); the stored text is bounded by the parser. Small: the agent
+# reads up to 100 tests a page into a local model's context.
+TRACEBACK_HEAD_CHARS = 400
+TRACEBACK_TAIL_CHARS = 800
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 
 
@@ -37,6 +42,8 @@ def last_attempts(release: Release) -> QuerySet[TestCase]:
         suite=OuterRef("suite"),
         classname=OuterRef("classname"),
         name=OuterRef("name"),
+        # Each invocation of a test is a test of its own (TestNG's data-driven tests).
+        invocation=OuterRef("invocation"),
     )
     last = same_test.order_by("-attempt").values("attempt")[:1]
 
@@ -131,7 +138,7 @@ def _with_earlier_failures(release: Release, tests: list[TestCase]) -> None:
     """A test that passed on a rerun has no failure of its own: it shows its last failed
     attempt's (one query for the page)."""
     passed_after = {
-        (t.suite, t.classname, t.name): t
+        (t.suite, t.classname, t.name, t.invocation): t
         for t in tests
         if t.failed_attempts and not (t.failure_type or t.failure_message)  # type: ignore[attr-defined]
     }
@@ -145,12 +152,31 @@ def _with_earlier_failures(release: Release, tests: list[TestCase]) -> None:
         )
         .exclude(failure_type="", failure_message="")
         .order_by("attempt")
-        .values_list("suite", "classname", "name", "failure_type", "failure_message")
+        .values_list(
+            "suite",
+            "classname",
+            "name",
+            "invocation",
+            "failure_type",
+            "failure_message",
+            "traceback",
+        )
     )
-    for suite, classname, name, failure_type, message in failures:
-        test = passed_after.get((suite, classname, name))
+    for suite, classname, name, invocation, failure_type, message, traceback in failures:
+        test = passed_after.get((suite, classname, name, invocation))
         if test is not None:  # the last failure wins
             test.failure_type, test.failure_message = failure_type, message
+            test.traceback = traceback
+
+
+def _bounded_traceback(text: str) -> str:
+    if len(text) <= TRACEBACK_HEAD_CHARS + TRACEBACK_TAIL_CHARS:
+        return text
+    cut = len(text) - TRACEBACK_HEAD_CHARS - TRACEBACK_TAIL_CHARS
+    return (
+        f"{text[:TRACEBACK_HEAD_CHARS]}\n[... {cut:,} characters cut ...]\n"
+        f"{text[-TRACEBACK_TAIL_CHARS:]}"
+    )
 
 
 def _label(test: TestCase) -> str:
@@ -179,5 +205,9 @@ def _entry(test: TestCase, history: dict[str, Any] | None, looked_at: int) -> di
             entry["failure_message_cut"] = (
                 f"cut to {MAX_MESSAGE_CHARS} of {len(message):,} characters"
             )
+    if test.traceback:
+        entry["traceback"] = _bounded_traceback(test.traceback)
+    if test.invocation > 1:
+        entry["invocation"] = test.invocation
     entry["history"] = history or {"releases_looked_at": looked_at, "ran_in": 0}
     return entry

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from sources.parsers.junit import JUnitError, TestCaseRecord, parse
+from sources.parsers.junit import (
+    MAX_TRACEBACK_CHARS,
+    JUnitError,
+    ReportHeader,
+    TestCaseRecord,
+    parse,
+)
 
 ASSETS = Path(__file__).resolve().parents[2] / "tests" / "assets" / "junit"
 
@@ -158,10 +164,12 @@ def test_nested_suites_and_a_test_twice_in_one_report() -> None:
       </testsuites>
     </testsuites>"""
     records = list(parse(xml, "nested.xml"))
-    assert [(r.suite, r.name, r.attempt, r.status, r.file) for r in records] == [
-        ("inner", "ok", 1, "passed", "api_test.py"),
-        ("api", "flaky", 1, "failed", "api_test.py"),
-        ("api", "flaky", 2, "passed", "api_test.py"),
+    # The same test twice in one report is two invocations (as TestNG writes a data-driven
+    # test), not a rerun: a rerun is what the format marks as one.
+    assert [(r.suite, r.name, r.invocation, r.attempt, r.status, r.file) for r in records] == [
+        ("inner", "ok", 1, 1, "passed", "api_test.py"),
+        ("api", "flaky", 1, 1, "failed", "api_test.py"),
+        ("api", "flaky", 2, 1, "passed", "api_test.py"),
     ]
 
 
@@ -204,8 +212,70 @@ def test_a_report_over_the_limit_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("xml", "problem"),
-    [(b"<html><body/></html>", "not a JUnit XML report"), (b"", "malformed XML")],
+    [
+        (b"<html><body/></html>", "not a JUnit XML report"),
+        (b"", "the report is empty"),
+        (b"<testsuite><testcase name='a'/>", "malformed XML"),
+    ],
 )
 def test_what_is_not_a_report_is_refused(xml: bytes, problem: str) -> None:
     with pytest.raises(JUnitError, match=problem):
         list(parse(xml, "other.xml"))
+
+
+@pytest.mark.parametrize(
+    ("time", "seconds"),
+    [
+        ("1.5", 1.5),
+        ("1,5", 1.5),  # a decimal comma, as a locale writes it: not 15 s
+        ("1,234.5", 1234.5),  # Surefire's thousands separator
+        ("1,234", 1234.0),
+        ("-1", None),
+        ("nan", None),
+        ("1,2,3", None),
+        ("soon", None),
+    ],
+)
+def test_a_duration_is_read_as_its_tool_wrote_it(time: str, seconds: float | None) -> None:
+    xml = f'<testsuite name="s"><testcase name="t" time="{time}"/></testsuite>'.encode()
+    (record,) = parse(xml, "t.xml")
+    assert record.duration == seconds
+
+
+def test_a_failure_keeps_its_message_and_a_long_traceback_its_head_and_tail() -> None:
+    trace = "".join(f"  at frame{i}(File.java:{i})\n" for i in range(3000))
+    xml = (
+        '<testsuite name="s"><testcase name="t"><failure message="boom" type="E">'
+        f"{trace}</failure><system-out>noise</system-out></testcase></testsuite>"
+    ).encode()
+    (record,) = parse(xml, "t.xml")
+    assert record.failure_message == "boom"
+    assert len(record.traceback) <= MAX_TRACEBACK_CHARS + 100
+    assert record.traceback.startswith("at frame0(File.java:0)")
+    assert record.traceback.endswith("at frame2999(File.java:2999)")
+    assert "[... cut: the text is longer than 16,000 characters ...]" in record.traceback
+    assert "noise" not in record.traceback
+
+
+def test_a_surefire_flaky_run_keeps_its_stack_trace_not_its_output() -> None:
+    xml = b"""<testsuite name="s"><testcase name="t" classname="C">
+      <flakyFailure message="timed out" type="java.net.SocketTimeoutException">
+        <stackTrace>at C.t(C.java:9)</stackTrace><system-out>log line</system-out>
+      </flakyFailure></testcase></testsuite>"""
+    first, second = parse(xml, "t.xml")
+    assert (first.status, first.failure_message, first.traceback) == (
+        "failed",
+        "timed out",
+        "at C.t(C.java:9)",
+    )
+    assert (second.status, second.attempt) == ("flaky", 2)
+
+
+def test_the_header_counts_beside_the_test_cases() -> None:
+    xml = b"""<testsuites><testsuite name="pytest" tests="12" failures="0">
+      <testcase classname="t" name="a"/><testcase classname="t" name="b">
+      <skipped type="pytest.xfail" message="known"/></testcase></testsuite></testsuites>"""
+    header = ReportHeader()
+    records = list(parse(xml, "t.xml", header=header))
+    assert (header.tests, header.test_cases, header.not_written) == (12, 2, 10)
+    assert [record.xfailed for record in records] == [False, True]

@@ -41,6 +41,23 @@ def _timeout(value: str) -> float:
 _timeout.__name__ = "timeout"  # argparse names the type in its message
 
 
+def junit_files(paths: list[Path]) -> list[Path]:
+    """The reports given: files as given, a folder's *.xml files (its subfolders' too, as the
+    client reads one) in path order; each once."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.xml") if p.is_file())
+            if not found:
+                raise CommandError(f"{path}: a folder with no *.xml file.")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CommandError(f"{path}: no such file.")
+    return list(dict.fromkeys(files))
+
+
 class Command(BaseCommand):
     help = "Ingest a release's git range, JUnit XML reports and metrics (and assess it)."
 
@@ -52,7 +69,16 @@ class Command(BaseCommand):
         parser.add_argument("--pipeline-url", help="The CI run that built it.")
         parser.add_argument("--git-repo", type=Path, help="A local checkout.")
         parser.add_argument("--git-range", help="FROM..TO, e.g. v2.0.0..v2.1.0.")
-        parser.add_argument("--junit", nargs="+", type=Path, default=[], metavar="FILE")
+        parser.add_argument(
+            "--junit",
+            nargs="+",
+            type=Path,
+            action="extend",
+            default=[],
+            metavar="FILE",
+            help="JUnit XML reports: several after one flag, the flag repeated, or a folder (its "
+            "*.xml files, subfolders too). Every one is kept.",
+        )
         parser.add_argument("--metrics-file", type=Path, help="OpenMetrics or Prometheus text.")
         parser.add_argument(
             "--window",
@@ -116,12 +142,16 @@ class Command(BaseCommand):
                 release, commits, origin, file_names=[options["git_range"]]
             )
             self._say(f"git {options['git_range']}", result.created, result.counts)
-        for path in options["junit"]:
-            if not path.is_file():
-                raise CommandError(f"{path}: no such file.")
+        for path in junit_files(options["junit"]):
             with path.open("rb") as stream:
                 result = services.ingest_junit(release, stream, path.name, origin)
             self._say(f"junit {path.name}", result.created, result.counts)
+            if result.counts.get("not_in_test_cases"):
+                self.stdout.write(
+                    f"  {path.name}: its header counts {result.counts['header_tests']:,} tests, "
+                    f"{result.counts['not_in_test_cases']:,} more than its test cases (pytest's "
+                    "subtests are counted so): kept as not_in_test_cases"
+                )
         if options["metrics_file"]:
             path = options["metrics_file"]
             if not path.is_file():
