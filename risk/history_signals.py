@@ -20,6 +20,7 @@ from risk.history import ChangeFacts, History, TestHistory
 from risk.judge import Judgement, judge
 from risk.settings import LEVEL_RANK, Level, PolicySettings
 from risk.signal import Signal, areas_in, path_areas, shown
+from risk.suspect_signals import suspect_signals
 
 # Sentences name at most this many tests, files or authors ("and 3 more").
 NAMED = 3
@@ -326,6 +327,7 @@ def history_signals(history: History, failures: Failures, cfg: PolicySettings) -
     """Every history-aware signal of the release, but the failures' effect on the test
     signals (which `policy._tests` applies with `failures.excused`)."""
     signals = failure_signals(history, failures, cfg)
+    signals += suspect_signals([*failures.new, *failures.returned], cfg)
     if history.changes is not None:
         signals += change_signals(history.changes, cfg)
     metric = metric_signal(history, cfg)

@@ -20,6 +20,7 @@ from django.db.models import Count, Q, QuerySet
 from releases.models import Release
 from releases.release_order import earlier_releases, in_release_order
 from risk.changes import CODE_KINDS, commit_facts, file_kind
+from risk.suspects import Suspect
 from risk.history import (
     AuthorFacts,
     ChangeFacts,
@@ -168,6 +169,7 @@ def test_histories(
         ).values_list("id", "version", "order_at")
     }
 
+    suspects_of = _suspects(release)
     histories = []
     for key in sorted(keys, key=lambda k: _label(*k)):
         statuses = attempts.get(key, [])
@@ -201,9 +203,24 @@ def test_histories(
                 first_failed_in=first,
                 failed_before=bool(before),
                 recent=tuple(history_here),
+                suspects=suspects_of.get(key, ()),
             )
         )
     return tuple(histories), True
+
+
+def _suspects(release: Release) -> dict[tuple[str, str], tuple[Suspect, ...]]:
+    """The stored suspects of each failing test of the release (its last attempt that has any)."""
+    found: dict[tuple[str, str], tuple[Suspect, ...]] = {}
+    rows = (
+        TestCase.objects.filter(release=release, status__in=_FAILING)
+        .order_by("attempt")
+        .values_list("classname", "name", "suspects")
+    )
+    for classname, name, stored in rows:
+        if stored:
+            found[(classname, name)] = tuple(Suspect(**s) for s in stored)
+    return found
 
 
 def _test_renames(release: Release) -> list[tuple[str, str]]:
