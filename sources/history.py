@@ -20,7 +20,6 @@ from django.db.models import Count, Q, QuerySet
 from releases.models import Release
 from releases.release_order import earlier_releases, in_release_order
 from risk.changes import CODE_KINDS, commit_facts, file_kind
-from risk.suspects import Suspect
 from risk.history import (
     AuthorFacts,
     ChangeFacts,
@@ -31,6 +30,7 @@ from risk.history import (
     TestHistory,
     TestOutcome,
 )
+from risk.suspects import Suspect
 from sources.models import Commit, CommitFile, MetricWindow, TestCase, TestStatus
 from sources.summary import names_for, window_series
 
