@@ -132,15 +132,19 @@ def test_histories(
     # This release: every attempt, last one last.
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
     where: dict[tuple[str, str], tuple[str, str]] = {}
-    for suite, classname, name, file, status in (
+    # The suspects of its last failing attempt that has them (sources/services/suspects.py).
+    suspects_of: dict[tuple[str, str], tuple[Suspect, ...]] = {}
+    for suite, classname, name, file, status, suspects in (
         own.filter(name__in=names)
         .order_by("attempt", "id")
-        .values_list("suite", "classname", "name", "file", "status")
+        .values_list("suite", "classname", "name", "file", "status", "suspects")
     ):
         key = (classname, name)
         if key in keys:
             attempts[key].append(status)
             where.setdefault(key, (suite, file))
+            if suspects and status in _FAILING:
+                suspects_of[key] = tuple(Suspect(**s) for s in suspects)
 
     refs = list(refs) if refs is not None else earlier(release, window)
     versions = {ref.id: ref.version for ref in refs}
@@ -169,7 +173,6 @@ def test_histories(
         ).values_list("id", "version", "order_at")
     }
 
-    suspects_of = _suspects(release)
     histories = []
     for key in sorted(keys, key=lambda k: _label(*k)):
         statuses = attempts.get(key, [])
@@ -207,20 +210,6 @@ def test_histories(
             )
         )
     return tuple(histories), True
-
-
-def _suspects(release: Release) -> dict[tuple[str, str], tuple[Suspect, ...]]:
-    """The stored suspects of each failing test of the release (its last attempt that has any)."""
-    found: dict[tuple[str, str], tuple[Suspect, ...]] = {}
-    rows = (
-        TestCase.objects.filter(release=release, status__in=_FAILING)
-        .order_by("attempt")
-        .values_list("classname", "name", "suspects")
-    )
-    for classname, name, stored in rows:
-        if stored:
-            found[(classname, name)] = tuple(Suspect(**s) for s in stored)
-    return found
 
 
 def _test_renames(release: Release) -> list[tuple[str, str]]:
