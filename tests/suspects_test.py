@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from releases.verdicts import judge_release
+from releases.views_test import viewer_with_view_permissions
 from sources.models import TestCase
 from tests.ingest_test import git, ingest
 
@@ -88,3 +90,18 @@ def test_a_breaking_commit_is_the_failures_first_suspect_and_the_evidence_says_s
     raised = [s.name for s in verdict.raised()]
     assert "suspect_in_critical_area" in raised
     assert verdict.severity == "high"
+
+    # The Test cases tab shows the suspect beside the traceback, linked to the commit alone.
+    client = Client()
+    client.force_login(viewer_with_view_permissions())
+    page = client.get(failed.release.get_absolute_url(), {"tab": "tests"}).content.decode()
+    assert "Suspect commits" in page
+    assert f"sha={culprit}" in page and "Add a second of grace to max_age" in page
+    commits = client.get(
+        failed.release.get_absolute_url(), {"tab": "commits", "sha": culprit}
+    ).content.decode()
+    listed = commits.split('class="src-commits"', 1)[1]
+    assert "Add a second of grace to max_age" in listed
+    assert "say what the shop is" not in listed
+    everything = client.get(failed.release.get_absolute_url(), {"tab": "commits"})
+    assert "say what the shop is" in everything.content.decode().split('class="src-commits"')[1]
