@@ -143,8 +143,8 @@ def test_histories(
         if key in keys:
             attempts[key].append(status)
             where.setdefault(key, (suite, file))
-            if suspects and status in _FAILING:
-                suspects_of[key] = tuple(Suspect(**s) for s in suspects)
+            if suspects and suspects.get("ranked") and status in _FAILING:
+                suspects_of[key] = tuple(Suspect(**s) for s in suspects["ranked"])
 
     refs = list(refs) if refs is not None else earlier(release, window)
     versions = {ref.id: ref.version for ref in refs}

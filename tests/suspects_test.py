@@ -75,11 +75,16 @@ def test_a_breaking_commit_is_the_failures_first_suspect_and_the_evidence_says_s
     assert "failures with suspects" in out
 
     failed = TestCase.objects.get(name="test_max_age")
-    assert [s["sha"] for s in failed.suspects] == [culprit]
-    top = failed.suspects[0]
+    assert [s["sha"] for s in failed.suspects["ranked"]] == [culprit]
+    top = failed.suspects["ranked"][0]
     assert top["tier"] == "code under test"
     assert top["path"] == "payments/timed.py"
     assert top["author"] == "Ada Lovelace"
+    # The failure's frames (the runner's prefix gone) and the culprit's changed line at the head.
+    assert failed.suspects["frames"] == [
+        {"path": "tests/test_timed.py", "line": 5, "function": "test_max_age", "in_repo": True}
+    ]
+    assert failed.suspects["lines"] == {culprit: [["payments/timed.py", 2, 2, False]]}
     assert TestCase.objects.get(name="test_other").suspects is None
 
     verdict = judge_release(failed.release).verdict

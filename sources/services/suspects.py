@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from django.db import transaction
 
@@ -22,6 +23,8 @@ from sources.models import Release, TestCase, TestStatus
 from sources.parsers.tracebacks import read_frames
 
 MAX_SUSPECTS = 5
+MAX_FRAMES = 30  # of a failure's frames, kept in the order its text gives them
+MAX_RANGES = 20  # changed line ranges kept per suspect
 # Failures whose suspects are computed in one release: each may cost a `git blame` per path it
 # needs, so a release with thousands of failures is ranked for its first ones only.
 MAX_FAILURES = 200
@@ -44,6 +47,30 @@ def _source_at(repo: Path, head: str, path: str) -> str | None:
         check=False,
     )
     return done.stdout if done.returncode == 0 else None
+
+
+def stored_form(
+    failure: ranking.Failure,
+    ranked: list[ranking.Suspect],
+    at: dict[str, list[ranking.ChangedRange]],
+) -> dict[str, Any]:
+    """What a failed test case keeps: its suspects (`ranked`, most likely first), the frames
+    its text was read into, and each suspect's changed lines at the head in the paths the
+    failure needs (the drill-down's evidence for the ranking)."""
+    needed = set(failure.exercised) | {f.path for f in failure.frames if f.in_repo}
+    needed |= set(ranking.test_files(failure.test_path, failure.frames))
+    suspects = {s.sha for s in ranked}
+    lines: dict[str, list[list[Any]]] = {}
+    for path in sorted(needed):
+        for r in at.get(path, []):
+            if r.sha in suspects and len(lines.setdefault(r.sha, [])) < MAX_RANGES:
+                lines[r.sha].append([r.path, r.start, r.end, r.deleted])
+    return {
+        "test_path": failure.test_path,
+        "ranked": [asdict(s) for s in ranked],
+        "frames": [asdict(f) for f in failure.frames[:MAX_FRAMES]],
+        "lines": lines,
+    }
 
 
 def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
@@ -110,8 +137,8 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
                 for p in failure.exercised
                 if p.endswith(".py")
             }
-            ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)
-            case.suspects = [asdict(s) for s in ranked[:MAX_SUSPECTS]]
+            ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
+            case.suspects = stored_form(failure, ranked, at)
             found += bool(ranked)
         TestCase.objects.bulk_update([case for case, _ in prepared], ["suspects"])
     return found
