@@ -5,6 +5,7 @@ suspects, the policy's evidence sentence, and its critical-area raise."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -60,9 +61,13 @@ E        +  where True = max_age_ok(11, 10)
 """
 
 
+API_KEY = "k" * 40
+
+
 def test_a_breaking_commit_is_the_failures_first_suspect_and_the_evidence_says_so(
-    tmp_path: Path,
+    tmp_path: Path, settings: Any
 ) -> None:
+    settings.DETECTIVE_API_KEY = API_KEY
     repo = tmp_path / "shop"
     make_repository(repo)
     culprit = git(repo, "rev-parse", "v1.1.0")
@@ -110,3 +115,25 @@ def test_a_breaking_commit_is_the_failures_first_suspect_and_the_evidence_says_s
     assert "say what the shop is" not in listed
     everything = client.get(failed.release.get_absolute_url(), {"tab": "commits"})
     assert "say what the shop is" in everything.content.decode().split('class="src-commits"')[1]
+
+    # The drill-down the agent's get_failure_suspects reads: frames, ranking, changed lines.
+    api = Client().get(
+        "/api/releases/v1.1.0/suspects",
+        {"test": "test_max_age", "service": "checkout"},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
+    assert api.status_code == 200, api.content
+    body = api.json()
+    assert body["computed"] is True and body["test"] == "tests.test_timed::test_max_age"
+    assert body["frames"][0]["path"] == "tests/test_timed.py"
+    assert [(s["rank"], s["sha"]) for s in body["suspects"]] == [(1, culprit)]
+    assert body["suspects"][0]["changed_lines_at_head"] == [
+        {"path": "payments/timed.py", "start": 2, "end": 2, "deleted": False}
+    ]
+    assert body["summary"] in evidence  # the policy's own sentence
+    missing = Client().get(
+        "/api/releases/v1.1.0/suspects",
+        {"test": "test_other", "service": "checkout"},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
+    assert missing.status_code == 404  # it passed: no failed test by that name

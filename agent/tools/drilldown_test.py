@@ -220,7 +220,12 @@ async def test_registered_with_descriptions_that_say_when(
     registry = ToolRegistry()
     register_drill_down_tools(registry, drill.release_tools)
     described = {tool.name: tool for tool in registry.get_tools()}
-    assert set(described) == {"get_test_details", "get_code_changes", "get_metric_history"}
+    assert set(described) == {
+        "get_test_details",
+        "get_code_changes",
+        "get_metric_history",
+        "get_failure_suspects",
+    }
     assert "Use it when the summary shows failed or flaky tests" in (
         described["get_test_details"].description
     )
