@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from detective_client.verdict import markdown
+from releases.release_verdict import suspects_said
 from releases.verdicts import judge_release
 from releases.views_test import viewer_with_view_permissions
 from sources.models import TestCase
@@ -137,3 +139,14 @@ def test_a_breaking_commit_is_the_failures_first_suspect_and_the_evidence_says_s
         headers={"Authorization": f"Bearer {API_KEY}"},
     )
     assert missing.status_code == 404  # it passed: no failed test by that name
+
+    # The verdict JSON carries the policy's sentence (as a filed report stores its signals) and
+    # the Markdown for CI names the top suspect.
+    told = suspects_said([signal.as_dict() for signal in verdict.signals])
+    assert told == (body["summary"],)
+    text = markdown(
+        {"version": "v1.1.0", "severity": "high", "suspects": list(told)}, "checkout", "high"
+    )
+    assert "**Suspect commits of new failures**" in text
+    line = next(line for line in text.splitlines() if culprit[:7] in line)
+    assert line.startswith("- test\\_max\\_age fails") and "Ada Lovelace" in line
