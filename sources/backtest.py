@@ -146,9 +146,7 @@ def _git(repo: Path, *args: str) -> str:
         check=False,
     )
     if done.returncode != 0:
-        raise BacktestError(
-            f"git {args[0]} in {repo}: {done.stderr.decode(errors='replace').strip()}"
-        )
+        raise BacktestError(f"git in {repo}: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout.decode("utf-8", errors="replace")
 
 
