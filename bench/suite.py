@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "memory": "bench.memory",
     "judge": "bench.judge",
     "git": "bench.git_range",
+    "backtest": "bench.backtest",
     "junit": "bench.junit_ingest",
     "detail": "bench.release_detail",
     "assessment": "bench.assessment",
