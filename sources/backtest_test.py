@@ -161,3 +161,26 @@ def test_bad_input_is_a_command_error_that_stores_nothing(
 def test_a_folder_that_is_not_a_checkout_is_a_command_error(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="not a git repository"):
         call_command("backtest", service="shop", git_repo=tmp_path, stdout=StringIO())
+
+
+def _suite(status: str) -> str:
+    inner = "<skipped/>" if status == "skipped" else ""
+    cases = "".join(
+        f'<testcase classname="tests.payments.test_gateway" name="test_{n}">{inner}</testcase>'
+        for n in range(6)
+    )
+    return f'<testsuites><testsuite name="payments" tests="6">{cases}</testsuite></testsuites>'
+
+
+def test_a_payment_suite_newly_skipped_is_said_through_the_ingested_history(
+    repo: Path, tmp_path: Path
+) -> None:
+    junit = tmp_path / "junit"
+    junit.mkdir()
+    for tag, status in (("v1.1.0", "passed"), ("v1.1.1", "passed"), ("v1.2.0", "skipped")):
+        (junit / f"{tag}.xml").write_text(_suite(status))
+    result = replay("shop", repo, release_tags(repo, "v*", last=3), junit_dir=junit)
+    row = next(r for r in result.rows if r.version == "v1.2.0")
+    said = next(s for s in row.raised if s.name == "newly_skipped")
+    assert said.level == "medium"
+    assert said.detail.startswith("6 tests of payments newly skipped")
