@@ -451,3 +451,30 @@ def test_a_reason_is_cut_at_a_space_never_inside_a_name() -> None:
     assert clip("short text") == "short text"
     report = ground_report([long + " with 7 failed tests"], "", *_itsdangerous_like())
     assert all("::t'" not in problem for problem in report.problems())
+
+
+def _remainder_case() -> tuple[dict[str, Any], Any]:
+    from risk.history import History, TestHistory
+
+    def failing(label: str, recent: str) -> TestHistory:
+        went = tuple((f"v1.{i}", "failed" if c == "F" else "passed") for i, c in enumerate(recent))
+        return TestHistory(label, "", "", "failed", False, "v1.0", "F" in recent, went)  # type: ignore[arg-type]
+
+    fresh = [failing(f"tests/test_timed.py::TestTimed::test_{n}", "PPP") for n in "abcde"]
+    old = failing("tests/test_core.py::test_old", "PFP")
+    labels = [t.label for t in [*fresh, old]]
+    data = {
+        "changes": ["Fix the timestamp check"],
+        "tests": {"passed": 291, "failed": 6, "skipped": 0, "failing_tests": labels},
+        "deployment_metrics": {"error_rate": 0.001, "response_time_p95": 183},
+    }
+    past = History("itsdangerous", "2.2.0", tests=(*fresh, old), has_test_detail=True)
+    return data, evaluate(data, PolicySettings(), history=past)
+
+
+def test_a_list_with_its_remainder_count_in_the_policy_sentence_is_grounded() -> None:
+    data, verdict = _remainder_case()
+    sentence = next(s.detail for s in verdict.signals if s.name == "new_failures")
+    assert "and 2 more failed for the first time" in sentence
+    part = ground_text("finding 1", f"Also: {sentence}", data, verdict)
+    assert part.grounded and part.verdict == "found", part.problems
