@@ -102,7 +102,8 @@ def test_histories(
     refs: Sequence[ReleaseRef] | None = None,
 ) -> tuple[tuple[TestHistory, ...], bool]:
     """The history of the named tests (`classname::name`), or of the tests that failed at
-    least once in this release when none are named (at most MAX_TESTS, by label); and whether
+    least once in this release, then those skipped, when none are named (at most MAX_TESTS,
+    by label); and whether
     the release has test results at all."""
     own = TestCase.objects.filter(release=release)
     if labels is None:
@@ -112,6 +113,16 @@ def test_histories(
             .values_list("classname", "name")
             .distinct()[:MAX_TESTS]
         )
+        # Then the skipped ones, for the policy's "newly skipped" (risk/history_signals.py);
+        # failures first, so a suite skipped whole never crowds them out.
+        wanted += [
+            key
+            for key in own.filter(status=TestStatus.SKIPPED)
+            .order_by("classname", "name")
+            .values_list("classname", "name")
+            .distinct()[: MAX_TESTS - len(wanted)]
+            if key not in set(wanted)
+        ]
     else:
         wanted = [_split(label) for label in labels[:MAX_TESTS]]
     if not wanted:
