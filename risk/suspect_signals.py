@@ -19,19 +19,46 @@ from risk.suspects import ON_PATH, Suspect
 NAMED = 5
 
 
+def _short(test: TestHistory) -> str:
+    return test.label.rsplit("::", 1)[-1]
+
+
 def suspect_sentence(test: TestHistory, top: Suspect) -> str:
     """'test_max_age fails in timed.py line 141, a line changed by 3f2c1e9 'subject' (author)',
     or, for a suspect that no frame names, the ranking's own reason."""
-    name = test.label.rsplit("::", 1)[-1]
+    return _sentence(_short(test), top, many=False)
+
+
+def _sentence(who: str, top: Suspect, *, many: bool) -> str:
+    fails = "fail" if many else "fails"
     if top.tier == ON_PATH and top.line is not None:
         where = (
             "a line changed by" if top.distance == 0 else f"{top.distance} lines from a change by"
         )
         return (
-            f"{name} fails in {top.path} line {top.line}, {where} {top.sha[:7]} "
+            f"{who} {fails} in {top.path} line {top.line}, {where} {top.sha[:7]} "
             f"'{top.subject}' ({top.author})"
         )
-    return f"{name} fails; first suspect: {top.reason} ({top.author})"
+    return f"{who} {fails}; first suspect: {top.reason} ({top.author})"
+
+
+def _grouped(with_suspects: Sequence[tuple[TestHistory, Suspect]]) -> list[str]:
+    """One sentence per first suspect: five same-named parametrized or inherited tests that
+    share their suspect (itsdangerous' `test_max_age`, measured) are one clause, not five."""
+    groups: dict[tuple[str, str, int | None], list[TestHistory]] = {}
+    tops: dict[tuple[str, str, int | None], Suspect] = {}
+    for test, top in with_suspects:
+        key = (top.sha, top.path, top.line)
+        groups.setdefault(key, []).append(test)
+        tops.setdefault(key, top)
+    sentences = []
+    for key, tests in groups.items():
+        names = list(dict.fromkeys(_short(t) for t in tests))
+        who = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        if len(tests) > 1:
+            who += f" ({len(tests)} failing tests)"
+        sentences.append(_sentence(who, tops[key], many=len(tests) > 1))
+    return sentences
 
 
 def suspect_signals(new_failures: Sequence[TestHistory], cfg: PolicySettings) -> list[Signal]:
@@ -39,9 +66,11 @@ def suspect_signals(new_failures: Sequence[TestHistory], cfg: PolicySettings) ->
     with_suspects = [(t, t.suspects[0]) for t in new_failures if t.suspects]
     if not with_suspects:
         return []
-    sentences = [suspect_sentence(t, top) for t, top in with_suspects[:NAMED]]
-    more = len(with_suspects) - NAMED
-    detail = "; ".join(sentences) + (f"; and {more} more with suspects" if more > 0 else "")
+    sentences = _grouped(with_suspects)
+    more = len(sentences) - NAMED
+    detail = "; ".join(sentences[:NAMED]) + (
+        f"; and {more} more suspects of other failures" if more > 0 else ""
+    )
     signals = [
         Signal(
             name="failure_suspects",

@@ -8,7 +8,8 @@ from dataclasses import replace
 from risk.grounding import ground_report
 from risk.history_signals_test import history, names, summary, test_history
 from risk.policy import evaluate
-from risk.suspect_signals import suspect_sentence
+from risk.settings import PolicySettings
+from risk.suspect_signals import suspect_sentence, suspect_signals
 from risk.suspects import ON_PATH, UNDER_TEST, Suspect
 
 MAX_AGE = "tests.test_timed.TestTimed::test_max_age"
@@ -61,3 +62,11 @@ def test_a_suspect_in_a_critical_path_raises_and_a_flaky_failure_without_one_doe
     flaky_suspected = replace(flaky, suspects=(IN_PAYMENTS,))
     still = evaluate(summary(flaky.label), history=history(flaky_suspected))
     assert "suspect_in_critical_area" not in names(still)
+
+
+def test_failures_that_share_their_first_suspect_are_said_once() -> None:
+    failing = [test_history(f"tests/test_timed.py::{cls}::test_max_age") for cls in "ABCDE"]
+    histories = [replace(t, suspects=(ON_LINE,)) for t in failing]
+    [signal] = suspect_signals(histories, PolicySettings())
+    assert signal.detail.count("test_max_age") == 1
+    assert "test_max_age (5 failing tests) fail in " in signal.detail
