@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from risk import claims
 from risk.figures import Figure, extract_figures
@@ -167,3 +168,31 @@ def left_out(evidence: Iterable[str], said: Sequence[str]) -> list[str]:
         if not any(carries(text, sentence) for text in texts):
             missing.append(sentence)
     return missing
+
+
+FROM_POLICY = "from the policy"
+
+
+def with_policy_parts(
+    parts: Sequence[dict[str, Any]], added: Sequence[str]
+) -> list[dict[str, Any]]:
+    """A report's grounding (`ReportGrounding.as_list()`) with an entry for each finding the
+    policy added, after the model's findings and before the summary: the policy's sentences,
+    grounded by construction, flagged `from_policy`."""
+    findings = [p for p in parts if p.get("where") != "summary"]
+    summary = [p for p in parts if p.get("where") == "summary"]
+    ours = [
+        {
+            "where": f"finding {len(findings) + n}",
+            "text": text,
+            "evidence": [],
+            "problems": [],
+            "signals": [],
+            "grounded": True,
+            "verdict": "policy",
+            "label": FROM_POLICY,
+            "from_policy": True,
+        }
+        for n, text in enumerate(added, start=1)
+    ]
+    return [*findings, *ours, *summary]
