@@ -30,6 +30,7 @@ from risk.history import (
     TestHistory,
     TestOutcome,
 )
+from risk.suspects import Suspect
 from sources.models import Commit, CommitFile, MetricWindow, TestCase, TestStatus
 from sources.summary import names_for, window_series
 
@@ -101,7 +102,8 @@ def test_histories(
     refs: Sequence[ReleaseRef] | None = None,
 ) -> tuple[tuple[TestHistory, ...], bool]:
     """The history of the named tests (`classname::name`), or of the tests that failed at
-    least once in this release when none are named (at most MAX_TESTS, by label); and whether
+    least once in this release, then those skipped, when none are named (at most MAX_TESTS,
+    by label); and whether
     the release has test results at all."""
     own = TestCase.objects.filter(release=release)
     if labels is None:
@@ -111,6 +113,16 @@ def test_histories(
             .values_list("classname", "name")
             .distinct()[:MAX_TESTS]
         )
+        # Then the skipped ones, for the policy's "newly skipped" (risk/history_signals.py);
+        # failures first, so a suite skipped whole never crowds them out.
+        wanted += [
+            key
+            for key in own.filter(status=TestStatus.SKIPPED)
+            .order_by("classname", "name")
+            .values_list("classname", "name")
+            .distinct()[: MAX_TESTS - len(wanted)]
+            if key not in set(wanted)
+        ]
     else:
         wanted = [_split(label) for label in labels[:MAX_TESTS]]
     if not wanted:
@@ -131,15 +143,19 @@ def test_histories(
     # This release: every attempt, last one last.
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
     where: dict[tuple[str, str], tuple[str, str]] = {}
-    for suite, classname, name, file, status in (
+    # The suspects of its last failing attempt that has them (sources/services/suspects.py).
+    suspects_of: dict[tuple[str, str], tuple[Suspect, ...]] = {}
+    for suite, classname, name, file, status, suspects in (
         own.filter(name__in=names)
         .order_by("attempt", "id")
-        .values_list("suite", "classname", "name", "file", "status")
+        .values_list("suite", "classname", "name", "file", "status", "suspects")
     ):
         key = (classname, name)
         if key in keys:
             attempts[key].append(status)
             where.setdefault(key, (suite, file))
+            if suspects and suspects.get("ranked") and status in _FAILING:
+                suspects_of[key] = tuple(Suspect(**s) for s in suspects["ranked"])
 
     refs = list(refs) if refs is not None else earlier(release, window)
     versions = {ref.id: ref.version for ref in refs}
@@ -201,6 +217,7 @@ def test_histories(
                 first_failed_in=first,
                 failed_before=bool(before),
                 recent=tuple(history_here),
+                suspects=suspects_of.get(key, ()),
             )
         )
     return tuple(histories), True
