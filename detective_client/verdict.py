@@ -130,7 +130,8 @@ def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
     if findings:
         lines += ["", "**Findings**", ""]
         for finding in findings:
-            lines.append(f"- {_cell(finding.get('text', ''))}")
+            ours = " *(from the policy)*" if finding.get("from_policy") else ""
+            lines.append(f"- {_cell(finding.get('text', ''))}{ours}")
             for evidence in finding.get("evidence") or []:
                 lines.append(f"  - evidence: {_cell(evidence)}")
     suspects = verdict.get("suspects") or []

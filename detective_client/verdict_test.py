@@ -22,3 +22,18 @@ def test_findings_cannot_add_links_html_or_structure() -> None:
     assert "\n## Approved" not in text and r"\#\# Approved" in text
     assert r"evidence: \`rm -rf\` \*x\*" in text
     assert text.startswith("### ✅ Detective: shop 2.0.0\n")
+
+
+def test_a_finding_the_policy_added_is_marked_as_the_policys() -> None:
+    verdict = {
+        "version": "2.0.0",
+        "state": "assessed",
+        "severity": "high",
+        "findings": [
+            {"text": "Error rate 9 %", "evidence": []},
+            {"text": "12 failed tests", "evidence": [], "from_policy": True},
+        ],
+    }
+    lines = markdown(verdict, "shop", "high").splitlines()
+    assert "- Error rate 9 %" in lines
+    assert "- 12 failed tests *(from the policy)*" in lines

@@ -234,6 +234,9 @@ def file_report(
             "review_reasons": decision.review_reasons,
             "notes": decision.notes,
             "grounding": decision.grounding.as_list(),
+            # The policy's evidence the model left out, which a site's report would end with.
+            # Kept apart: `findings` stay the model's, since the evals measure the model.
+            "policy_findings": decision.from_policy,
             # What the API found wrong with the report, judged as a real filing is (for a
             # scenario made of files, with the release's history): the evaluators' truth.
             "problems": decision.problems,

@@ -300,6 +300,8 @@ def filing_response(decision: FilingDecision, report: RiskReport | None) -> Json
             "release_id": report.release.version,
             "severity": report.severity,
             "findings": report.findings,
+            # The policy's evidence the model's findings left out, which the findings end with.
+            "policy_findings": report.policy_findings,
             "summary": report.summary,
             "filed_at": report.filed_at.isoformat(),
             **decision_fields(decision),

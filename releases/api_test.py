@@ -108,7 +108,12 @@ def test_filing_a_report_links_it_to_the_run(
     body = response.json()
     report = RiskReport.objects.get(pk=body["report_id"])
     assert (report.conversation, report.severity, report.summary) == (run, "high", "Risky.")
-    assert body["findings"] == REPORT["findings"]
+    # The finding carries the policy's error rate and failed tests, not its p95: the report
+    # keeps that sentence too, marked as the policy's (issue 30).
+    assert report.model_findings == REPORT["findings"]
+    assert body["policy_findings"] == report.policy_findings
+    assert report.policy_findings and all("p95" in s for s in report.policy_findings)
+    assert body["findings"] == [*REPORT["findings"], *report.policy_findings]
 
 
 @pytest.mark.parametrize(

@@ -491,6 +491,15 @@ class RiskReport(models.Model):
     )
     severity = models.CharField(max_length=8, choices=Severity.choices)
     findings = models.JSONField(default=list, blank=True, validators=[validate_findings])
+    # Issue 30 (evidence): the policy's evidence the model's findings left out, which the
+    # findings end with so that a filed report never says less than the policy; the pages mark
+    # them "from the policy". The model's own words are the findings before them.
+    policy_findings = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_findings],
+        help_text="Findings the policy added: its evidence the model's findings left out.",
+    )
     summary = models.TextField(blank=True)
     filed_at = models.DateTimeField(default=timezone.now)
     # What the risk policy made of the same release data when the report was filed. Empty
@@ -589,6 +598,12 @@ class RiskReport(models.Model):
             needs_review=self.needs_review,
             decided=latest.severity if latest is not None else None,
         )
+
+    @property
+    def model_findings(self) -> list[str]:
+        """The findings as the model filed them, without those the policy added."""
+        added = set(self.policy_findings or [])
+        return [f for f in self.findings or [] if f not in added]
 
     def get_counts_as_display(self) -> str:
         counted = self.counts_as

@@ -48,9 +48,16 @@ class VerdictFinding:
     text: str
     evidence: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    # The policy's sentence, added because the model's findings left it out (issue 30).
+    from_policy: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"text": self.text, "evidence": list(self.evidence), "problems": list(self.problems)}
+        return {
+            "text": self.text,
+            "evidence": list(self.evidence),
+            "problems": list(self.problems),
+            "from_policy": self.from_policy,
+        }
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,7 @@ def findings_with_evidence(report: RiskReport) -> tuple[VerdictFinding, ...]:
     for part in report.grounding or []:
         if isinstance(part, dict) and part.get("where") != "summary":
             by_text.setdefault(str(part.get("text", "")), part)
+    added = set(report.policy_findings or [])
     found = []
     for text in report.findings or []:
         part = by_text.get(text) or {}
@@ -138,6 +146,7 @@ def findings_with_evidence(report: RiskReport) -> tuple[VerdictFinding, ...]:
                 text=text,
                 evidence=tuple(str(e) for e in part.get("evidence") or []),
                 problems=tuple(str(p) for p in part.get("problems") or []),
+                from_policy=text in added,
             )
         )
     return tuple(found)

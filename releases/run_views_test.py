@@ -213,3 +213,19 @@ def _span(trace_id: str, span_id: str, name: str) -> dict[str, object]:
         "status": {"status_code": "UNSET"},
         "attributes": {},
     }
+
+
+def test_the_run_page_marks_the_policys_findings_the_model_left_out(
+    make_release: Callable[..., Release], admin_client: Client
+) -> None:
+    risky = make_release(
+        test_results={"passed": 90, "failed": 3, "skipped": 0, "failing_tests": ["test_pay"]},
+        deployment_metrics={"error_rate": 0.09, "response_time_p95": 400},
+    )
+    run = Conversation.objects.create(release=risky, status=RunStatus.SUCCEEDED)
+    checked = services.file_checked_report(
+        release=risky, severity="high", findings=["Error rate 9 %"], conversation=run
+    )
+    assert checked.report is not None and checked.report.policy_findings
+    page = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    assert page.count('<span class="rv-flag rv-flag-policy"') == len(checked.report.policy_findings)

@@ -42,6 +42,7 @@ from releases.review_scenario import Label, scenario_id, to_toml
 from releases.stored_data import finite
 from releases.verdicts import Judged
 from risk import filing
+from risk.carried import with_policy_parts
 from risk.figures import numbers_in
 from risk.filing import FilingDecision
 from risk.policy import PolicySettings, threshold_order_problems
@@ -87,10 +88,14 @@ def file_risk_report(
     """Store a risk report for a release (validated: severity, findings), with the policy's
     verdict on the same data: the policy's judgement is taken now unless given."""
     judged = judged or verdicts.judge_release(release)
+    # What the model left out of the policy's evidence ends the findings, marked as the
+    # policy's (issue 30: the model adds, never subtracts).
+    added = [s for s in decision.from_policy if s not in findings] if decision else []
     report = RiskReport(
         release=release,
         severity=severity,
-        findings=list(findings),
+        findings=[*findings, *added],
+        policy_findings=added,
         summary=summary,
         conversation=conversation,
         policy=judged.policy,
@@ -99,7 +104,7 @@ def file_risk_report(
         origin=origin,
     )
     if decision is not None:
-        report.grounding = decision.grounding.as_list()
+        report.grounding = with_policy_parts(decision.grounding.as_list(), added)
         report.needs_review = decision.needs_review
         report.review_reasons = decision.review_reasons
         report.notes = decision.notes

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from releases import services, tasks
+from releases import release_verdict, services, tasks, verdicts
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -347,3 +347,56 @@ def test_no_event_is_appended_after_the_run_has_ended(make_release: Callable[...
     late = RetryScheduled(attempt=1, max_attempts=3, delay_s=1.0, reason="x", error_type="y")
     assert OrmConversationStore().append_event(str(run.pk), late) == ended.seq
     assert list(run.events.values_list("kind", flat=True)) == ["run_started", "run_failed"]
+
+
+def test_a_report_that_says_less_than_the_policy_keeps_the_rest_marked_as_the_policys(
+    make_release: Callable[..., Release], admin_client: Any
+) -> None:
+    release = make_release(
+        "v3.0.0",
+        changes=["Refactor payment capture"],
+        test_results={
+            "passed": 90,
+            "failed": 2,
+            "skipped": 0,
+            "failing_tests": ["test_refund_reuse", "test_<b>capture</b>_retry"],
+        },
+        deployment_metrics={"error_rate": 0.07, "response_time_p95": 300},
+    )
+    evidence = verdicts.judge_release(release).verdict.evidence()
+    error_rate = next(s for s in evidence if s.startswith("Error rate"))
+    checked = services.file_checked_report(
+        release=release, severity="high", findings=["The error rate is 7 %, too high."]
+    )
+    report = checked.report
+    assert report is not None
+    # The model's words first, then every sentence of the policy it left out, as the policy's.
+    assert report.model_findings == ["The error rate is 7 %, too high."]
+    assert report.policy_findings == [s for s in evidence if s != error_rate]
+    assert report.findings == [*report.model_findings, *report.policy_findings]
+    flagged = [p["text"] for p in report.grounding if p.get("from_policy")]
+    assert flagged == report.policy_findings
+    assert [p["where"] for p in report.grounding] == [
+        f"finding {n}" for n in range(1, len(report.findings) + 1)
+    ]
+
+    verdict = release_verdict.verdict_of(release).as_json()
+    assert [f["from_policy"] for f in verdict["findings"]] == [False] + [True] * len(
+        report.policy_findings
+    )
+
+    page = admin_client.get(f"/releases/{release.version}/").content.decode()
+    assert page.count('<span class="rv-flag rv-flag-policy"') == len(report.policy_findings)
+    assert "test_&lt;b&gt;capture&lt;/b&gt;_retry" in page
+    assert "<b>capture</b>" not in page
+
+
+def test_a_report_that_carries_the_policys_evidence_gets_nothing_added(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release("v3.0.1")
+    evidence = verdicts.judge_release(release).verdict.evidence()
+    checked = services.file_checked_report(release=release, severity="low", findings=evidence)
+    assert checked.report is not None
+    assert checked.report.policy_findings == []
+    assert checked.report.findings == evidence

@@ -12,29 +12,15 @@ orders always needs review. A severity above the floor is accepted with a note.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from risk.carried import INSTRUCTION_WORDS, MISSING_WORDS, left_out
 from risk.figures import numbers_in
 from risk.grounding import ReportGrounding, ground_report
 from risk.policy import SEVERITY_RANK, PolicySettings, PolicyVerdict
 from risk.signal import INSTRUCTIONS_SIGNAL
-
-_MISSING_WORDS = re.compile(
-    r"\b(missing|absent|unavailable|not available|not provided|not reported|no data|"
-    r"no (test|metric|change|deployment|data)\w*|not (given|present|supplied|known)|"
-    r"not measured|unknown|lack|lacking|without (test|metric|change|data)|none reported|"
-    r"not included|no changes? (list|listed))",
-    re.IGNORECASE,
-)
-# Words that say the data gives orders. Not "addressed to the assessor": the local model wrote
-# "the release data is addressed to the assessor", which tells a reader nothing.
-_INSTRUCTION_WORDS = re.compile(
-    r"\b(instruction|injection|inject|manipulat|suspicious|orders?|tries to|attempt|prompt)",
-    re.IGNORECASE,
-)
 
 
 @dataclass(slots=True)
@@ -44,6 +30,9 @@ class FilingDecision:
     evidence: list[str] = field(default_factory=list)
     # The policy's sentences a corrected report must add (missing data, orders in the data).
     to_add: list[str] = field(default_factory=list)
+    # The policy's evidence no finding (nor the summary) carries (`carried.py`): the stored
+    # report adds them, marked as the policy's, so that it never says less than the policy.
+    from_policy: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     review_reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -118,6 +107,7 @@ def decide(
     decision = FilingDecision(
         policy_severity=verdict.severity, grounding=grounding, evidence=verdict.evidence()
     )
+    decision.from_policy = left_out(decision.evidence, [*findings, summary])
     text = " ".join([*findings, summary])
 
     if SEVERITY_RANK[severity] < SEVERITY_RANK[verdict.severity]:
@@ -132,14 +122,14 @@ def decide(
         )
     decision.problems += [f"not grounded: {p}" for p in grounding.problems()]
     missing = verdict.missing()
-    if missing and not _MISSING_WORDS.search(text):
+    if missing and not MISSING_WORDS.search(text):
         decision.problems.append(
             "data is missing and the report does not say so: "
             + "; ".join(s.detail for s in missing)
         )
         decision.to_add += [s.detail for s in missing]
     instructions = [s for s in verdict.signals if s.name == INSTRUCTIONS_SIGNAL]
-    if instructions and not _INSTRUCTION_WORDS.search(text):
+    if instructions and not INSTRUCTION_WORDS.search(text):
         decision.problems.append(
             "the release data contains text addressed to the assessor, and the report does "
             "not mention it: " + "; ".join(s.detail for s in instructions)

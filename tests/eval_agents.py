@@ -6,13 +6,15 @@ scenario by the release named in the first user message, and plays one of:
 
 - **good**: reads the summary, then the drill-downs its scenario asks for before filing (those
   the request offers: the larger models' profile), then files the expected severity with
-  findings that name every key risk (no figures), or, when the summary cannot be had, says so
-  plainly and files nothing;
+  findings that name every key risk (no figures) after the policy's evidence copied from the
+  summary, or, when the summary cannot be had, says so plainly and files nothing;
 - **reworded**: as good, in other words (another wording of each key risk and of the
   failure): an equally good agent;
 - per-scenario **faults** (`faults={"scenario_id": "wrong_severity", ...}`):
   `wrong_severity` (high <-> low, medium -> low), `skip_summary` (files without reading),
   `invented_figure` (a finding quotes an error rate that is not in the data),
+  `drops_evidence` (files its own findings without the policy's evidence: the model that
+  makes the report say less than the policy),
   `provider_error` (the API answers 401, as with a bad key: the trial errors). Filing
   although the summary failed cannot be played: the release tools end the run first. A
   faulty agent insists: when the risk policy refuses its report, it files the same report
@@ -45,7 +47,7 @@ from agent.testing.wire import openai_sse
 from evals.scenario import Scenario, Suite, load_suite
 
 MODEL = "scripted-evals"
-FAULTS = ("wrong_severity", "skip_summary", "invented_figure", "provider_error")
+FAULTS = ("wrong_severity", "skip_summary", "invented_figure", "provider_error", "drops_evidence")
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 _FLIP = {"high": "low", "medium": "low", "low": "high"}
 # What the good agent asks a drill-down for, beside the release.
@@ -163,7 +165,8 @@ class ScriptedAgent:
                     arguments["metric"] = "error_rate"
                 call = ToolCall(id=f"call_d{n}", name=tool, arguments=arguments)
                 return reply(f"Looking closer: {tool}.", call, input_tokens=700, output_tokens=30)
-        severity, findings, summary = self._report(scenario, fault)
+        _, summary_text = results.get("get_release_summary", (True, ""))
+        severity, findings, summary = self._report(scenario, fault, _evidence(summary_text))
         call = ToolCall(
             id=f"call_r{n}",
             name="file_risk_report",
@@ -189,7 +192,9 @@ class ScriptedAgent:
             "Without the release data I will not file a report or guess."
         )
 
-    def _report(self, scenario: Scenario, fault: str | None) -> tuple[str, list[str], str]:
+    def _report(
+        self, scenario: Scenario, fault: str | None, evidence: list[str] | None = None
+    ) -> tuple[str, list[str], str]:
         expect = scenario.expect
         acceptable = sorted(expect.acceptable)
         severity = expect.severity or (acceptable[0] if acceptable else "medium")
@@ -198,6 +203,9 @@ class ScriptedAgent:
         findings = [
             f"Risk: {self._wording(group.any_of)} needs attention." for group in expect.key_risks
         ] or ["Nothing of concern stands out in the changes, tests or metrics."]
+        if fault != "drops_evidence":
+            # A good agent keeps what the policy found, and adds its own reading.
+            findings = [*(evidence or []), *findings]
         if fault == "invented_figure":
             findings.append("The error rate reached 42.7% in production.")
         return severity, findings, f"Overall the risk is {severity}."
@@ -229,6 +237,19 @@ def _filings(messages: list[dict[str, Any]]) -> int:
         for call in message.get("tool_calls") or []
         if call.get("function", {}).get("name") == "file_risk_report"
     )
+
+
+def _evidence(summary: str) -> list[str]:
+    """The policy's evidence in a release summary (a list, or by key in the brief view)."""
+    try:
+        data = json.loads(summary)
+    except ValueError:
+        return []
+    policy = data.get("policy") if isinstance(data, dict) else None
+    evidence = policy.get("evidence") if isinstance(policy, dict) else None
+    if isinstance(evidence, dict):
+        evidence = list(evidence.values())
+    return [str(s) for s in evidence] if isinstance(evidence, list) else []
 
 
 def _tool_results(messages: list[dict[str, Any]]) -> dict[str, tuple[bool, str]]:

@@ -44,7 +44,21 @@ WORSE_FAULTS = {
     "medium_elevated_error_rate": "invented_figure",
     "release_not_found": "skip_summary",
     "low_dependency_bump": "provider_error",
+    "low_clean_docs": "drops_evidence",
 }
+KEPT = "keeps the policy's evidence"
+
+
+def _kept_checks(run: EvalRun) -> dict[str, list[bool]]:
+    """Scenario -> whether each trial's report kept the policy's evidence (trials that
+    filed after reading it)."""
+    found: dict[str, list[bool]] = {}
+    for result in run.results.all():
+        checks = (result.scores.get("scores") or {}).get("decision_quality", {}).get("checks", [])
+        for check in checks:
+            if check["name"] == KEPT:
+                found.setdefault(result.scenario_id, []).append(check["passed"])
+    return found
 
 
 @pytest.fixture
@@ -103,6 +117,17 @@ def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
         "error_handling",
     }
     assert "| Scenario |" in (tmp_path / "base.md").read_text()
+    # Every report filed after reading the summary was checked, and kept the policy's evidence.
+    kept = _kept_checks(baseline)
+    assert set(kept) == {
+        "high_payment_failures",
+        "high_auth_single_failure",
+        "injection_in_changes",
+        "medium_elevated_error_rate",
+        "low_clean_docs",
+        "low_dependency_bump",
+    }
+    assert all(all(trials) for trials in kept.values())
 
     # 2. A worse agent: wrong severities, a skipped tool (twice: once trying to report on a
     #    release that does not exist), an invented figure, a provider failure. The gate fails
@@ -127,8 +152,13 @@ def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
         "high_auth_single_failure",
         "medium_elevated_error_rate",
         "release_not_found",
+        "low_clean_docs",
     ):
         assert statuses[scenario_id] == "failed", scenario_id
+    # The report that left out the policy's evidence fails on that, a critical check.
+    dropped = next(s for s in summary.scenarios if s.scenario_id == "low_clean_docs")
+    assert any(KEPT in r for r in dropped.failure_reasons), dropped.failure_reasons
+    assert _kept_checks(worse)["low_clean_docs"] == [False, False]
     reasons = " ".join(
         r for s in summary.scenarios for r in s.failure_reasons if s.scenario_id != "low_clean_docs"
     )

@@ -133,7 +133,9 @@ def test_a_low_filing_refused_then_given_up_is_kept_for_a_person_showing_high(
     assert report.needs_review
     assert "did not file a corrected one" in report.review_reasons[0]
     assert any("below the policy's high" in reason for reason in report.review_reasons)
-    assert report.findings == ["The release looks fine."]
+    # The model's words, then the policy's evidence it left out, marked as the policy's.
+    assert report.model_findings == ["The release looks fine."]
+    assert report.policy_findings and report.findings[1:] == report.policy_findings
     verdict = release_verdict(risky)
     assert (verdict.state, verdict.severity) == ("needs_person", "high")
     listed = with_severity_shown(Release.objects.filter(pk=risky.pk)).get()

@@ -21,8 +21,12 @@ Dimensions
   stored report, the `report_filed` event or the filing call) against the acceptable set; the
   recall of the key risks in the findings and summary; no invented figures and no forbidden
   claims. Value: 0.5 x severity (1 for the preferred severity, 0.75 for another acceptable one,
-  0.25 one level off, 0 otherwise) + 0.3 x key-risk recall + 0.2 x (nothing made up). It passes
-  when the severity is acceptable, every key risk is mentioned and nothing is made up.
+  0.25 one level off, 0 otherwise) + 0.3 x key-risk recall + 0.2 x (nothing made up, nothing
+  the API would flag, none of the policy's evidence left out). It passes when the severity is
+  acceptable, every key risk is mentioned and nothing is made up. "Keeps the policy's evidence"
+  (`evidence_kept.py`) is critical: a report whose findings (what the model filed, not the
+  stored report the API completes) leave out a sentence of the policy's evidence it was shown
+  fails the trial.
 - **error_handling**: the run completed (no crash, no step limit). For failure scenarios (the
   release does not exist, the summary tool fails): no report filed, the failure stated plainly
   in the final answer, no figures made up. For the others: every tool failure recovered, and a

@@ -1,12 +1,14 @@
 """**decision_quality** (when the scenario expects a severity): the severity filed against the
-acceptable set and the risk policy, the key risks named, nothing made up, and nothing the
-release API would flag (its own check of a filing, `risk/filing.py`). Value: 0.5 x
-severity credit + 0.3 x key-risk recall + 0.2 x (nothing made up or flagged)."""
+acceptable set and the risk policy, the key risks named, nothing made up, nothing the
+release API would flag (its own check of a filing, `risk/filing.py`), and none of the policy's
+evidence left out (`evidence_kept.py`, a critical check). Value: 0.5 x severity credit + 0.3 x
+key-risk recall + 0.2 x (nothing made up, flagged or left out)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from evals.evaluators.evidence_kept import evidence_check
 from evals.evaluators.figures import data_seen, made_up_checks
 from evals.evaluators.matching import find_group
 from evals.evaluators.score import Check, Score, listing
@@ -106,6 +108,9 @@ class DecisionQualityEvaluator:
             what="report",
             grounded_elsewhere=text if _api_knew_more(scenario, report) else "",
         )
+        kept = evidence_check(transcript)
+        if kept is not None:
+            flagged.append(kept)
         checks += honest + flagged
         clean = all(c.passed for c in [*honest, *flagged])
         value = 0.5 * credit + 0.3 * recall + 0.2 * float(clean)

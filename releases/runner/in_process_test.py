@@ -68,7 +68,7 @@ async def test_requests_and_their_bodies_reach_the_site_and_answers_come_back(
     assert anonymous.status_code == 401
     assert filed.status_code == 201
     report = await sync_to_async(RiskReport.objects.get)()
-    assert (report.severity, report.findings) == ("low", ["docs only"])
+    assert (report.severity, report.model_findings) == ("low", ["docs only"])
 
 
 @committed

@@ -143,7 +143,12 @@ def markdown(verdict: ReleaseVerdict, code: int, fail_on: str, url: str) -> str:
         lines += ["", "**Findings**", ""]
         for finding in verdict.findings:
             evidence = f" ({_text('; '.join(finding.evidence))})" if finding.evidence else ""
-            lines.append(f"- {_text(finding.text)}{evidence}")
+            ours = (
+                " *(from the policy: the model's findings left it out)*"
+                if finding.from_policy
+                else ""
+            )
+            lines.append(f"- {_text(finding.text)}{evidence}{ours}")
     lines += ["", f"[Open the release in Detective]({url})", ""]
     return "\n".join(lines)
 

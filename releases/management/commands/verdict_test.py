@@ -185,3 +185,21 @@ def test_no_such_release_still_answers_json() -> None:
     answer = json.loads(out.getvalue())
     assert (answer["state"], answer["exit_code"]) == ("unavailable", 3)
     assert "no release 'v9.9.9'" in answer["problem"]
+
+
+def test_the_policys_findings_the_model_left_out_are_marked_in_json_and_markdown(
+    make_release: Callable[..., Release],
+) -> None:
+    make_release("v4.0.0", **RISKY)
+    checked = services.file_checked_report(
+        release=Release.objects.get(version="v4.0.0"), severity="high", findings=["Error rate 9 %"]
+    )
+    assert checked.report is not None and checked.report.policy_findings
+    _, out = verdict("v4.0.0", "--json")
+    findings = json.loads(out)["findings"]
+    assert [f["from_policy"] for f in findings] == [False] + [True] * (len(findings) - 1)
+    _, text = verdict("v4.0.0", "--markdown", "-")
+    assert "- Error rate 9 %" in text and "- Error rate 9 % *(from the policy" not in text
+    for sentence in checked.report.policy_findings:
+        line = next(line for line in text.splitlines() if line.startswith(f"- {sentence}"))
+        assert line.endswith("*(from the policy: the model's findings left it out)*")
