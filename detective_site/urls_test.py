@@ -31,7 +31,7 @@ API |= {
     for name in ("put_release", "post_commits", "post_junit", "post_metrics", "assess_release")
 }
 # The drill-downs (sources/drilldown/) want a run's token or the API key, as the summary does.
-API |= {f"drilldown:{name}" for name in ("tests", "changes", "metric_history")}
+API |= {f"drilldown:{name}" for name in ("tests", "changes", "metric_history", "suspects")}
 # A pipeline's calls: one ingestion in one request, and a job that waits for a person.
 API |= {"ingest_bundle", "api:pipeline_waiting"}
 
