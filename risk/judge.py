@@ -8,9 +8,10 @@ the metric's settings (`MetricSettings`):
    outcome, `too_little_data`: never a pass, since nothing was shown to be fine.
 2. **A shift in the bad direction?** The Mann-Whitney U test (scipy.stats.mannwhitneyu's
    figures, computed without importing scipy: risk/mannwhitney.py), one sided: "this
-   release's values tend to be larger than the baseline's" for a metric where an increase is bad (error rate, latency), "smaller" where a decrease is. The shift is
-   significant when p < 1 - confidence. The test is on ranks, so it asks nothing of the
-   samples' distribution (latencies are far from normal) and one outlier cannot carry it.
+   release's values tend to be larger than the baseline's" for a metric where an increase is
+   bad (error rate, latency), "smaller" where a decrease is. The shift is significant when
+   p < 1 - confidence. The test is on ranks, so it asks nothing of the samples' distribution
+   (latencies are far from normal) and one outlier cannot carry it.
 3. **How large?** The effect size is the ratio of this release's median to the baseline's (of
    the means with `effect = "mean"`), taken in the bad direction: current / baseline where an
    increase is bad, baseline / current where a decrease is. It must be above `allowed_ratio`.
