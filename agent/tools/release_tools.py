@@ -415,15 +415,16 @@ class ReleaseTools:
             async with asyncio.timeout(self.timeout_s):
                 return await asyncio.shield(task)
         except TimeoutError as error:
-            if attempt.refused is not None:
-                raise _Unavailable(
-                    f"the release API could not be reached ({type(attempt.refused).__name__}) "
-                    f"for {self.timeout_s:g} seconds"
-                ) from error
-            logger.warning("release API timed out", extra={"method": method, "url": url})
-            raise _Unavailable(
-                f"the release API did not answer within {self.timeout_s:g} seconds"
-            ) from error
+            raise self._timed_out(attempt, method, url) from error
+
+    def _timed_out(self, attempt: _Attempt, method: str, url: str) -> _Unavailable:
+        if attempt.refused is not None:
+            return _Unavailable(
+                f"the release API could not be reached ({type(attempt.refused).__name__}) "
+                f"for {self.timeout_s:g} seconds"
+            )
+        logger.warning("release API timed out", extra={"method": method, "url": url})
+        return _Unavailable(f"the release API did not answer within {self.timeout_s:g} seconds")
 
     def _forget(self, url: str, done: asyncio.Future[_Reply]) -> None:
         if self._in_flight.get(url, (None,))[0] is done:
@@ -466,15 +467,7 @@ class ReleaseTools:
                         await asyncio.sleep(delay)
                         delay = min(delay * 2, RECONNECT_DELAY_S)
         except (TimeoutError, httpx.TimeoutException) as error:
-            if attempt.refused is not None:
-                raise _Unavailable(
-                    f"the release API could not be reached ({type(attempt.refused).__name__}) "
-                    f"for {self.timeout_s:g} seconds"
-                ) from error
-            logger.warning("release API timed out", extra={"method": method, "url": url})
-            raise _Unavailable(
-                f"the release API did not answer within {self.timeout_s:g} seconds"
-            ) from error
+            raise self._timed_out(attempt, method, url) from error
         except httpx.HTTPError as error:
             logger.warning(
                 "release API unreachable: %s",
