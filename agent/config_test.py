@@ -141,6 +141,7 @@ def test_build_agent_composes_the_layers() -> None:
         "get_test_details",
         "get_code_changes",
         "get_metric_history",
+        "get_failure_suspects",
         "file_risk_report",
     }
     assert isinstance(inner.context._inner, WindowManager)

@@ -48,7 +48,9 @@ get_code_changes (filter by area or path_prefix), to see the commits, their file
 lines, and whether their authors are new to the service;
 - an error rate or latency that looks high, or fine but you want to know whether it is \
 normal for this service: get_metric_history, for the metric judge's verdict against the \
-baseline and the earlier releases.
+baseline and the earlier releases;
+- a new failure (not known flaky): get_failure_suspects, for the commits that may have \
+broken it, ranked, with the file and line its failure runs through.
 Drill down only where the summary gives a reason, a few calls at most; a clean release \
 needs none.
 4. File exactly ONE report with file_risk_report: the release id, a severity (high, \

@@ -133,6 +133,10 @@ def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
             lines.append(f"- {_cell(finding.get('text', ''))}")
             for evidence in finding.get("evidence") or []:
                 lines.append(f"  - evidence: {_cell(evidence)}")
+    suspects = verdict.get("suspects") or []
+    if suspects:
+        lines += ["", "**Suspect commits of new failures**", ""]
+        lines += [f"- {_cell(sentence)}" for sentence in suspects]
     reasons = verdict.get("review_reasons") or []
     if reasons:
         lines += ["", "**Why a person must look**", ""]

@@ -32,6 +32,8 @@ API |= {
 }
 # The drill-downs (sources/drilldown/) want a run's token or the API key, as the summary does.
 API |= {f"drilldown:{name}" for name in ("tests", "changes", "metric_history")}
+# A pipeline's calls: one ingestion in one request, and a job that waits for a person.
+API |= {"ingest_bundle", "api:pipeline_waiting"}
 
 
 def sample_path(pattern: RoutePattern | RegexPattern) -> str:

@@ -15,6 +15,7 @@ the release stands:
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -67,6 +68,8 @@ class ReleaseVerdict:
     findings: tuple[VerdictFinding, ...] = ()
     summary: str = ""
     review_reasons: tuple[str, ...] = ()
+    # The first suspect commit of each new failure, as the policy's evidence said it.
+    suspects: tuple[str, ...] = ()
     report_id: int | None = None
     report_filed_at: datetime | None = None
     run_id: str | None = None  # the latest run's
@@ -99,12 +102,26 @@ class ReleaseVerdict:
             "findings": [finding.as_json() for finding in self.findings],
             "summary": self.summary,
             "review_reasons": list(self.review_reasons),
+            "suspects": list(self.suspects),
             "report_id": self.report_id,
             "report_filed_at": self.report_filed_at.isoformat() if self.report_filed_at else None,
             "run_id": self.run_id,
             "run_status": self.run_status,
             "run_error": self.run_error,
         }
+
+
+# Where one failure's sentence ends in the suspects' signal (risk/suspect_signals.py): each
+# starts with the test's name and "fails".
+_NEXT_SUSPECT = re.compile(r"; (?=(?:\S+ fails[ ;,])|(?:and \d+ more with suspects$))")
+
+
+def suspects_said(signals: Any) -> tuple[str, ...]:
+    """The policy's sentence on each new failure's first suspect, from the report's signals."""
+    for signal in signals if isinstance(signals, list) else []:
+        if isinstance(signal, dict) and signal.get("name") == "failure_suspects":
+            return tuple(_NEXT_SUSPECT.split(str(signal.get("detail") or "")))
+    return ()
 
 
 def findings_with_evidence(report: RiskReport) -> tuple[VerdictFinding, ...]:
@@ -205,6 +222,7 @@ def build_verdict(
         findings=findings_with_evidence(report),
         summary=report.summary,
         review_reasons=tuple(report.review_reasons or []) if report.needs_review else (),
+        suspects=suspects_said(report.signals),
         report_id=report.pk,
         report_filed_at=report.filed_at,
         **run_fields,

@@ -77,3 +77,23 @@ def test_assessed_as_filed(make_release: Callable[..., Release]) -> None:
     services.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
     verdict = release_verdict(release)
     assert (verdict.state, verdict.severity, verdict.model_severity) == ("assessed", "low", "low")
+
+
+def test_the_suspects_sentences_are_read_back_one_a_failure() -> None:
+    from releases.release_verdict import suspects_said
+
+    detail = (
+        "test_a fails in x.py line 3, a line changed by abc1234 'Fix; then more' (Ann); "
+        "test_b fails; first suspect: def5678 'Tidy' changed y.py, which t.py exercises (Bo); "
+        "and 4 more with suspects"
+    )
+    signals = [
+        {"name": "failed_tests", "detail": "2 failed"},
+        {"name": "failure_suspects", "detail": detail},
+    ]
+    assert suspects_said(signals) == (
+        "test_a fails in x.py line 3, a line changed by abc1234 'Fix; then more' (Ann)",
+        "test_b fails; first suspect: def5678 'Tidy' changed y.py, which t.py exercises (Bo)",
+        "and 4 more with suspects",
+    )
+    assert suspects_said([]) == () and suspects_said(None) == ()

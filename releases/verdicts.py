@@ -121,7 +121,12 @@ def judge_release(release: Release) -> Judged:
 
 
 # The agent's investigation tools (agent/tools/drilldown.py), whose results a report may cite.
-DRILL_DOWN_TOOLS = ("get_test_details", "get_code_changes", "get_metric_history")
+DRILL_DOWN_TOOLS = (
+    "get_test_details",
+    "get_code_changes",
+    "get_metric_history",
+    "get_failure_suspects",
+)
 MAX_DRILL_DOWNS_READ = 20
 
 

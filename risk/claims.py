@@ -159,7 +159,10 @@ def _short_names(failing: Sequence[str]) -> set[str]:
     names = set()
     for name in failing:
         names.add(name.lower())
-        names.add(re.split(r"::|[./]", name)[-1].lower())
+        short = re.split(r"::|[./]", name.split("[", 1)[0])[-1].lower()
+        names.add(short)
+        # A parametrized test ("test_int_bytes[192-\\xc0]") goes by its function's name too.
+        names.add(name.split("[", 1)[0].lower())
     return names
 
 
@@ -199,7 +202,16 @@ def _test_claims(
                 )
             )
     elif fails and named:
-        checks += [ClaimCheck("holds", f"{name} is listed as failing") for name in named]
+        # One line for the tests a sentence names: a line per name repeated every failing test
+        # under each finding that named it (15 lines for 5 tests in one real report).
+        checks.append(
+            ClaimCheck(
+                "holds",
+                f"{named[0]} is listed as failing"
+                if len(named) == 1
+                else f"the {len(named)} tests it names are listed as failing",
+            )
+        )
     lowered_failing = _short_names(failing)
     for match in _TEST_NAME_RE.finditer(text):
         name = match.group(0)
@@ -391,11 +403,13 @@ def check_claims(
     *,
     summary_read: bool | None,
     has_figures: bool,
+    policy_sentence: bool = False,
 ) -> list[ClaimCheck]:
     """Every claim of `text` this module recognises, checked. One of the policy's own evidence
     sentences, copied as it is, contradicts nothing: it was written from the data, and the
     words it quotes from the data (a commit "fix(payments): round partial refunds ...") are
-    not the assessor saying that a failing test was fixed."""
+    not the assessor saying that a failing test was fixed. `policy_sentence`: the text is
+    made of the policy's sentences (grounding found them in it), copied or joined."""
     checks = [
         *_test_claims(text, data, verdict),
         *_metric_claims(text, data, verdict),
@@ -405,8 +419,10 @@ def check_claims(
         *_missing_claims(text, verdict),
         *_order_claims(text, verdict),
     ]
-    if verdict is not None and " ".join(text.split()) in {
-        " ".join(sentence.split()) for sentence in verdict.evidence()
-    }:
+    if policy_sentence or (
+        verdict is not None
+        and " ".join(text.split())
+        in {" ".join(sentence.split()) for sentence in verdict.evidence()}
+    ):
         return [check for check in checks if check.outcome == "holds"]
     return checks

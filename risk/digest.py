@@ -140,6 +140,12 @@ def drilldowns(history: History) -> dict[str, str]:
             )
         else:
             shown["get_test_details"] = "no failed tests; the test results are available"
+        with_suspects = [t for t in failing if t.suspects]
+        if with_suspects:
+            shown["get_failure_suspects"] = (
+                f"suspect commits of {_count(len(with_suspects), 'failed test')}, with the "
+                "frames and changed lines: details available"
+            )
     if history.changes is not None:
         changes = history.changes
         shown["get_code_changes"] = (

@@ -5,7 +5,7 @@ A figure is read with its unit: `5%`, `5.0 %`, `5 percent` and `0.05` are the sa
 number when they agree to the figure's own precision (`5.2%` matches 0.0523; `5%` matches
 0.049). Not figures: version strings (`v2.1.0`, `2.1.0`), and digits glued to letters,
 underscores, `#`, `/` or a letter-hyphen (`p95`, `test_auth_2fa`, `OAuth2`, `PAY-123`, `#42`,
-`3x`).
+`3x`), and digits in a parametrized test's id (`test_int_bytes[192-\\xc0]`).
 
 Used by the grounding of filed reports (`risk/grounding.py`) and by the evals.
 """
@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 _VERSION_RE = re.compile(r"(?<![\w.])v?\d+(?:\.\d+){2,}\b|(?<![\w.])v\d+(?:\.\d+)?\b", re.I)
+# A test's id with its parameters ("test_int_bytes[192-\\xc0]"): the digits inside are part of
+# the name, not figures (measured on pallets/itsdangerous: "192 is not one of the release's test
+# counts").
+_TEST_ID_RE = re.compile(r"[\w.:/\\-]*\w\[[^\]\n]{0,300}\]")
 _FIGURE_RE = re.compile(
     r"(?<![\w.#/])(?<![A-Za-z]-)"
     r"(?>(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?)"
@@ -72,7 +76,8 @@ def _unit(raw: str | None) -> str:
 
 def extract_figures(text: str) -> list[Figure]:
     """Every number in `text` that is a figure (see the module docstring, rule 3)."""
-    cleaned = _VERSION_RE.sub(lambda m: " " * len(m.group(0)), text)
+    blank = lambda m: " " * len(m.group(0))  # noqa: E731 (keeps every figure's offset)
+    cleaned = _VERSION_RE.sub(blank, _TEST_ID_RE.sub(blank, text))
     figures: list[Figure] = []
     for m in _FIGURE_RE.finditer(cleaned):
         digits = m.group("int").replace(",", "")

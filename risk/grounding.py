@@ -131,11 +131,84 @@ class ReportGrounding:
 
     def problems(self) -> list[str]:
         return [
-            f"{p.where} {p.text[:200]!r}: {problem}" for p in self.parts for problem in p.problems
+            f"{p.where} {clip(p.text)!r}: {problem}" for p in self.parts for problem in p.problems
         ]
 
     def as_list(self) -> list[dict[str, Any]]:
         return [part.as_dict() for part in self.parts]
+
+
+CLIP_CHARS = 200
+
+
+def clip(text: str, limit: int = CLIP_CHARS) -> str:
+    """`text` cut to about `limit` characters at a space, never inside a word or a test's name
+    (a reason once ended "...TestTimedSerializer::t"), with "…" where it was cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    head = flat[:limit]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > limit // 2 else head).rstrip(" ,;:") + " …"
+
+
+# A clause of the policy's own sentences worth recognising inside a finding: shorter ones
+# ("2 more") would ground a model's words by coincidence.
+_OWN_CLAUSE_MIN = 16
+
+
+_OPENS = re.compile(r"(^|[.;:,()\n]\s*|\s(and|also|but)\s+|^\W+)$", re.IGNORECASE)
+_CLOSES = re.compile(r"\s*($|[.;:,)\n]|and\b|but\b)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Own:
+    start: int
+    end: int
+    label: str
+
+
+def _own_sentences(text: str, verdict: PolicyVerdict | None) -> list[_Own]:
+    """Where `text` repeats the policy's own sentences (a signal's detail, or one of its
+    clauses between semicolons), each with the signal's label. The policy wrote them from the
+    data, so their figures are grounded by construction: "test_max_age and 2 more failed for
+    the first time" was once labelled a contradiction ("2 is not one of the release's test
+    counts"), which sent a report both sides called high to a person."""
+    if verdict is None:
+        return []
+    found: list[_Own] = []
+    for signal in verdict.signals:
+        if not signal.detail:
+            continue
+        pieces = {signal.detail, *(p.strip() for p in signal.detail.split("; "))}
+        for piece in sorted(pieces, key=len, reverse=True):
+            if len(piece) < _OWN_CLAUSE_MIN:
+                continue
+            start = text.find(piece)
+            while start != -1:
+                end = start + len(piece)
+                # A whole clause only: "the test results 1 change in payments" reads the
+                # "1" with the words before it, whatever the policy's "1 change in payments".
+                if _OPENS.search(text[:start]) and _CLOSES.match(text[end:]):
+                    found.append(_Own(start, end, signal.label.lower()))
+                start = text.find(piece, start + 1)
+    return found
+
+
+def _own_label(figure: Figure, own: Sequence[_Own]) -> str | None:
+    end = figure.start + len(figure.text)
+    return next((o.label for o in own if o.start <= figure.start and end <= o.end), None)
+
+
+def _only_own(text: str, own: Sequence[_Own]) -> bool:
+    """Is `text` nothing but the policy's sentences (and joining punctuation or "and")?"""
+    if not own:
+        return False
+    covered = [False] * len(text)
+    for o in own:
+        covered[o.start : o.end] = [True] * (o.end - o.start)
+    rest = "".join(" " if c else ch for ch, c in zip(text, covered, strict=True))
+    return not re.sub(r"\b(and|also|the policy|policy)\b", " ", rest.lower()).strip(" .;,:-\n\t")
 
 
 def _near(text: str, figure: Figure, before: int = 2, after: int = 3) -> list[str]:
@@ -435,8 +508,13 @@ def ground_text(
     facts = facts or facts_of(data, verdict, cfg, extra_known)
     result = TextGrounding(where=where, text=text)
     figures = extract_figures(text)
+    own = _own_sentences(text, verdict)
     for figure in figures:
-        evidence, problem = _ground_figure(text, figure, facts)
+        label = _own_label(figure, own)
+        if label is not None:
+            evidence, problem = f"{figure.text} = the policy's {label} (its own sentence)", None
+        else:
+            evidence, problem = _ground_figure(text, figure, facts)
         # A figure a sentence gives twice ("30 samples each" of two metrics) is shown once.
         if evidence and evidence not in result.evidence:
             result.evidence.append(evidence)
@@ -444,19 +522,28 @@ def ground_text(
             result.contradictions.append(problem[len(_CONTRA) :])
         elif problem:
             result.absent.append(problem)
-    if _claims_failures(text):
+    only_own = _only_own(text, own)
+    if _claims_failures(text) and not only_own:
         if facts.tests is None:
             result.absent.append("it claims failed tests, but the release has no test results")
         elif not facts.failed:
             result.contradictions.append(
                 "it claims failed tests, but the release has 0 failed tests"
             )
-    threshold = _count_threshold_problem(text, facts)
+    threshold = None if only_own else _count_threshold_problem(text, facts)
     if threshold is not None:
         (result.contradictions if threshold[1] else result.absent).append(threshold[0])
-    result.contradictions += _comparison_problems(text, figures)
+    if not only_own:
+        result.contradictions += _comparison_problems(
+            text, [f for f in figures if _own_label(f, own) is None]
+        )
     for claim in check_claims(
-        text, data, verdict, summary_read=summary_read, has_figures=bool(figures)
+        text,
+        data,
+        verdict,
+        summary_read=summary_read,
+        has_figures=bool(figures),
+        policy_sentence=only_own,
     ):
         if claim.outcome == "holds":
             result.evidence.append(claim.says)

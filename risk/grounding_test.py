@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from risk.grounding import ground_report, ground_text
-from risk.policy import evaluate
+from risk.grounding import CLIP_CHARS, clip, ground_report, ground_text
+from risk.policy import PolicySettings, evaluate
 from risk.signal import Signal
 
 CLEAN: dict[str, Any] = {
@@ -365,3 +365,116 @@ def test_the_policys_own_sentence_quoting_a_fix_commit_is_not_a_claim_of_a_fixed
     assert any(
         "passes or is fixed" in p for p in ground_text("finding 1", said, data, own).problems
     )
+
+
+# ---- The policy never contradicts itself (issue 28, item 4) ----
+
+
+def _itsdangerous_like() -> tuple[dict[str, Any], Any]:
+    from risk.history import History, TestHistory
+
+    labels = [
+        "tests/test_timed.py::TestTimedSerializer::test_max_age",
+        "tests/test_timed.py::TestTimedSerializer::test_expired",
+        "tests/test_timed.py::TestTimedSigner::test_timestamp",
+        "tests/test_timed.py::TestTimedSigner::test_max_age_expired",
+        "tests/test_encoding.py::test_int_bytes[192-\\xc0]",
+    ]
+    tests = tuple(
+        TestHistory(
+            label=label,
+            file="tests/test_timed.py",
+            suite="tests",
+            outcome="failed",
+            flaky_here=False,
+            first_failed_in="2.2.0",
+            recent=tuple((f"2.1.{i}", "passed") for i in range(3)),
+        )
+        for label in labels
+    )
+    data = {
+        "changes": ["Fix the timestamp check"],
+        "tests": {"passed": 292, "failed": 5, "skipped": 0, "failing_tests": labels},
+        "deployment_metrics": {"error_rate": 0.001, "response_time_p95": 183},
+    }
+    past = History(service="itsdangerous", version="2.2.0", tests=tests, has_test_detail=True)
+    return data, evaluate(data, PolicySettings(), history=past)
+
+
+def test_every_sentence_of_the_policy_is_grounded_copied_or_joined() -> None:
+    data, verdict = _itsdangerous_like()
+    evidence = verdict.evidence()
+    assert any("failed for the first time" in e for e in evidence)
+    result = ground_report(evidence, " ".join(evidence), data, verdict)
+    assert result.grounded, result.problems()
+    result = ground_report(evidence, "; ".join(evidence), data, verdict)
+    assert result.grounded, result.problems()
+    # A clause of one copied between the model's own words is the policy's too.
+    clause = next(e for e in evidence if "first time" in e)
+    part = ground_text("finding 1", f"Most worrying: {clause}.", data, verdict)
+    assert part.grounded and any("its own sentence" in e for e in part.evidence), part
+
+
+def test_the_old_sentence_with_its_remainder_count_is_not_a_contradiction() -> None:
+    data, verdict = _itsdangerous_like()
+    sentence = next(s.detail for s in verdict.signals if s.name == "failed_tests")
+    assert "192" in sentence  # the parametrized id is named, and its digits are no figure
+    assert ground_text("finding 1", sentence, data, verdict).grounded
+    # The model's own count next to a test word is still held to the release's counts.
+    made_up = ground_text("finding 1", "2 tests failed in the timed module", data, verdict)
+    assert made_up.verdict == "contradicts"
+
+
+def test_a_test_id_with_parameters_holds_no_figure() -> None:
+    data, verdict = _itsdangerous_like()
+    part = ground_text(
+        "finding 1", "tests/test_encoding.py::test_int_bytes[192-\\xc0] fails", data, verdict
+    )
+    assert part.grounded, part.problems
+
+
+def test_a_failing_test_named_in_a_finding_is_one_line_of_evidence() -> None:
+    data, verdict = _itsdangerous_like()
+    text = "test_max_age, test_expired and test_timestamp fail in the timed serializer"
+    part = ground_text("finding 1", text, data, verdict)
+    listed = [e for e in part.evidence if "listed as failing" in e]
+    # One line, however many it names (here also test_max_age_expired, by its words).
+    assert len(listed) == 1 and listed[0].endswith("tests it names are listed as failing")
+    assert "test_max_age" not in listed[0]
+
+
+def test_a_reason_is_cut_at_a_space_never_inside_a_name() -> None:
+    long = "x " * 80 + "tests/test_timed.py::TestTimedSerializer::test_max_age fails"
+    cut = clip(long)
+    assert cut.endswith(" …") and "TestTimedSerializer::t …" not in cut
+    assert len(cut) <= CLIP_CHARS + 2
+    assert clip("short text") == "short text"
+    report = ground_report([long + " with 7 failed tests"], "", *_itsdangerous_like())
+    assert all("::t'" not in problem for problem in report.problems())
+
+
+def _remainder_case() -> tuple[dict[str, Any], Any]:
+    from risk.history import History, TestHistory
+
+    def failing(label: str, recent: str) -> TestHistory:
+        went = tuple((f"v1.{i}", "failed" if c == "F" else "passed") for i, c in enumerate(recent))
+        return TestHistory(label, "", "", "failed", False, "v1.0", "F" in recent, went)  # type: ignore[arg-type]
+
+    fresh = [failing(f"tests/test_timed.py::TestTimed::test_{n}", "PPP") for n in "abcde"]
+    old = failing("tests/test_core.py::test_old", "PFP")
+    labels = [t.label for t in [*fresh, old]]
+    data = {
+        "changes": ["Fix the timestamp check"],
+        "tests": {"passed": 291, "failed": 6, "skipped": 0, "failing_tests": labels},
+        "deployment_metrics": {"error_rate": 0.001, "response_time_p95": 183},
+    }
+    past = History("itsdangerous", "2.2.0", tests=(*fresh, old), has_test_detail=True)
+    return data, evaluate(data, PolicySettings(), history=past)
+
+
+def test_a_list_with_its_remainder_count_in_the_policy_sentence_is_grounded() -> None:
+    data, verdict = _remainder_case()
+    sentence = next(s.detail for s in verdict.signals if s.name == "new_failures")
+    assert "and 2 more failed for the first time" in sentence
+    part = ground_text("finding 1", f"Also: {sentence}", data, verdict)
+    assert part.grounded and part.verdict == "found", part.problems

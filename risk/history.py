@@ -21,6 +21,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from risk.changes import CODE_KINDS, CommitFacts, commit_facts, file_kind
+from risk.suspects import Suspect
 
 TestOutcome = Literal["passed", "failed", "skipped", "flaky"]
 
@@ -55,6 +56,9 @@ class TestHistory:
     # How it went in each of the recent earlier releases that ran it, most recent first:
     # (version, outcome), where "flaky" is failed and passed within that release.
     recent: tuple[tuple[str, TestOutcome], ...] = ()
+    # The commits of the release that may have caused its failure here, most likely first
+    # (risk/suspects.py), where a checkout let them be computed.
+    suspects: tuple[Suspect, ...] = ()
 
     @property
     def failed_here(self) -> bool:

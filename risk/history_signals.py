@@ -20,6 +20,7 @@ from risk.history import ChangeFacts, History, TestHistory
 from risk.judge import Judgement, judge
 from risk.settings import LEVEL_RANK, Level, PolicySettings
 from risk.signal import Signal, areas_in, path_areas, shown
+from risk.suspect_signals import suspect_signals
 
 # Sentences name at most this many tests, files or authors ("and 3 more").
 NAMED = 3
@@ -161,15 +162,121 @@ def _flaky_sentence(test: TestHistory, service: str) -> str:
     return f"{shown(test.label)} {' and '.join(parts)} (known flaky)"
 
 
-def _first_failures_sentence(tests: Sequence[TestHistory], service: str) -> str:
+def _which(tests: Sequence[TestHistory], all_failing: int) -> str:
+    """The tests a sentence is about: by name, or, when they are every failing test of the
+    release (which the failed-tests sentence names), by their count alone, so that a report
+    lists each failing test once (a real one named the same 5 tests three times). One test
+    keeps its name: "All 1 failing tests" says less than the name."""
+    if len(tests) == all_failing and all_failing > 1:
+        return f"All {all_failing:,} failing tests"
+    return _listed([t.label for t in tests])
+
+
+def _first_failures_sentence(
+    tests: Sequence[TestHistory], service: str, all_failing: int = 0
+) -> str:
     """The tests that never failed before, in one sentence: what they share is said once."""
     runs = {t.recent_releases for t in tests}
     passed_for = runs.pop() if len(runs) == 1 else 0
     ran = f", after passing in the last {_plural(passed_for, 'release')}" if passed_for else ""
     what = "a new failure" if len(tests) == 1 else "new failures"
     return (
-        f"{_listed([t.label for t in tests])} failed for the first time in "
+        f"{_which(tests, all_failing)} failed for the first time in "
         f"{service or 'the service'}{ran} ({what})"
+    )
+
+
+def test_area(test: TestHistory, cfg: PolicySettings) -> str:
+    """Where a test belongs, in words: its critical areas, else its suite, else its file's
+    folder."""
+    areas = areas_in(f"{test.label} {test.file}", cfg.critical_areas)
+    if areas:
+        return ", ".join(sorted(areas))
+    if test.suite:
+        return test.suite
+    folder = str(PurePosixPath(test.file).parent) if test.file else ""
+    return folder if folder not in ("", ".") else test.label.rpartition("::")[0] or "the suite"
+
+
+def newly_skipped(history: History) -> list[TestHistory]:
+    """Skipped here, ran (passed or failed) in a recent release, skipped in none of them."""
+    return [
+        t
+        for t in history.tests
+        if t.outcome == "skipped"
+        and t.recent
+        and all(outcome != "skipped" for _, outcome in t.recent)
+    ]
+
+
+def newly_flaky(history: History) -> list[TestHistory]:
+    """Failed and passed in this release, and failed in none of the recent ones."""
+    return [
+        t
+        for t in history.tests
+        if (t.flaky_here or t.outcome == "flaky") and not t.failed_in_recent
+    ]
+
+
+def _skipped_signal(history: History, cfg: PolicySettings) -> Signal | None:
+    skipped = newly_skipped(history)
+    if not skipped:
+        return None
+    by_area: dict[str, list[TestHistory]] = {}
+    for t in skipped:
+        by_area.setdefault(test_area(t, cfg), []).append(t)
+    bulk = [
+        area
+        for area, tests in by_area.items()
+        if len(tests) >= cfg.newly_skipped_in_bulk_at_or_above
+        and areas_in(area, cfg.critical_areas)
+    ]
+    sentences = [
+        f"{_plural(len(tests), 'test')} of {area} newly skipped (they ran in the recent "
+        f"releases of {history.service or 'the service'}, skipped in none): "
+        f"{_listed([t.label for t in tests])}"
+        for area, tests in sorted(by_area.items(), key=lambda item: -len(item[1]))[:NAMED]
+    ]
+    unnamed = sum(len(tests) for tests in sorted(by_area.values(), key=len)[:-NAMED])
+    more = f"; and {unnamed} more newly skipped" if len(by_area) > NAMED else ""
+    return Signal(
+        name="newly_skipped",
+        label="Tests newly skipped",
+        level=cfg.newly_skipped_in_bulk_level if bulk else cfg.newly_skipped_level,
+        critical=False,
+        figure=len(skipped),
+        threshold=f"{cfg.newly_skipped_level} for a test skipped here that ran before; "
+        f"{cfg.newly_skipped_in_bulk_level} from {cfg.newly_skipped_in_bulk_at_or_above} of "
+        "one critical area",
+        detail="; ".join(sentences) + more,
+        areas=tuple(sorted(area for area in bulk)),
+    )
+
+
+def _flaky_here_signal(history: History, cfg: PolicySettings) -> Signal | None:
+    flaky = newly_flaky(history)
+    if not flaky:
+        return None
+    window = max((t.recent_releases for t in flaky), default=0)
+    since = (
+        f", for the first time in the last {_plural(window, 'release')} of "
+        f"{history.service or 'the service'}"
+        if window
+        else ""
+    )
+    named = "; ".join(f"{shown(t.label)} (in {test_area(t, cfg)})" for t in flaky[:NAMED]) + (
+        f" and {len(flaky) - NAMED} more" if len(flaky) > NAMED else ""
+    )
+    return Signal(
+        name="newly_flaky",
+        label="Tests newly flaky",
+        level=cfg.newly_flaky_level,
+        critical=False,
+        figure=len(flaky),
+        threshold=f"{cfg.newly_flaky_level} for a test that failed and passed in this release "
+        "and failed in none of the recent ones",
+        detail=f"{_plural(len(flaky), 'test')} failed and passed on a rerun in this release"
+        f"{since} (newly flaky): {named}",
     )
 
 
@@ -217,7 +324,8 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
     if new_ones:
         fresh = [t for t in new_ones if not t.failed_before]
         back = [t for t in new_ones if t.failed_before]
-        sentences = [_first_failures_sentence(fresh, service)] if fresh else []
+        all_failing = len(history.failing())
+        sentences = [_first_failures_sentence(fresh, service, all_failing)] if fresh else []
         sentences += [_returned_sentence(t) for t in back[:NAMED]]
         more = f"; and {len(back) - NAMED} more" if len(back) > NAMED else ""
         signals.append(
@@ -237,9 +345,14 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
         beside: dict[tuple[str, ...], list[str]] = {}
         for t, paths in failures.correlated:
             beside.setdefault(tuple(paths), []).append(t.label)
+        all_failing = len(history.failing())
         sentences = [
-            f"{_listed(labels)} {'fails' if len(labels) == 1 else 'fail'} beside changed code: "
+            f"{_which([t for t, _ in failures.correlated], all_failing)} "
+            f"{'fails' if all_failing == 1 else 'fail'} beside changed code: "
             f"{_listed(list(paths))}"
+            if len(beside) == 1 and len(failures.correlated) == all_failing
+            else f"{_listed(labels)} {'fails' if len(labels) == 1 else 'fail'} beside changed "
+            f"code: {_listed(list(paths))}"
             for paths, labels in list(beside.items())[:NAMED]
         ]
         count = len(failures.correlated)
@@ -257,6 +370,7 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
                 detail="; ".join(sentences) + more,
             )
         )
+    signals += [s for s in (_skipped_signal(history, cfg), _flaky_here_signal(history, cfg)) if s]
     return signals
 
 
@@ -326,6 +440,7 @@ def history_signals(history: History, failures: Failures, cfg: PolicySettings) -
     """Every history-aware signal of the release, but the failures' effect on the test
     signals (which `policy._tests` applies with `failures.excused`)."""
     signals = failure_signals(history, failures, cfg)
+    signals += suspect_signals([*failures.new, *failures.returned], cfg)
     if history.changes is not None:
         signals += change_signals(history.changes, cfg)
     metric = metric_signal(history, cfg)

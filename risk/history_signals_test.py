@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -32,8 +33,8 @@ def test_history(
     failed_before: bool | None = None,
     file: str = "",
 ) -> TestHistory:
-    """`recent` reads most recent first: F failed, P passed, K failed and passed (flaky)."""
-    word: dict[str, TestOutcome] = {"F": "failed", "P": "passed", "K": "flaky"}
+    """`recent` reads most recent first: F failed, P passed, K flaky, S skipped."""
+    word: dict[str, TestOutcome] = {"F": "failed", "P": "passed", "K": "flaky", "S": "skipped"}
     went = tuple((f"v1.{i}.0", word[c]) for i, c in enumerate(recent))
     before = any(c in "FK" for c in recent) if failed_before is None else failed_before
     return TestHistory(
@@ -152,16 +153,75 @@ def test_what_failures_share_is_said_once() -> None:
 
     verdict = evaluate(summary(*(t.label for t in tests)), CFG, history=past)
 
+    # Every failing test is new and beside the same file: the failed-tests sentence names
+    # them, these two say so by their count (a report lists each failing test once).
     assert detail(verdict, "new_failures") == (
-        "payments.RefundTest::test_partial, payments.RefundTest::test_jpy, "
-        "payments.RefundTest::test_usd and 1 more failed for the first time in checkout, after "
+        "All 4 failing tests failed for the first time in checkout, after "
         "passing in the last 4 releases (new failures)"
     )
     assert detail(verdict, "correlated_failures") == (
-        "payments.RefundTest::test_partial, payments.RefundTest::test_jpy, "
-        "payments.RefundTest::test_usd and 1 more fail beside changed code: "
-        "src/payments/refunds.py"
+        "All 4 failing tests fail beside changed code: src/payments/refunds.py"
     )
+    named = [s for s in verdict.evidence() if "test_partial" in s]
+    assert len(named) == 1, named
+
+
+def test_some_of_the_failures_are_still_named() -> None:
+    fresh = [test_history(f"payments.RefundTest::test_{n}", recent="PP") for n in ("a", "b")]
+    back = test_history("checkout.TaxTest::test_vat", recent="PPF")
+    verdict = evaluate(
+        summary(*(t.label for t in [*fresh, back])), CFG, history=history(*fresh, back)
+    )
+    assert detail(verdict, "new_failures").startswith(
+        "payments.RefundTest::test_a and payments.RefundTest::test_b failed for the first time"
+    )
+
+
+def skipped_test(label: str, *, recent: str = "PPP", file: str = "") -> TestHistory:
+    return dataclasses.replace(test_history(label, recent=recent, file=file), outcome="skipped")
+
+
+def test_tests_newly_skipped_in_bulk_are_said_with_their_area() -> None:
+    skipped = [
+        skipped_test(f"payments.GatewayTest::test_{i}", file="tests/payments/test_gateway.py")
+        for i in range(8)
+    ]
+    always = skipped_test("catalog.SearchTest::test_slow", recent="PSP")
+    verdict = evaluate(summary(), CFG, history=history(*skipped, always))
+
+    signal = next(s for s in verdict.signals if s.name == "newly_skipped")
+    assert signal.level == "medium" and signal.figure == 8 and signal.areas == ("payments",)
+    assert signal.detail.startswith(
+        "8 tests of payments newly skipped (they ran in the recent releases of checkout, "
+        "skipped in none): payments.GatewayTest::test_0, "
+    )
+    assert "test_slow" not in signal.detail  # it was skipped before
+    assert verdict.severity == "medium"
+    assert signal.detail in verdict.evidence()
+
+
+def test_a_few_tests_newly_skipped_outside_a_critical_area_are_low_but_said() -> None:
+    verdict = evaluate(
+        summary(), CFG, history=history(skipped_test("catalog.SearchTest::test_slow"))
+    )
+    signal = next(s for s in verdict.signals if s.name == "newly_skipped")
+    assert signal.level == "low" and "1 test of catalog.SearchTest newly skipped" in signal.detail
+    assert verdict.severity == "low"
+
+
+def test_a_test_newly_flaky_is_said_with_its_area_and_a_known_one_is_not() -> None:
+    # Surefire's flakyFailure: failed, then passed on a rerun, in this release.
+    new = test_history(PAY, outcome="flaky", flaky_here=True, recent="PPPP")
+    old = test_history(CART, outcome="flaky", flaky_here=True, recent="PKPP")
+    verdict = evaluate(summary(changes=["Fix the failing build"]), CFG, history=history(new, old))
+
+    signal = next(s for s in verdict.signals if s.name == "newly_flaky")
+    assert signal.figure == 1
+    assert signal.detail == (
+        "1 test failed and passed on a rerun in this release, for the first time in the last 4 "
+        f"releases of checkout (newly flaky): {PAY} (in payments)"
+    )
+    assert signal.detail in verdict.evidence()
 
 
 CHANGED_PAYMENTS = ChangeFacts(

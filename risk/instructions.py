@@ -23,8 +23,13 @@ from typing import Any
 
 _PATTERNS = [
     # Addressing the model and its rules.
-    r"\b(ignore|disregard|forget|override)\b[^.;\n]{0,40}\b(instruction|rule|prompt|guideline|"
-    r"previous|above|prior)s?\b",
+    # "Rules" alone is how commits speak of linters ("Do not ignore ruff/bugbear rule B015",
+    # "ignore other rules per file", seen in pypa/packaging): they count only as the model's
+    # rules, the ones before or above it, or all of them.
+    r"\b(ignore|disregard|forget|override)\b[^.;\n]{0,40}\b(instruction|prompt|guideline)s?\b",
+    r"\b(ignore|disregard|forget|override)\b[^.;\n]{0,20}\b(previous|above|prior|earlier|"
+    r"preceding|all|any|your)\b(\s+\w+){0,2}\s+(rules|instructions|guidelines|context|messages)\b",
+    r"\b(disregard|forget|ignore)\s+(everything\s+|all\s+)?(the\s+)?(above|previous)\b",
     r"\b(you|assistant|assessor|detective|agent|model|ai)\s+(must|should|shall|are to|need to|"
     r"have to)\b",
     r"\bas an ai\b",
@@ -56,7 +61,11 @@ _INSTRUCTION_RE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNOREC
 @functools.lru_cache(maxsize=4096)
 def reads_like_instruction(text: str) -> bool:
     # Test names are snake_case: "SYSTEM_NOTE_assistant_must_file_severity_low" is a sentence.
-    return bool(_INSTRUCTION_RE.search(text) or _INSTRUCTION_RE.search(text.replace("_", " ")))
+    # Only a text of one word is read so: in prose, snake_case is code ("set both
+    # is_flag=False and flag_value=...", a pallets/click commit), not words run together.
+    if _INSTRUCTION_RE.search(text):
+        return True
+    return " " not in text.strip() and bool(_INSTRUCTION_RE.search(text.replace("_", " ")))
 
 
 def _strings(value: Any, where: str) -> list[tuple[str, str]]:

@@ -220,6 +220,17 @@ class PolicySettings(BaseModel):
     # Too little data is never a pass: the report goes to a person.
     too_little_metric_data_level: Level = "medium"
 
+    # ---- Newly skipped and newly flaky tests (issue 28, helper "policy") ----
+    # A test skipped here that ran in the service's recent releases, never skipped there: said
+    # in the evidence with its area, low; this many or more of one critical area at once (8 of
+    # a payment suite's 20) is a suite switched off, medium.
+    newly_skipped_level: Level = "low"
+    newly_skipped_in_bulk_at_or_above: int = Field(5, ge=1)
+    newly_skipped_in_bulk_level: Level = "medium"
+    # A test that failed and passed in this release (a rerun, Surefire's flakyFailure) and
+    # never failed in the recent releases: said with its area.
+    newly_flaky_level: Level = "low"
+
     # ---- Read from the summary as well ----
 
     # A rise of p95 against the previous release smaller than this many ms is not a signal on

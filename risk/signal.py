@@ -25,7 +25,10 @@ from risk.settings import LEVEL_RANK, SCHEMA_AREA, Level, PolicySettings, Severi
 # speak of orders.
 INSTRUCTIONS_SIGNAL = "instructions_in_data"
 # History signals whose sentence the evidence carries at any level (PolicyVerdict.evidence).
-ALWAYS_CITED = frozenset({"known_flaky_failures", "metric_judge"})
+# failure_suspects: which change each new failure runs through (issue 30), whatever the level.
+ALWAYS_CITED = frozenset(
+    {"known_flaky_failures", "metric_judge", "newly_skipped", "newly_flaky", "failure_suspects"}
+)
 # A signal whose sentence the evidence leaves out when the other one's is there, since that one
 # says it again with more: "3 changes in payments and 8 failed tests" says what "3 changes in
 # payments" does. Measured on Qwen2.5-Coder-1.5B (high_payment_failures, 3 of 3 trials): given

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db.models import Case, F, Q, QuerySet, TextField, Value, When
+from django.db.models import Case, F, IntegerField, Q, QuerySet, TextField, Value, When
 from django.db.models.functions import Coalesce
 
 from releases.models import Release
@@ -33,6 +33,7 @@ from risk.history import (
     TestOutcome,
 )
 from risk.settings import PolicySettings
+from risk.suspects import Suspect
 from sources.models import Commit, CommitFile, MetricWindow, TestCase, TestStatus
 from sources.summary import names_for, windows_series
 
@@ -116,16 +117,28 @@ def test_histories(
     renames: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[tuple[TestHistory, ...], bool]:
     """The history of the named tests (`classname::name`), or of the tests that failed at
-    least once in this release when none are named (at most MAX_TESTS, by label); and whether
-    the release has test results at all. `renames`: the release's renamed test files, when
-    the caller read them already (`_test_renames`)."""
+    least once in this release, then those skipped, when none are named (at most MAX_TESTS,
+    by label); and whether the release has test results at all. `renames`: the release's
+    renamed test files, when the caller read them already (`_test_renames`)."""
     own = TestCase.objects.filter(release=release)
     if labels is None:
+        # The failing ones, then the skipped ones, for the policy's "newly skipped"
+        # (risk/history_signals.py): failures first, so a suite skipped whole never crowds
+        # them out. One query (the summary's budget is 6).
+        skipped_only = Case(
+            When(status=TestStatus.SKIPPED, then=Value(1)),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
         wanted = list(
-            own.filter(status__in=_FAILED_ONCE)
-            .order_by("classname", "name")
-            .values_list("classname", "name")
-            .distinct()[:MAX_TESTS]
+            dict.fromkeys(
+                (classname, name)
+                for _, classname, name in own.filter(status__in=(*_FAILED_ONCE, TestStatus.SKIPPED))
+                .annotate(skipped_only=skipped_only)
+                .order_by("skipped_only", "classname", "name")
+                .values_list("skipped_only", "classname", "name")
+                .distinct()[:MAX_TESTS]
+            )
         )
     else:
         wanted = [_split(label) for label in labels[:MAX_TESTS]]
@@ -166,19 +179,24 @@ def test_histories(
             "status",
             "release__version",
             "order_at",
+            "suspects",
         )
     )
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
     where: dict[tuple[str, str], tuple[str, str]] = {}
+    # The suspects of its last failing attempt that has them (sources/services/suspects.py).
+    suspects_of: dict[tuple[str, str], tuple[Suspect, ...]] = {}
     recent: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
     failed_in: dict[tuple[str, str], set[int]] = defaultdict(set)
     order: dict[int, tuple[Any, int, str]] = {}
-    for release_id, suite, classname, name, file, status, version, at in rows:
+    for release_id, suite, classname, name, file, status, version, at, suspects in rows:
         stored = (classname, name)
         if release_id == release.pk:
             if stored in keys:
                 attempts[stored].append(status)
                 where.setdefault(stored, (suite, file))
+                if suspects and suspects.get("ranked") and status in _FAILING:
+                    suspects_of[stored] = tuple(Suspect(**s) for s in suspects["ranked"])
             continue
         key = counts_for.get(stored)
         if key is None:
@@ -222,6 +240,7 @@ def test_histories(
                 first_failed_in=first,
                 failed_before=bool(before),
                 recent=tuple(history_here),
+                suspects=suspects_of.get(key, ()),
             )
         )
     return tuple(histories), True

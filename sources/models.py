@@ -192,6 +192,11 @@ class TestCase(models.Model):
     # The failure's text (a traceback, a stack trace), bounded by the parser
     # (sources.parsers.junit.MAX_TRACEBACK_CHARS: head and tail kept).
     traceback = models.TextField(blank=True)
+    # A failure's suspect commits, most likely first, with its frames and their changed lines
+    # ({"ranked", "frames", "lines"}: sources/services/suspects.py stored_form; at most
+    # MAX_SUSPECTS): computed where a checkout is at hand; null when none was (the JUnit
+    # ingestion writes its rows by raw INSERT, so no default of Django's applies).
+    suspects = models.JSONField(null=True, blank=True)
     invocation = models.PositiveIntegerField(default=1)
     attempt = models.PositiveIntegerField(default=1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -77,6 +78,8 @@ class SectionsQuery:
     search: str = ""
     change_type: str = ""
     page: str = "1"
+    # One commit by its sha or a prefix of it (a failure's suspect links to it).
+    sha: str = ""
 
     @classmethod
     def of(cls, query: QueryDict) -> SectionsQuery:
@@ -91,6 +94,7 @@ class SectionsQuery:
             search=query.get("q", "").strip()[:200],
             change_type=change_type if change_type in ChangeType.values else "",
             page=query.get("page", "1")[:12],
+            sha=sha if re.fullmatch(r"[0-9a-f]{4,64}", sha := query.get("sha", "")) else "",
         )
 
 
@@ -205,7 +209,9 @@ def release_sections(release: Release, query: QueryDict) -> ReleaseSections:
     if tab == "tests":
         return replace(sections, tests=test_page(release, status, wanted.search, wanted.page))
     if tab == "commits":
-        return replace(sections, commits=commit_page(release, wanted.change_type, wanted.page))
+        return replace(
+            sections, commits=commit_page(release, wanted.change_type, wanted.page, wanted.sha)
+        )
     if tab == "metrics":
         judgement, rows = metric_rows(release)
         return replace(sections, metrics=rows, judgement=judgement)
@@ -233,10 +239,12 @@ def test_page(release: Release, status: str, search: str, page: str) -> Page[Tes
     ).get_page(page)
 
 
-def commit_page(release: Release, change_type: str, page: str) -> Page[Commit]:
+def commit_page(release: Release, change_type: str, page: str, sha: str = "") -> Page[Commit]:
     """One page of a release's commits, newest first, each with its lines added and deleted and
-    its first files."""
+    its first files; only the one `sha` starts, when given."""
     commits = Commit.objects.filter(release=release)
+    if sha:
+        commits = commits.filter(sha__startswith=sha)
     if change_type:
         commits = commits.filter(change_type=change_type)
     commits = commits.annotate(

@@ -5,7 +5,9 @@
 - `get_code_changes`: the commits with their files and lines, the critical areas they touch
   and whether their authors are new to the service;
 - `get_metric_history`: one metric against the baseline window and earlier releases, with the
-  metric judge's verdict in words.
+  metric judge's verdict in words;
+- `get_failure_suspects`: one failed test's suspect commits, with the frames its failure runs
+  through and the lines each suspect changed (`/suspects?test=`).
 
 Each reads an endpoint of the release API beside the summary (`/api/releases/<id>/tests`,
 `/changes`, `/metrics/<metric>/history`) through `ReleaseTools.read`: same token, retry and
@@ -50,6 +52,7 @@ class DrillDownTools:
             tool(name="get_test_details", timeout_s=deadline)(self.get_test_details),
             tool(name="get_code_changes", timeout_s=deadline)(self.get_code_changes),
             tool(name="get_metric_history", timeout_s=deadline)(self.get_metric_history),
+            tool(name="get_failure_suspects", timeout_s=deadline)(self.get_failure_suspects),
         ]
 
     def register(self, registry: ToolRegistry) -> None:
@@ -129,6 +132,26 @@ class DrillDownTools:
         """
         path = f"metrics/{path_segment(metric)}/history"
         return await self._read(release_id, path, {}, f"The history of {metric!r}", _metric_lines)
+
+    async def get_failure_suspects(
+        self, release_id: ReleaseId, test: Annotated[str, Field(min_length=1, max_length=200)]
+    ) -> ToolOutcome:
+        """Which commits of the release may have broken one failed test: the frames its
+        failure runs through (file, line, function), the suspect commits most likely first
+        (on the failure's path, then the code the test exercises, then the test file), and the
+        lines each suspect changed.
+
+        Use it for a new failure (not known flaky), to name the change that broke it. Cite
+        the suspect by short sha, subject and author, and the file and line.
+
+        Args:
+            release_id: The release under assessment, for example "v2.1.0".
+            test: The failed test's name, or classname::name, for example "test_max_age".
+        """
+        query = {"test": test}
+        return await self._read(
+            release_id, "suspects", query, f"The suspects of {test!r}", _suspect_lines
+        )
 
     async def _read(
         self,
@@ -244,4 +267,19 @@ def _metric_lines(body: Mapping[str, Any]) -> list[str]:
                 f"{earlier.get('release_id')}: median {earlier.get('median')} over "
                 f"{earlier.get('samples')} samples"
             )
+    return lines
+
+
+def _suspect_lines(body: Mapping[str, Any]) -> list[str]:
+    lines = [str(body.get("summary") or "")]
+    for frame in (body.get("frames") or [])[:5]:
+        if frame.get("in_repo"):
+            lines.append(
+                f"frame: {frame.get('path')} line {frame.get('line')} {frame.get('function')}"
+            )
+    for suspect in body.get("suspects") or []:
+        lines.append(
+            f"{suspect.get('rank')}. {suspect.get('short_sha')} '{suspect.get('subject')}' "
+            f"({suspect.get('author')}), {suspect.get('tier')}: {suspect.get('reason')}"
+        )
     return lines

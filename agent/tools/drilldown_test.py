@@ -220,7 +220,12 @@ async def test_registered_with_descriptions_that_say_when(
     registry = ToolRegistry()
     register_drill_down_tools(registry, drill.release_tools)
     described = {tool.name: tool for tool in registry.get_tools()}
-    assert set(described) == {"get_test_details", "get_code_changes", "get_metric_history"}
+    assert set(described) == {
+        "get_test_details",
+        "get_code_changes",
+        "get_metric_history",
+        "get_failure_suspects",
+    }
     assert "Use it when the summary shows failed or flaky tests" in (
         described["get_test_details"].description
     )
@@ -235,3 +240,48 @@ async def test_registered_with_descriptions_that_say_when(
         ToolCall(id="c2", name="get_test_details", arguments={"release_id": "v2.1.0", "limit": 500})
     )
     assert not refused.success
+
+
+SUSPECTS = {
+    "test": "tests.test_timed::test_expired_token",
+    "computed": True,
+    "summary": "test_expired_token fails in payments/timed.py line 2, a line changed by "
+    "9820e9c 'Add a second of grace to max_age' (Ada Lovelace)",
+    "frames": [
+        {
+            "path": "tests/test_timed.py",
+            "line": 9,
+            "function": "test_expired_token",
+            "in_repo": True,
+        },
+        {"path": "payments/timed.py", "line": 2, "function": "max_age_ok", "in_repo": True},
+    ],
+    "suspects": [
+        {
+            "rank": 1,
+            "short_sha": "9820e9c",
+            "subject": "Add a second of grace to max_age",
+            "author": "Ada Lovelace",
+            "tier": "on the path",
+            "reason": "payments/timed.py line 2 (in max_age_ok) runs through lines changed by "
+            "9820e9c95 'Add a second of grace to max_age'",
+        }
+    ],
+}
+
+
+async def test_failure_suspects_lead_with_the_policys_sentence_then_frames_and_ranking(
+    api: respx.MockRouter, drill: DrillDownTools
+) -> None:
+    route = api.get(f"{BASE}/api/releases/v2.1.0/suspects").respond(200, json=SUSPECTS)
+    outcome = await drill.get_failure_suspects("v2.1.0", "test_expired_token")
+    assert route.calls.last.request.url.params["test"] == "test_expired_token"
+    lines = decoded(outcome.content)["in_short"]
+    assert lines == [
+        SUSPECTS["summary"],
+        "frame: tests/test_timed.py line 9 test_expired_token",
+        "frame: payments/timed.py line 2 max_age_ok",
+        "1. 9820e9c 'Add a second of grace to max_age' (Ada Lovelace), on the path: "
+        "payments/timed.py line 2 (in max_age_ok) runs through lines changed by 9820e9c95 "
+        "'Add a second of grace to max_age'",
+    ]

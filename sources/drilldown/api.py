@@ -3,6 +3,7 @@
 - `GET /api/releases/<version>/tests?status=&name_contains=&limit=&offset=`
 - `GET /api/releases/<version>/changes?path_prefix=&area=&limit=&offset=`
 - `GET /api/releases/<version>/metrics/<metric>/history`
+- `GET /api/releases/<version>/suspects?test=` (one failed test's suspect commits)
 
 Callers authenticate as for the summary (`releases.api.caller_release`: a run's token reads
 its own release alone, the API key any release). Every answer is JSON, errors included
@@ -23,7 +24,7 @@ from django.views.decorators.http import require_GET
 
 from releases.api import api_error, caller_release
 from releases.models import Release
-from sources.drilldown import changes, metrics, tests
+from sources.drilldown import changes, metrics, suspects, tests
 from sources.drilldown.paging import PageBounds, QueryError, choice, text_filter
 
 
@@ -36,7 +37,7 @@ def _answer(request: HttpRequest, version: str, read: Callable[[Release], Any]) 
         return JsonResponse(read(release))
     except QueryError as error:
         return api_error(400, f"Invalid query: {error}.")
-    except metrics.UnknownMetric as error:
+    except (metrics.UnknownMetric, suspects.UnknownTest) as error:
         return api_error(404, str(error))
 
 
@@ -82,5 +83,15 @@ def metric_history(request: HttpRequest, version: str, metric: str) -> HttpRespo
         if not re.fullmatch(metrics.METRIC_PATTERN, metric):
             raise QueryError(f"{metric[:40]!r} is not a metric name")
         return metrics.metric_history(release, metric)
+
+    return _answer(request, version, read)
+
+
+@login_not_required
+@csrf_exempt
+@require_GET
+def failure_suspects(request: HttpRequest, version: str) -> HttpResponseBase:
+    def read(release: Release) -> dict[str, Any]:
+        return suspects.failure_suspects(release, text_filter(request.GET, "test"))
 
     return _answer(request, version, read)

@@ -11,6 +11,7 @@ app_name = "drilldown"
 urlpatterns = [
     path("releases/<str:version>/tests", api.release_tests, name="tests"),
     path("releases/<str:version>/changes", api.release_changes, name="changes"),
+    path("releases/<str:version>/suspects", api.failure_suspects, name="suspects"),
     path(
         "releases/<str:version>/metrics/<str:metric>/history",
         api.metric_history,

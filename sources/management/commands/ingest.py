@@ -20,6 +20,7 @@ from sources.models import MetricWindow
 from sources.parsers import prometheus
 from sources.parsers.openmetrics import MetricsFormatError, parse_metrics_file
 from sources.services import IngestError, Origin, ReleaseFields
+from sources.services.suspects import compute_suspects
 
 
 def _moment(value: str) -> datetime:
@@ -152,6 +153,10 @@ class Command(BaseCommand):
                     f"{result.counts['not_in_test_cases']:,} more than its test cases (pytest's "
                     "subtests are counted so): kept as not_in_test_cases"
                 )
+        if options["git_repo"]:
+            # The checkout is at hand only here: the failures' suspects are ranked now.
+            found = compute_suspects(release, options["git_repo"], options["git_range"])
+            self._say("suspects", True, {"failures with suspects": found})
         if options["metrics_file"]:
             path = options["metrics_file"]
             if not path.is_file():
