@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "junit": "bench.junit_ingest",
     "junit-readers": "bench.junit_readers",
     "detail": "bench.release_detail",
+    "summary": "bench.release_summary",
     "assessment": "bench.assessment",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}

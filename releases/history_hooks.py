@@ -9,16 +9,25 @@ reads the summary alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from risk.history import History
+from risk.history import History, ReleaseRef
+from risk.settings import PolicySettings
 
 if TYPE_CHECKING:
     from releases.models import Release
 
 
 class HistoryReader(Protocol):
-    def __call__(self, release: Release, *, window: int) -> History: ...
+    def __call__(
+        self,
+        release: Release,
+        *,
+        window: int,
+        refs: Sequence[ReleaseRef] | None = None,
+        settings: PolicySettings | None = None,
+    ) -> History: ...
 
 
 _installed: list[HistoryReader] = []
@@ -28,7 +37,15 @@ def install(reader: HistoryReader) -> None:
     _installed[:] = [reader]
 
 
-def history_of(release: Release, *, window: int) -> History:
-    """The release's history over its service's last `window` releases; empty without a
-    reader."""
-    return _installed[0](release, window=window) if _installed else History.empty()
+def history_of(
+    release: Release,
+    *,
+    window: int,
+    refs: Sequence[ReleaseRef] | None = None,
+    settings: PolicySettings | None = None,
+) -> History:
+    """The release's history over its service's last `window` releases (`refs`, when read
+    already; `settings`: the policy in force, when read already); empty without a reader."""
+    if not _installed:
+        return History.empty()
+    return _installed[0](release, window=window, refs=refs, settings=settings)

@@ -18,7 +18,7 @@ from releases.release_order import earlier_releases
 from releases.review_scenario import SUMMARY_TOOL
 from risk.digest import digest
 from risk.history import EMPTY as EMPTY_HISTORY
-from risk.history import History
+from risk.history import History, ReleaseRef
 from risk.policy import PolicySettings, PolicyVerdict, evaluate
 
 
@@ -68,9 +68,13 @@ def previous_p95(release: Release) -> float | None:
         .values_list("deployment_metrics", flat=True)
         .first()
     )
-    if not isinstance(previous, dict):
+    return _p95_of(previous)
+
+
+def _p95_of(metrics: Any) -> float | None:
+    if not isinstance(metrics, dict):
         return None
-    value = previous.get("response_time_p95")
+    value = metrics.get("response_time_p95")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -90,11 +94,30 @@ def judge_summary(
 
 
 def judge_release(release: Release) -> Judged:
-    return judge_summary(
-        release.as_summary(),
-        previous=previous_p95(release),
-        history=lambda cfg: history_hooks.history_of(release, window=cfg.history_releases),
+    """The policy's verdict on a release with its history: the policy, the earlier releases
+    (with the previous p95 among them) and the history's few queries (sources/history.py),
+    each read once."""
+    policy = current_policy()
+    settings = settings_of(policy)
+    window = settings.history_releases
+    wanted = max(window, 1)
+    rows = list(
+        earlier_releases(release).values_list("id", "version", "order_at", "deployment_metrics")[
+            :wanted
+        ]
     )
+    measured = [metrics for *_, metrics in rows if metrics is not None]
+    if measured:
+        previous = _p95_of(measured[0])
+    elif len(rows) < wanted:
+        previous = None  # every earlier release was read: none was measured
+    else:
+        previous = previous_p95(release)
+    refs = [ReleaseRef(id=pk, version=version, at=at) for pk, version, at, _ in rows[:window]]
+    past = history_hooks.history_of(release, window=window, refs=refs, settings=settings)
+    summary = release.as_summary()
+    verdict = evaluate(summary, settings, previous_p95=previous, history=past)
+    return Judged(policy, settings, verdict, summary, past)
 
 
 # The agent's investigation tools (agent/tools/drilldown.py), whose results a report may cite.

@@ -6,11 +6,12 @@ the metric's settings (`MetricSettings`):
 
 1. **Enough data?** Fewer samples than `JudgeSettings.min_samples` in either window is its own
    outcome, `too_little_data`: never a pass, since nothing was shown to be fine.
-2. **A shift in the bad direction?** The Mann-Whitney U test (scipy.stats.mannwhitneyu), one
-   sided: "this release's values tend to be larger than the baseline's" for a metric where an
-   increase is bad (error rate, latency), "smaller" where a decrease is. The shift is
-   significant when p < 1 - confidence. The test is on ranks, so it asks nothing of the
-   samples' distribution (latencies are far from normal) and one outlier cannot carry it.
+2. **A shift in the bad direction?** The Mann-Whitney U test (scipy.stats.mannwhitneyu's
+   figures, computed without importing scipy: risk/mannwhitney.py), one sided: "this
+   release's values tend to be larger than the baseline's" for a metric where an increase is
+   bad (error rate, latency), "smaller" where a decrease is. The shift is significant when
+   p < 1 - confidence. The test is on ranks, so it asks nothing of the samples' distribution
+   (latencies are far from normal) and one outlier cannot carry it.
 3. **How large?** The effect size is the ratio of this release's median to the baseline's (of
    the means with `effect = "mean"`), taken in the bad direction: current / baseline where an
    increase is bad, baseline / current where a decrease is. It must be above `allowed_ratio`.
@@ -266,8 +267,7 @@ def judge_metric(
             **fields,
         )
     worse = "greater" if metric.bad_direction == "increase" else "less"
-    test = _scipy_stats().mannwhitneyu(current_values, base_values, alternative=worse)
-    p_value = float(test.pvalue)
+    p_value = _mann_whitney().mannwhitneyu(current_values, base_values, worse)
     if math.isnan(p_value):  # no variation at all: nothing shifted
         p_value = 1.0
     before, after = base.centre(metric.effect), now.centre(metric.effect)
@@ -308,22 +308,22 @@ def _numpy() -> ModuleType:
 
 
 def warm_up_in_background() -> threading.Thread:
-    """Import scipy.stats on a thread now, so that a process that will judge metrics (the
-    web server answering a run's summary, the eval runner) does not pay for the import inside
-    a request a tool waits for with a timeout (a trial's first summary of a release made of
-    files timed out at 3 s while it imported)."""
-    thread = threading.Thread(target=_scipy_stats, name="scipy-warm-up", daemon=True)
+    """Import numpy and the U test on a thread now, so that a process that will judge metrics
+    (the web server answering a run's summary, the eval runner) has them when the first
+    request comes. Nothing on the judgement's path imports scipy (risk/mannwhitney.py: its
+    import took 3.6-4.1 s under load, and a first summary waited over 10 s for it); numpy
+    takes 0.2-0.5 s, so a request that comes before this thread is done waits at most that."""
+    thread = threading.Thread(target=_mann_whitney, name="numpy-warm-up", daemon=True)
     thread.start()
     return thread
 
 
-def _scipy_stats() -> ModuleType:
-    """scipy.stats, imported on the first judgement rather than with this module: it takes
-    about a second to import on an idle machine (10 s measured on the 2 shared cores under
-    load), and most processes that import the risk policy never judge a metric."""
-    from scipy import stats
+def _mann_whitney() -> ModuleType:
+    """risk.mannwhitney (and numpy with it), imported on the first judgement rather than with
+    this module: most processes that import the risk policy never judge a metric."""
+    from risk import mannwhitney
 
-    return stats
+    return mannwhitney
 
 
 def _samples(name: str, window: str, values: Sequence[float]) -> np.ndarray:

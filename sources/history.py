@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, F, IntegerField, Q, QuerySet, TextField, Value, When
+from django.db.models.functions import Coalesce
 
 from releases.models import Release
-from releases.release_order import earlier_releases, in_release_order
+from releases.release_order import earlier_releases
 from risk.changes import CODE_KINDS, commit_facts, file_kind
 from risk.history import (
     AuthorFacts,
@@ -30,9 +32,10 @@ from risk.history import (
     TestHistory,
     TestOutcome,
 )
+from risk.settings import PolicySettings
 from risk.suspects import Suspect
 from sources.models import Commit, CommitFile, MetricWindow, TestCase, TestStatus
-from sources.summary import names_for, window_series
+from sources.summary import names_for, windows_series
 
 DEFAULT_WINDOW = 10
 MAX_TESTS = 200
@@ -46,18 +49,29 @@ _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 _FAILED_ONCE = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.FLAKY)
 
 
-def read_history(release: Release, *, window: int = DEFAULT_WINDOW) -> History:
+def read_history(
+    release: Release,
+    *,
+    window: int = DEFAULT_WINDOW,
+    refs: Sequence[ReleaseRef] | None = None,
+    settings: PolicySettings | None = None,
+) -> History:
     """Everything the policy reads of the release's past, over the service's last `window`
-    releases."""
-    refs = earlier(release, window)
-    tests, has_tests = test_histories(release, window=window, refs=refs)
+    releases (`refs`, when the caller read them already; `settings`: the policy in force, for
+    the service's metric names). Five queries at most: the earlier releases (unless given),
+    the tests failing here (or whether there are tests), their history, the commits with their
+    files (this release's, the window's, and the same authors' earlier ones), and the metric
+    samples of both windows and of the window's releases."""
+    refs = list(refs) if refs is not None else earlier(release, window)
+    changes, renames = _change_facts_and_renames(release, refs)
+    tests, has_tests = test_histories(release, window=window, refs=refs, renames=renames)
     return History(
         service=release.service.name,
         version=release.version,
         previous=tuple(refs),
         tests=tests,
-        changes=change_facts(release, refs=refs),
-        metrics=metric_series(release, window=window, refs=refs),
+        changes=changes,
+        metrics=metric_series(release, window=window, refs=refs, settings=settings),
         window=window,
         has_test_detail=has_tests,
     )
@@ -100,29 +114,32 @@ def test_histories(
     window: int = DEFAULT_WINDOW,
     labels: Sequence[str] | None = None,
     refs: Sequence[ReleaseRef] | None = None,
+    renames: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[tuple[TestHistory, ...], bool]:
     """The history of the named tests (`classname::name`), or of the tests that failed at
     least once in this release, then those skipped, when none are named (at most MAX_TESTS,
-    by label); and whether
-    the release has test results at all."""
+    by label); and whether the release has test results at all. `renames`: the release's
+    renamed test files, when the caller read them already (`_test_renames`)."""
     own = TestCase.objects.filter(release=release)
     if labels is None:
-        wanted = list(
-            own.filter(status__in=_FAILED_ONCE)
-            .order_by("classname", "name")
-            .values_list("classname", "name")
-            .distinct()[:MAX_TESTS]
+        # The failing ones, then the skipped ones, for the policy's "newly skipped"
+        # (risk/history_signals.py): failures first, so a suite skipped whole never crowds
+        # them out. One query (the summary's budget is 6).
+        skipped_only = Case(
+            When(status=TestStatus.SKIPPED, then=Value(1)),
+            default=Value(0),
+            output_field=IntegerField(),
         )
-        # Then the skipped ones, for the policy's "newly skipped" (risk/history_signals.py);
-        # failures first, so a suite skipped whole never crowds them out.
-        wanted += [
-            key
-            for key in own.filter(status=TestStatus.SKIPPED)
-            .order_by("classname", "name")
-            .values_list("classname", "name")
-            .distinct()[: MAX_TESTS - len(wanted)]
-            if key not in set(wanted)
-        ]
+        wanted = list(
+            dict.fromkeys(
+                (classname, name)
+                for _, classname, name in own.filter(status__in=(*_FAILED_ONCE, TestStatus.SKIPPED))
+                .annotate(skipped_only=skipped_only)
+                .order_by("skipped_only", "classname", "name")
+                .values_list("skipped_only", "classname", "name")
+                .distinct()[:MAX_TESTS]
+            )
+        )
     else:
         wanted = [_split(label) for label in labels[:MAX_TESTS]]
     if not wanted:
@@ -131,7 +148,7 @@ def test_histories(
     keys = set(wanted)
     # A test file renamed in the range keeps its tests' history: their earlier results are
     # read under the old file's classname too ("tests.test_old.T" for "tests.test_new.T").
-    renames = _test_renames(release)
+    renames = list(renames) if renames is not None else _test_renames(release)
     alias = {
         (old, name): (classname, name)
         for classname, name in wanted
@@ -140,49 +157,55 @@ def test_histories(
     # Each stored (classname, name) of interest -> the wanted key it counts for.
     counts_for = {**{key: key for key in keys}, **alias}
 
-    # This release: every attempt, last one last.
+    refs = list(refs) if refs is not None else earlier(release, window)
+    versions = {ref.id: ref.version for ref in refs}
+    # One query: every attempt here (last one last), every result in the window's releases,
+    # and the failures over the service's whole past (for the first release each failed in).
+    rows = (
+        TestCase.objects.filter(
+            Q(release_id=release.pk)
+            | Q(release_id__in=list(versions))
+            | Q(release_id__in=_earlier_ids(release), status__in=_FAILED_ONCE),
+            name__in=names,
+        )
+        .annotate(order_at=Coalesce("release__deployed_at", "release__created_at"))
+        .order_by("attempt", "id")
+        .values_list(
+            "release_id",
+            "suite",
+            "classname",
+            "name",
+            "file",
+            "status",
+            "release__version",
+            "order_at",
+            "suspects",
+        )
+    )
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
     where: dict[tuple[str, str], tuple[str, str]] = {}
     # The suspects of its last failing attempt that has them (sources/services/suspects.py).
     suspects_of: dict[tuple[str, str], tuple[Suspect, ...]] = {}
-    for suite, classname, name, file, status, suspects in (
-        own.filter(name__in=names)
-        .order_by("attempt", "id")
-        .values_list("suite", "classname", "name", "file", "status", "suspects")
-    ):
-        key = (classname, name)
-        if key in keys:
-            attempts[key].append(status)
-            where.setdefault(key, (suite, file))
-            if suspects and suspects.get("ranked") and status in _FAILING:
-                suspects_of[key] = tuple(Suspect(**s) for s in suspects["ranked"])
-
-    refs = list(refs) if refs is not None else earlier(release, window)
-    versions = {ref.id: ref.version for ref in refs}
     recent: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for release_id, classname, name, status in TestCase.objects.filter(
-        release_id__in=list(versions), name__in=names
-    ).values_list("release_id", "classname", "name", "status"):
-        if (classname, name) in counts_for:
-            recent[counts_for[(classname, name)]][release_id].append(status)
-
-    # The first release each test failed in, over the service's whole past.
     failed_in: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for classname, name, release_id in (
-        TestCase.objects.filter(
-            release_id__in=_earlier_ids(release), name__in=names, status__in=_FAILED_ONCE
-        )
-        .values_list("classname", "name", "release_id")
-        .distinct()
-    ):
-        if (classname, name) in counts_for:
-            failed_in[counts_for[(classname, name)]].add(release_id)
-    order = {
-        pk: (at, pk, version)
-        for pk, version, at in in_release_order(
-            Release.objects.filter(id__in={i for ids in failed_in.values() for i in ids})
-        ).values_list("id", "version", "order_at")
-    }
+    order: dict[int, tuple[Any, int, str]] = {}
+    for release_id, suite, classname, name, file, status, version, at, suspects in rows:
+        stored = (classname, name)
+        if release_id == release.pk:
+            if stored in keys:
+                attempts[stored].append(status)
+                where.setdefault(stored, (suite, file))
+                if suspects and suspects.get("ranked") and status in _FAILING:
+                    suspects_of[stored] = tuple(Suspect(**s) for s in suspects["ranked"])
+            continue
+        key = counts_for.get(stored)
+        if key is None:
+            continue
+        if release_id in versions:
+            recent[key][release_id].append(status)
+        if status in _FAILED_ONCE:
+            failed_in[key].add(release_id)
+            order[release_id] = (at, release_id, version)
 
     histories = []
     for key in sorted(keys, key=lambda k: _label(*k)):
@@ -263,18 +286,102 @@ def change_facts(
     """The release's change (merges left out): files with their lines, messages, and per author
     what they had touched before in the service; each commit with its kind (risk/changes.py);
     and the code size of the service's recent earlier releases. None without ingested commits."""
-    commits = list(
-        Commit.objects.filter(release=release)
-        .order_by("authored_at", "sha")
-        .values_list("id", "author_name", "author_email", "message", "parents", "sha")
+    refs = list(refs) if refs is not None else earlier(release)
+    return _change_facts_and_renames(release, refs)[0]
+
+
+# One row of the commits query: a commit with one of its files (None's without files).
+_CommitRow = tuple[
+    int,
+    int,
+    str,
+    str,
+    str,
+    list[str] | None,
+    str,
+    str | None,
+    int | None,
+    int | None,
+    bool | None,
+    str | None,
+]
+
+
+def _commit_rows(release: Release, refs: Sequence[ReleaseRef]) -> list[_CommitRow]:
+    """In one query, each commit with each of its files: this release's; the window's (their
+    code size); the same authors' in the service's earlier releases (what they touched before);
+    and one earlier commit of anyone's (whether the service has any)."""
+    own = Commit.objects.filter(release_id=release.pk)
+    earlier_ids = _earlier_ids(release)
+    theirs = Q(author_email__in=own.exclude(author_email="").values("author_email")) | Q(
+        author_name__in=own.filter(author_email="").values("author_name")
     )
+    any_earlier = Commit.objects.filter(release_id__in=earlier_ids).values("pk")[:1]
+    return list(
+        Commit.objects.filter(
+            Q(release_id=release.pk)
+            | Q(release_id__in=[ref.id for ref in refs])
+            | (Q(release_id__in=earlier_ids) & theirs)
+            | Q(pk__in=any_earlier)
+        )
+        # Only this release's messages are read; the others' would be dead weight.
+        .annotate(
+            own_message=Case(
+                When(release_id=release.pk, then=F("message")),
+                default=Value(""),
+                output_field=TextField(),
+            )
+        )
+        .order_by("authored_at", "sha", "files__id")
+        .values_list(
+            "id",
+            "release_id",
+            "author_name",
+            "author_email",
+            "own_message",
+            "parents",
+            "sha",
+            "files__path",
+            "files__added",
+            "files__deleted",
+            "files__binary",
+            "files__old_path",
+        )
+    )
+
+
+def _change_facts_and_renames(
+    release: Release, refs: Sequence[ReleaseRef]
+) -> tuple[ChangeFacts | None, list[tuple[str, str]]]:
+    """`change_facts`, and the test files renamed in the release (`_test_renames`), from one
+    query (`_commit_rows`)."""
+    rows = _commit_rows(release, refs)
+    commits: dict[int, tuple[str, str, str, list[str] | None, str]] = {}
+    per_commit: dict[int, list[tuple[str, int | None, int | None, str]]] = defaultdict(list)
+    renames: list[tuple[str, str]] = []
+    window = {ref.id for ref in refs}
+    window_rows = []
+    earlier_rows = []
+    for pk, release_id, name, email, message, parents, sha, path, *rest in rows:
+        if release_id != release.pk:
+            earlier_rows.append((pk, name, email, path))
+            if release_id in window and path is not None:
+                window_rows.append((release_id, path, rest[0], rest[1], parents))
+            continue
+        commits.setdefault(pk, (name, email, message, parents, sha))
+        if path is None:
+            continue
+        added, deleted, _, old_path = rest
+        per_commit[pk].append((path, added, deleted, old_path or ""))
+        if old_path and old_path != path and file_kind(path) == "test":
+            renames.append((old_path, path))
     kept = {
         pk: (name, email, message)
-        for pk, name, email, message, parents, _ in commits
+        for pk, (name, email, message, parents, _) in commits.items()
         if len(parents or []) <= 1
     }
     if not kept:
-        return None
+        return None, renames
     lines: dict[str, list[int]] = {}
     binary: set[str] = set()
     by_author: dict[str, set[str]] = defaultdict(set)
@@ -284,17 +391,15 @@ def change_facts(
         key = _author_key(name, email)
         commit_count[key] += 1
         display.setdefault(key, name or email)
-    per_commit: dict[int, list[tuple[str, int | None, int | None, str]]] = defaultdict(list)
-    for commit_id, path, added, deleted, is_binary, old_path in CommitFile.objects.filter(
-        commit_id__in=list(kept)
-    ).values_list("commit_id", "path", "added", "deleted", "binary", "old_path"):
-        per_commit[commit_id].append((path, added, deleted, old_path))
+    for pk, path, added, deleted, is_binary, _ in (
+        (pk, *row) for pk, *row in _own_files(rows, release.pk) if pk in kept
+    ):
         counted = lines.setdefault(path, [0, 0])
         counted[0] += added or 0
         counted[1] += deleted or 0
         if is_binary:
             binary.add(path)
-        name, email, _ = kept[commit_id]
+        name, email, _ = kept[pk]
         by_author[_author_key(name, email)].add(path)
     files = tuple(
         FileChange(path=path, added=a, deleted=d, binary=path in binary)
@@ -302,28 +407,17 @@ def change_facts(
     )
     messages = tuple(message[:MESSAGE_CHARS] for _, _, message in kept.values())[:MAX_MESSAGES]
 
-    earlier_ids = _earlier_ids(release)
     emails = {email for _, email, _ in kept.values() if email}
     names_only = {name for name, email, _ in kept.values() if not email}
-    by_them = Q(commit__author_email__in=emails) | Q(commit__author_name__in=names_only)
     touched: dict[str, set[str]] = defaultdict(set)
-    for name, email, path in (
-        CommitFile.objects.filter(by_them, commit__release_id__in=earlier_ids)
-        .values_list("commit__author_name", "commit__author_email", "path")
-        .distinct()[:MAX_EARLIER_PATHS]
-    ):
-        touched[_author_key(name, email)].add(path)
-    earlier_commits: dict[str, int] = defaultdict(int)
-    for name, email, count in (
-        Commit.objects.filter(
-            Q(author_email__in=emails) | Q(author_name__in=names_only),
-            release_id__in=earlier_ids,
-        )
-        .values_list("author_name", "author_email")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        earlier_commits[_author_key(name, email)] += count
+    their_commits: dict[str, set[int]] = defaultdict(set)
+    for pk, name, email, path in earlier_rows:
+        if email not in emails and name not in names_only:
+            continue
+        key = _author_key(name, email)
+        their_commits[key].add(pk)
+        if path is not None and len(touched[key]) < MAX_EARLIER_PATHS:
+            touched[key].add(path)
     authors = []
     for key in sorted(commit_count):
         theirs = sorted(by_author.get(key, ()))
@@ -337,7 +431,7 @@ def change_facts(
                 files=tuple(theirs),
                 new_files=new_files,
                 new_directories=tuple(new_dirs),
-                earlier_commits=earlier_commits.get(key, 0),
+                earlier_commits=len(their_commits.get(key, ())),
             )
         )
     commit_list = tuple(
@@ -349,30 +443,38 @@ def change_facts(
             parents=len(parents or []),
             files=per_commit.get(pk, ()),
         )
-        for pk, name, email, message, parents, sha in commits
+        for pk, (name, email, message, parents, sha) in commits.items()
     )
-    refs = list(refs) if refs is not None else earlier(release)
-    return ChangeFacts(
+    facts = ChangeFacts(
         commits=len(kept),
         files=files,
         messages=messages,
         authors=tuple(authors),
-        service_has_earlier_commits=Commit.objects.filter(release_id__in=earlier_ids).exists(),
+        service_has_earlier_commits=bool(earlier_rows),
         commit_list=commit_list,
-        earlier_code_sizes=_earlier_code_sizes(refs),
+        earlier_code_sizes=_earlier_code_sizes(refs, window_rows),
     )
+    return facts, renames
 
 
-def _earlier_code_sizes(refs: Sequence[ReleaseRef]) -> tuple[tuple[int, int, int], ...]:
+def _own_files(
+    rows: Sequence[_CommitRow], release_id: int
+) -> Iterable[tuple[int, str, int | None, int | None, bool | None, str | None]]:
+    for pk, owner, _, _, _, _, _, path, added, deleted, is_binary, old_path in rows:
+        if owner == release_id and path is not None:
+            yield pk, path, added, deleted, is_binary, old_path
+
+
+def _earlier_code_sizes(
+    refs: Sequence[ReleaseRef],
+    rows: Iterable[tuple[int, str, int | None, int | None, list[str] | None]],
+) -> tuple[tuple[int, int, int], ...]:
     """(code lines, code files, code directories) of each earlier release with commits, most
-    recent first: what "large for this service" is judged against (merges left out)."""
+    recent first: what "large for this service" is judged against (merges left out); `rows`:
+    (release, path, added, deleted, parents) of the refs' commit files."""
     lines: dict[int, int] = defaultdict(int)
     files: dict[int, set[str]] = defaultdict(set)
-    for release_id, path, added, deleted, parents in (
-        CommitFile.objects.filter(commit__release_id__in=[ref.id for ref in refs])
-        .values_list("commit__release_id", "path", "added", "deleted", "commit__parents")
-        .iterator(chunk_size=5000)
-    ):
+    for release_id, path, added, deleted, parents in rows:
         if len(parents or []) > 1 or file_kind(path) not in CODE_KINDS:
             continue
         lines[release_id] += (added or 0) + (deleted or 0)
@@ -394,24 +496,22 @@ def metric_series(
     window: int = DEFAULT_WINDOW,
     names: Sequence[str] | None = None,
     refs: Sequence[ReleaseRef] | None = None,
+    settings: PolicySettings | None = None,
 ) -> tuple[MetricSeries, ...]:
     """Per summary metric (`error_rate`, `response_time_p95`) its series in this release's
     window, its baseline window, and the release windows of the service's last `window`
     releases, read the way Prometheus means the samples (`sources.summary.window_series`:
     counters as rates, histograms as quantiles, gauges as they are), so that the judge
-    compares what the summary's figure is made of, never a cumulative counter."""
-    summary_names = names_for(release.service.slug)
-    own = {
-        which: window_series([release.pk], which, summary_names)[release.pk]
-        for which in MetricWindow.values
-    }
+    compares what the summary's figure is made of, never a cumulative counter. One query
+    (with `refs` given); `settings`: the policy in force, read when not given."""
+    summary_names = names_for(release.service.slug, settings)
+    refs = list(refs) if refs is not None else earlier(release, window)
+    own, earlier_series = windows_series(release.pk, [ref.id for ref in refs], summary_names)
     metric_names = sorted(set(own[MetricWindow.RELEASE]) | set(own[MetricWindow.BASELINE]))
     if names is not None:
         metric_names = [name for name in metric_names if name in names]
     if not metric_names:
         return ()
-    refs = list(refs) if refs is not None else earlier(release, window)
-    earlier_series = window_series([ref.id for ref in refs], MetricWindow.RELEASE, summary_names)
     return tuple(
         MetricSeries(
             name=name,

@@ -9,11 +9,16 @@ riskiest first, by name.
 
 from __future__ import annotations
 
-from collections import Counter
+import json
+from collections import Counter, defaultdict
 from dataclasses import replace
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db import connection
+from django.db.models import Count, Q, Sum
+from django.utils.dateparse import parse_datetime
 
 from releases import verdicts
 from releases.models import Release
@@ -92,18 +97,85 @@ def window_series(
     """The summary's figures step by step in one window of each release (`step_series`:
     rates of counters, quantiles of histograms, gauges as they are): what the metric judge
     compares, for the policy, the Metrics tab and the drill-down alike."""
+    names = _series_names(names)
+    return {
+        release_id: step_series(records, names)
+        for release_id, records in window_records(release_ids, window).items()
+    }
+
+
+def windows_series(
+    release_id: int, earlier_ids: list[int], names: SummaryNames
+) -> tuple[dict[str, dict[str, list[float]]], dict[int, dict[str, list[float]]]]:
+    """`window_series` of both windows of a release and of the release window of earlier ones,
+    in one query (the release summary's history reads them together): (by window, by earlier
+    release)."""
+    rows = (
+        MetricSample.objects.filter(
+            Q(release_id=release_id) | Q(release_id__in=earlier_ids, window=MetricWindow.RELEASE)
+        )
+        .order_by("release_id", "window", "timestamp", "id")
+        .values_list("release_id", "window", "name", "labels", "timestamp", "value")
+    )
+    found: dict[tuple[int, str], list[MetricSampleRecord]] = defaultdict(list)
+    # Django's per-value converters (a JSON parse of every row's labels, a datetime parse of
+    # every timestamp) were most of the summary's time; the same labels and scrape times come
+    # back on row after row, so each distinct one is converted once.
+    sql, params = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for owner, window, name, labels, timestamp, value in cursor.fetchall():
+            kept = found[(owner, window)]
+            if len(kept) < MAX_WINDOW_SAMPLES:
+                kept.append(MetricSampleRecord(name, _labels(labels), _timestamp(timestamp), value))
+    names = _series_names(names)
+    own = {
+        window: step_series(found.get((release_id, window), []), names)
+        for window in MetricWindow.values
+    }
+    earlier = {
+        pk: step_series(found.get((pk, MetricWindow.RELEASE), []), names) for pk in earlier_ids
+    }
+    return own, earlier
+
+
+@lru_cache(maxsize=4096)
+def _label_items(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(json.loads(text).items()))
+
+
+def _labels(stored: Any) -> tuple[tuple[str, str], ...]:
+    """A row's labels as the backend hands them over: JSON text (SQLite, psycopg's text
+    loader) or already a dict."""
+    if isinstance(stored, str):
+        return _label_items(stored)
+    return tuple(sorted((stored or {}).items()))
+
+
+@lru_cache(maxsize=4096)
+def _parsed_time(text: str) -> datetime:
+    parsed = parse_datetime(text)
+    if parsed is None:
+        raise ValueError(f"not a stored timestamp: {text!r}")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _timestamp(stored: Any) -> datetime | None:
+    """A row's timestamp as the backend hands it over: text in UTC (SQLite) or a datetime."""
+    if isinstance(stored, str):
+        return _parsed_time(stored)
+    return stored
+
+
+def _series_names(names: SummaryNames) -> SummaryNames:
     # A window's one figure (`<key>:window`) is no series.
-    names = replace(
+    return replace(
         names,
         error_rate=tuple(n for n in names.error_rate if not n.name.endswith(":window")),
         response_time_p95=tuple(
             n for n in names.response_time_p95 if not n.name.endswith(":window")
         ),
     )
-    return {
-        release_id: step_series(records, names)
-        for release_id, records in window_records(release_ids, window).items()
-    }
 
 
 def sources_of(metric: str) -> tuple[Scaled, ...]:

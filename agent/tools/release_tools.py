@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 import httpx
+from opentelemetry import trace
 from pydantic import Field
 
 from agent.errors import InvalidArgumentsError, ToolExecutionError, redact
@@ -74,6 +75,21 @@ class _Unavailable(Exception):
     """The API could not be asked, or did not answer in time."""
 
 
+@dataclass(slots=True)
+class _Attempt:
+    """What one request met on its way: the refused connection it is trying again after."""
+
+    refused: httpx.ConnectError | None = None
+
+
+def _note_retry(failure: ToolOutcome) -> None:
+    """Record on the tool's span (`execute_tool {name}`) that the call asks again, and why."""
+    reason = "timeout" if "did not answer within" in failure.content else "unavailable"
+    span = trace.get_current_span()
+    span.set_attributes({"detective.tool.retry.count": 1, "detective.tool.retry.reason": reason})
+    span.add_event("detective.tool.retry", {"detective.tool.retry.reason": reason})
+
+
 class ReleaseTools:
     """The release tools, bound to one release API (and, usually, one release)."""
 
@@ -107,6 +123,8 @@ class ReleaseTools:
         self._owns_client = client is None
         self._client = client or async_client(timeout=timeout_s)
         self._filed: dict[str, str | None] = {}
+        # GETs being served, by URL: a retry joins one instead of sending it again.
+        self._in_flight: dict[str, tuple[asyncio.Future[_Reply], _Attempt]] = {}
         # The releases whose summary this assessment has read; why the last read failed.
         self._summaries_read: set[str] = set()
         self._summary_problems: dict[str, str] = {}
@@ -137,6 +155,8 @@ class ReleaseTools:
             registry.register_function(release_tool)
 
     async def aclose(self) -> None:
+        for task, _ in list(self._in_flight.values()):
+            task.cancel()
         if self._owns_client:
             await self._client.aclose()
 
@@ -160,7 +180,9 @@ class ReleaseTools:
         """
         outcome, transient = await self._fetch_summary(release_id)
         if transient:
-            # A blip of the API (5xx, timeout, unreachable) is worth one more try.
+            # A blip of the API (5xx, timeout, unreachable) is worth one more try; after a
+            # timeout the try waits for the request still being served (`_send`).
+            _note_retry(outcome)
             await asyncio.sleep(self.summary_retry_delay_s)
             outcome, transient = await self._fetch_summary(release_id)
         if not outcome.success and release_id == self.release_id:
@@ -210,6 +232,7 @@ class ReleaseTools:
         listening) is asked once more, as for the summary."""
         failure, transient = await self._read_once(path, what)
         if transient:
+            _note_retry(failure)
             await asyncio.sleep(self.summary_retry_delay_s)
             failure, transient = await self._read_once(path, what)
         return failure
@@ -371,10 +394,54 @@ class ReleaseTools:
     async def _send(
         self, method: str, path: str, *, payload: dict[str, Any] | None = None
     ) -> _Reply:
+        """Send a request; a GET still being served when its attempt timed out is joined, not
+        sent again: the retry after a timeout waits for the same request (measured under load:
+        the summary's first request took over 10 s, and the retry doubled the server's work)."""
         url = f"{self.base_url}{path}"
-        refused: httpx.ConnectError | None = None
+        if method != "GET":
+            return await self._send_now(method, url, payload, _Attempt(), self.timeout_s)
+        running = self._in_flight.get(url)
+        if running is not None and not running[0].done():
+            task, attempt = running
+            trace.get_current_span().set_attribute("detective.tool.joined_in_flight", True)
+        else:
+            attempt = _Attempt()
+            # The request may outlive this attempt by the retry's wait and the retry itself.
+            bound = 2 * self.timeout_s + self.summary_retry_delay_s
+            task = asyncio.ensure_future(self._send_now(method, url, None, attempt, bound))
+            self._in_flight[url] = (task, attempt)
+            task.add_done_callback(lambda done: self._forget(url, done))
         try:
             async with asyncio.timeout(self.timeout_s):
+                return await asyncio.shield(task)
+        except TimeoutError as error:
+            raise self._timed_out(attempt, method, url) from error
+
+    def _timed_out(self, attempt: _Attempt, method: str, url: str) -> _Unavailable:
+        if attempt.refused is not None:
+            return _Unavailable(
+                f"the release API could not be reached ({type(attempt.refused).__name__}) "
+                f"for {self.timeout_s:g} seconds"
+            )
+        logger.warning("release API timed out", extra={"method": method, "url": url})
+        return _Unavailable(f"the release API did not answer within {self.timeout_s:g} seconds")
+
+    def _forget(self, url: str, done: asyncio.Future[_Reply]) -> None:
+        if self._in_flight.get(url, (None,))[0] is done:
+            del self._in_flight[url]
+        if not done.cancelled():
+            done.exception()  # retrieved: an attempt that gave up on it has said why already
+
+    async def _send_now(
+        self,
+        method: str,
+        url: str,
+        payload: dict[str, Any] | None,
+        attempt: _Attempt,
+        bound_s: float,
+    ) -> _Reply:
+        try:
+            async with asyncio.timeout(bound_s):
                 delay = 0.1
                 while True:
                     try:
@@ -383,32 +450,24 @@ class ReleaseTools:
                             url,
                             json=payload,
                             headers=self._headers(),
-                            timeout=self.timeout_s,
+                            timeout=bound_s,
                         )
                         break
                     except httpx.ConnectError as error:
                         if not self.reconnect:
                             raise
-                        if refused is None:
+                        if attempt.refused is None:
                             logger.warning(
                                 "release API unreachable: %s; trying again until %g s",
                                 type(error).__name__,
                                 self.timeout_s,
                                 extra={"method": method, "url": url},
                             )
-                        refused = error
+                        attempt.refused = error
                         await asyncio.sleep(delay)
                         delay = min(delay * 2, RECONNECT_DELAY_S)
         except (TimeoutError, httpx.TimeoutException) as error:
-            if refused is not None:
-                raise _Unavailable(
-                    f"the release API could not be reached ({type(refused).__name__}) "
-                    f"for {self.timeout_s:g} seconds"
-                ) from error
-            logger.warning("release API timed out", extra={"method": method, "url": url})
-            raise _Unavailable(
-                f"the release API did not answer within {self.timeout_s:g} seconds"
-            ) from error
+            raise self._timed_out(attempt, method, url) from error
         except httpx.HTTPError as error:
             logger.warning(
                 "release API unreachable: %s",

@@ -528,3 +528,95 @@ async def test_a_connection_refused_past_the_deadline_says_so(api: respx.MockRou
         outcome = await release_tools.get_release_summary("v2.1.0")
     assert not outcome.success and outcome.terminal
     assert "could not be reached (ConnectError) for 0.3 seconds" in outcome.content
+
+
+async def test_the_retry_after_a_timeout_waits_for_the_request_still_being_served(
+    api: respx.MockRouter,
+) -> None:
+    # A first summary under load took longer than the tool's timeout; its retry used to send
+    # the same request again while the server was still working on the first.
+    served = 0
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        nonlocal served
+        served += 1
+        await asyncio.sleep(0.3)
+        return httpx.Response(200, json=SUMMARY)
+
+    api.get(SUMMARY_URL).mock(side_effect=slow)
+    async with ReleaseTools(BASE, timeout_s=0.2, summary_retry_delay_s=0) as release_tools:
+        outcome = await release_tools.get_release_summary("v2.1.0")
+    assert outcome.success, outcome.content
+    assert served == 1
+    assert api.routes[0].call_count == 1
+
+
+async def test_a_request_that_never_ends_is_given_up_on_once_and_not_sent_twice(
+    api: respx.MockRouter,
+) -> None:
+    sent = 0
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        nonlocal sent
+        sent += 1
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    api.get(SUMMARY_URL).mock(side_effect=hang)
+    async with ReleaseTools(BASE, timeout_s=0.05, summary_retry_delay_s=0) as release_tools:
+        outcome = await release_tools.get_release_summary("v2.1.0")
+        assert not outcome.success
+        assert "did not answer within 0.05 seconds" in outcome.content
+        assert sent == 1
+        # Once the request is over (its bound: both attempts), a new call asks again.
+        await asyncio.sleep(0.1)
+        await release_tools.get_release_summary("v2.1.0")
+        assert sent == 2
+
+
+async def test_a_retry_is_recorded_on_the_tools_span(api: respx.MockRouter) -> None:
+    from agent.telemetry.tool_calls import TracedToolExecutor
+    from agent.testing.telemetry import Telemetry
+
+    otel = Telemetry()
+    api.get(SUMMARY_URL).mock(
+        side_effect=[
+            httpx.Response(503),
+            httpx.Response(200, json={}),
+            httpx.Response(200, json={}),
+        ]
+    )
+    registry = ToolRegistry()
+    async with register_release_tools(registry, BASE, token=TOKEN, release_id="v2.1.0"):
+        traced = TracedToolExecutor(registry, tracer=otel.tracer, metrics=otel.metrics)
+        call = ToolCall(id="c1", name="get_release_summary", arguments={"release_id": "v2.1.0"})
+        result = await traced.execute(call)
+        assert result.success
+        again = await traced.execute(call)  # answered at once: no retry on its span
+    assert again.success
+    first, second = otel.finished("execute_tool get_release_summary")
+    assert first.attributes["detective.tool.retry.count"] == 1
+    assert first.attributes["detective.tool.retry.reason"] == "unavailable"
+    assert [event.name for event in first.events] == ["detective.tool.retry"]
+    assert "detective.tool.retry.count" not in second.attributes
+    otel.tracer_provider.shutdown()
+    otel.meter_provider.shutdown()
+
+
+async def test_a_timed_out_retry_says_so_on_the_span(api: respx.MockRouter) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return httpx.Response(200, json=SUMMARY)
+
+    api.get(SUMMARY_URL).mock(side_effect=slow)
+    async with ReleaseTools(BASE, timeout_s=0.2, summary_retry_delay_s=0) as release_tools:
+        with provider.get_tracer("t").start_as_current_span("execute_tool") as span:
+            assert (await release_tools.get_release_summary("v2.1.0")).success
+    attributes = span.attributes or {}
+    assert attributes["detective.tool.retry.reason"] == "timeout"
+    assert attributes["detective.tool.joined_in_flight"] is True
+    provider.shutdown()

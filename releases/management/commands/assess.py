@@ -65,7 +65,7 @@ class Command(BaseCommand):
         if problem:
             raise CommandError(problem)
         # The in-process API judges the release's metrics when the model asks for the summary:
-        # scipy's import (about 1.5 s) then overlaps the model's first call.
+        # numpy's import (0.2-0.5 s) then overlaps the model's first call.
         warm_up_in_background()
         # Run here, not by a worker: one that is running (`up`) would otherwise race for it.
         outcome = assessing.assess_unless_unchanged(
