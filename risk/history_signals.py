@@ -19,27 +19,10 @@ from risk.change_signals import change_signals
 from risk.history import ChangeFacts, History, TestHistory
 from risk.judge import Judgement, judge
 from risk.settings import LEVEL_RANK, Level, PolicySettings
-from risk.signal import Signal, areas_in, path_areas, shown
+from risk.signal import NAMED, Signal, areas_in, path_areas, shown
+from risk.signal import listed as _listed
+from risk.signal import plural as _plural
 from risk.suspect_signals import suspect_signals
-
-# Sentences name at most this many tests, files or authors ("and 3 more").
-NAMED = 3
-
-
-def _plural(count: int, word: str, many: str | None = None) -> str:
-    return f"{count:,} {word if count == 1 else many or word + 's'}"
-
-
-def _listed(items: Sequence[str]) -> str:
-    """ "a, b and c"; past NAMED, "a, b, c and 2 more"."""
-    shown_items = [shown(item) for item in items[:NAMED]]
-    more = len(items) - NAMED
-    if more > 0:
-        return ", ".join(shown_items) + f" and {more} more"
-    if len(shown_items) < 2:
-        return "".join(shown_items)
-    return ", ".join(shown_items[:-1]) + " and " + shown_items[-1]
-
 
 # ---------------------------------------------------------------------------------------
 # Failures: known flaky, new, back again, and beside the changed code
