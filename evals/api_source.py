@@ -40,6 +40,7 @@ from typing import Any, TypeGuard
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
+from agent.tools.release_tools import SUMMARY_RETRY_DELAY_S
 from evals.scenario import Scenario
 from releases import services, verdicts
 from releases.models import Conversation, Release
@@ -64,13 +65,15 @@ def trial_metadata(
 ) -> dict[str, Any]:
     """What the runner puts under `metadata["eval"]` of a trial's Conversation.
 
-    A `timeout` fault hangs no longer than the tools wait (`tool_timeout_s`) plus a margin:
-    past that nobody listens, and served in-process a hanging answer holds one of the few
-    threads that answer every trial's API calls."""
+    A `timeout` fault hangs no longer than the tools wait plus a margin: past that nobody
+    listens, and served in-process a hanging answer holds one of the few threads that answer
+    every trial's API calls. The tools wait for one request through both attempts (a retry
+    after a timeout joins the request still running), so the hang outlasts both."""
     fault = scenario.tools.get_release_summary
     spec = fault.model_dump(mode="json") if fault is not None else None
     if spec is not None and spec.get("mode") == "timeout" and tool_timeout_s is not None:
-        spec["delay_s"] = min(float(spec["delay_s"]), tool_timeout_s + HANG_MARGIN_S)
+        waited = 2 * tool_timeout_s + SUMMARY_RETRY_DELAY_S
+        spec["delay_s"] = min(float(spec["delay_s"]), waited + HANG_MARGIN_S)
     return {
         EVAL_KEY: {
             "run_id": run_id,
