@@ -163,6 +163,25 @@ def _service(request: HttpRequest) -> str | None:
     return request.GET.get("service", "").strip() or None
 
 
+def named_release(
+    request: HttpRequest, version: str, scope: token_hooks.TokenScope | None
+) -> Release | JsonResponse:
+    """The release a pipeline's call names (`?service=`), or a 404; a token scoped to one
+    service may read that service's releases only (403)."""
+    named = request.GET.get("service", "").strip()
+    release = (
+        selectors.find_release(version, named or None)
+        if validation.is_valid_version(version)
+        else None
+    )
+    if release is None:
+        of = f" of the service {named!r}" if named else ""
+        return api_error(404, f"No release {version!r}{of}.")
+    if scope is not None and scope.service_id not in (None, release.service_id):
+        return api_error(403, f"This token may read {scope.service_name or 'one service'} only.")
+    return release
+
+
 def _own_release(
     caller: Caller, version: str, service: str | None = None
 ) -> Release | JsonResponse:
@@ -229,17 +248,9 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
                 return caller
         elif not caller.may_touch(version) or not caller.may_touch_service(_service(request)):
             return api_error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
-    named = request.GET.get("service", "").strip()
-    release = (
-        selectors.find_release(version, named or None)
-        if validation.is_valid_version(version)
-        else None
-    )
-    if release is None:
-        of = f" of the service {named!r}" if named else ""
-        return api_error(404, f"No release {version!r}{of}.")
-    if scope is not None and scope.service_id not in (None, release.service_id):
-        return api_error(403, f"This token may read {scope.service_name or 'one service'} only.")
+    release = named_release(request, version, scope)
+    if isinstance(release, JsonResponse):
+        return release
     page = release.get_absolute_url()
     return JsonResponse(
         {**selectors.release_verdict(release).as_json(), "url": request.build_absolute_uri(page)}

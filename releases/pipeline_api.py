@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from releases import selectors, services, token_hooks, validation
-from releases.api import _bearer, api_error
+from releases import selectors, services, token_hooks
+from releases.api import _bearer, api_error, named_release
 from releases.release_verdict import VerdictState
 
 
@@ -41,17 +41,9 @@ def pipeline_waiting(request: HttpRequest, version: str) -> JsonResponse:
     scope = _scope(request)
     if isinstance(scope, JsonResponse):
         return scope
-    named = request.GET.get("service", "").strip()
-    release = (
-        selectors.find_release(version, named or None)
-        if validation.is_valid_version(version)
-        else None
-    )
-    if release is None:
-        of = f" of the service {named!r}" if named else ""
-        return api_error(404, f"No release {version!r}{of}.")
-    if scope.service_id not in (None, release.service_id):
-        return api_error(403, f"This token may read {scope.service_name or 'one service'} only.")
+    release = named_release(request, version, scope)
+    if isinstance(release, JsonResponse):
+        return release
     verdict = selectors.release_verdict(release)
     answer = verdict.as_json()
     since = None

@@ -151,6 +151,20 @@ class ReleaseIn(Schema):
     pipeline_url: str | None = Field(None, max_length=500)
     deployed_at: datetime | None = Field(None, description="ISO 8601 with its offset.")
 
+    def fields(self) -> ReleaseFields:
+        """What the ingestion services take: the same for one call and for a bundle."""
+        return ReleaseFields(
+            version=self.version,
+            service=self.service,
+            title=self.title,
+            environment=self.environment,
+            git_from_ref=self.git.from_ref if self.git else None,
+            git_to_ref=self.git.to_ref if self.git else None,
+            head_sha=self.git.head_sha if self.git else None,
+            pipeline_url=self.pipeline_url,
+            deployed_at=self.deployed_at,
+        )
+
 
 class ReleaseOut(Schema):
     service: str
@@ -165,17 +179,7 @@ class ReleaseOut(Schema):
     summary="Create or update a release (idempotent by service and version)",
 )
 def put_release(request: HttpRequest, body: ReleaseIn) -> Status[dict[str, Any]]:
-    fields = ReleaseFields(
-        version=body.version,
-        service=body.service,
-        title=body.title,
-        environment=body.environment,
-        git_from_ref=body.git.from_ref if body.git else None,
-        git_to_ref=body.git.to_ref if body.git else None,
-        head_sha=body.git.head_sha if body.git else None,
-        pipeline_url=body.pipeline_url,
-        deployed_at=body.deployed_at,
-    )
+    fields = body.fields()
     release, created = services.upsert_release(fields, _origin(request))
     out = {
         "service": release.service.slug,

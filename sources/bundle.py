@@ -67,17 +67,7 @@ def _release_fields(data: Any) -> ReleaseFields:
             for error in exc.errors()
         )
         raise IngestError(f"Invalid request: {problems}.", 422) from None
-    return ReleaseFields(
-        version=body.version,
-        service=body.service,
-        title=body.title,
-        environment=body.environment,
-        git_from_ref=body.git.from_ref if body.git else None,
-        git_to_ref=body.git.to_ref if body.git else None,
-        head_sha=body.git.head_sha if body.git else None,
-        pipeline_url=body.pipeline_url,
-        deployed_at=body.deployed_at,
-    )
+    return body.fields()
 
 
 def _commits(data: Any) -> list[CommitRecord]:
