@@ -10,6 +10,15 @@ from typing import Any
 
 import pytest
 
+from detective_site.config import BASE_DIR
+from tests.parallel_workers import worker_environment
+
+# Under pytest-xdist (.ci/run passes -n), each worker has a data dir and a Redis database of its
+# own (tests/parallel_workers.py); this runs in the worker before Django reads its settings.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.update(
+        worker_environment(os.environ["PYTEST_XDIST_WORKER"], os.environ, BASE_DIR / "data")
+    )
 # The suite installs its own tracing where it tests it; the site's processes and the runs
 # the tests start do not write trace files (subprocesses inherit this, unless a test says).
 os.environ.setdefault("DETECTIVE_TELEMETRY", "off")
