@@ -12,9 +12,10 @@ import pytest
 from detective_site.supervisor import ChildNotReady, ChildSpec, Supervisor
 
 SLEEPER = "import time; time.sleep(60)"
+# Writes the file it is given once SIGTERM is ignored.
 STUBBORN = (
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-    "print('ready', flush=True); time.sleep(60)"
+    "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "open(sys.argv[1], 'w').write('ready'); time.sleep(60)"
 )
 # A child that starts a grandchild, which shares its process group.
 PARENT_OF_GRANDCHILD = (
@@ -69,13 +70,17 @@ def test_stop_terminates_every_child_and_its_group(tmp_path: Path) -> None:
     wait_for(lambda: not any(alive(pid) for pid in [*children, grandchild]), timeout=5)
 
 
-def test_a_child_that_ignores_sigterm_is_killed_after_the_timeout() -> None:
+def test_a_child_that_ignores_sigterm_is_killed_after_the_timeout(tmp_path: Path) -> None:
     lines: list[str] = []
+    marker = tmp_path / "ignoring-sigterm"
     supervisor = Supervisor(
-        [ChildSpec("stubborn", python(STUBBORN))], stop_timeout=0.5, log=lines.append
+        [ChildSpec("stubborn", python(STUBBORN, str(marker)))],
+        stop_timeout=0.5,
+        log=lines.append,
     )
     supervisor.start()
-    time.sleep(0.5)  # let it install its handler
+    # Once its handler is in place (a fixed wait was too short on a loaded machine).
+    wait_for(lambda: marker.exists() and marker.read_text() == "ready")
     started = time.monotonic()
     supervisor.stop()
     assert time.monotonic() - started < 3
