@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from detective_site.config import BASE_DIR
-from tests.parallel_workers import worker_environment
+from tests.parallel_workers import shared_fixture_group, worker_environment
 
 # Under pytest-xdist (.ci/run passes -n), each worker has a data dir and a Redis database of its
 # own (tests/parallel_workers.py); this runs in the worker before Django reads its settings.
@@ -27,6 +27,17 @@ os.environ.setdefault("DETECTIVE_TELEMETRY", "off")
 os.environ.setdefault(
     "DETECTIVE_REVIEW_SCENARIOS", tempfile.mkdtemp(prefix="detective-review-scenarios-")
 )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it names the tests by them)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under `--dist loadgroup` (.ci/run): the tests sharing a module's fixtures on one worker.
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        group = shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(trylast=True)

@@ -11,6 +11,7 @@ Every process is stopped by its own id (SIGTERM to its group, then SIGKILL), nev
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -32,8 +33,15 @@ from detective_site.management.commands.up import accepts_connections
 HOST = "127.0.0.1"
 START_TIMEOUT = 60  # a busy 2-core machine, with other test processes running
 WORKER_READY = "Starting worker worker_id="
+# Another process took the free port first: the site starts again on another (at most this often).
+PORT_ATTEMPTS = 3
+PORT_IN_USE = "Address already in use"
 # Settings that belong to this test process alone, never to the processes it starts.
 _TEST_ONLY = ("DJANGO_ALLOW_ASYNC_UNSAFE",)
+
+
+class PortTaken(Exception):
+    """The web server could not listen: the free port was taken before it bound it."""
 
 
 def free_port() -> int:
@@ -63,6 +71,32 @@ def subprocess_environment(extra: dict[str, str]) -> dict[str, str]:
     for name in _TEST_ONLY:
         environment.pop(name, None)
     return environment
+
+
+def owns_listening_port(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the socket listening on `port` (Linux's /proc; elsewhere
+    True, as it cannot be told). A free port can be taken by another process (another test
+    worker's site) between `free_port` and the web server's bind; the server then fails while
+    the port still accepts connections, from the other process."""
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not tables[0].exists():
+        return True
+    sockets = set()
+    for table in tables:
+        with contextlib.suppress(OSError):
+            for line in table.read_text().splitlines()[1:]:
+                fields = line.split()
+                listening = fields[3] == "0A"
+                if listening and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    sockets.add(f"socket:[{fields[9]}]")
+    if not sockets:
+        return False
+    with contextlib.suppress(OSError):
+        for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(descriptor) in sockets:
+                    return True
+    return False
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str, log: Callable[[], str]) -> None:
@@ -101,16 +135,33 @@ class LiveSite:
 
     def __init__(self, logs: Path, environment: dict[str, str], *, workers: int = 1) -> None:
         self.logs = logs
-        self.port = free_port()
-        self.url = f"http://{HOST}:{self.port}"
-        self.ws_url = f"ws://{HOST}:{self.port}"
-        self.environment = subprocess_environment({**environment, "DETECTIVE_API_URL": self.url})
+        self.given_environment = environment
         self.worker_count = workers
         self.processes: list[subprocess.Popen[str]] = []
         self.worker_logs: list[Path] = []
+        self._choose_port()
+
+    def _choose_port(self) -> None:
+        self.port = free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.ws_url = f"ws://{HOST}:{self.port}"
+        self.environment = subprocess_environment(
+            {**self.given_environment, "DETECTIVE_API_URL": self.url}
+        )
 
     def start(self) -> LiveSite:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start()
+            except PortTaken:
+                if attempt == PORT_ATTEMPTS:
+                    raise
+                self._choose_port()
+        raise AssertionError("unreachable")
+
+    def _start(self) -> LiveSite:
         self.logs.mkdir(parents=True, exist_ok=True)
+        self.worker_logs = []
         self.processes.append(
             _start(Up.web_argv(HOST, self.port, 1), self.environment, self.logs / "web.log")
         )
@@ -126,13 +177,20 @@ class LiveSite:
         return self
 
     def _ready(self) -> bool:
+        web = self.processes[0]
+        if PORT_IN_USE in _read(self.logs / "web.log"):
+            raise PortTaken(self.port)
         for process in self.processes:
             if process.poll() is not None:
                 raise AssertionError(
                     f"{process.args!r} exited with {process.returncode}:\n{self.log_text()}"
                 )
         workers_up = all(WORKER_READY in _read(log) for log in self.worker_logs)
-        return workers_up and accepts_connections(HOST, self.port)
+        return (
+            workers_up
+            and accepts_connections(HOST, self.port)
+            and owns_listening_port(web.pid, self.port)
+        )
 
     def stop(self) -> None:
         for process in self.processes:

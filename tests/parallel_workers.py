@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import pytest
+
 # Redis has 16 databases by default; bench/site.py keeps 13 for the benchmarks.
 REDIS_DATABASES = 13
 WORKER = re.compile(r"gw(\d+)")
@@ -61,3 +63,46 @@ def worker_environment(
     if redis_url:
         changed["REDIS_URL"] = worker_redis_url(redis_url, index)
     return changed
+
+
+# What pytest-django's reordering of the tests (as Django's runner orders them) puts first:
+# tests in a rolled-back transaction, then transactional ones, then those without a database.
+IN_A_TRANSACTION, TRANSACTIONAL, NO_DATABASE = "db", "transactional_db", "no_db"
+SHARED_SCOPES = {"class", "module", "package"}
+
+
+def database_use(item: pytest.Item) -> str:
+    """Which of pytest-django's three bands a test falls in (its own rule, for plain tests)."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = set(getattr(item, "fixturenames", ()))
+    transactional = bool(marker and marker.kwargs.get("transaction")) or bool(
+        fixtures & {"transactional_db", "live_server"}
+    )
+    if transactional:
+        return TRANSACTIONAL
+    if marker is not None or "db" in fixtures:
+        return IN_A_TRANSACTION
+    return NO_DATABASE
+
+
+def shared_fixture_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that uses a fixture shared by its module or class (a live site,
+    a Chromium, a model server): its module and its database band, so that the module's tests of
+    one band run on one worker and the shared fixture starts once. None for the others, which
+    go wherever a worker is free.
+
+    The band is in the name because a worker runs a group where its first test stands in
+    pytest-django's order: a transactional test placed among the rolled-back ones would flush
+    the database (and the data its migrations made, such as the Release managers group) under
+    the rolled-back tests that come after it on that worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    shared = any(
+        definition.scope in SHARED_SCOPES
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+    )
+    if not shared:
+        return None
+    return f"{item.nodeid.split('::', 1)[0]}:{database_use(item)}"

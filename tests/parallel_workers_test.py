@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.conf import settings
 
-from tests.parallel_workers import worker_environment, worker_index, worker_redis_url
+from tests.parallel_workers import (
+    shared_fixture_group,
+    worker_environment,
+    worker_index,
+    worker_redis_url,
+)
 
 
 def test_the_worker_index_is_the_number_in_its_id() -> None:
@@ -64,3 +71,35 @@ def test_under_xdist_this_worker_runs_on_its_own_data_dir() -> None:
     worker = os.environ["PYTEST_XDIST_WORKER"]
     assert Path(settings.DATA_DIR).name == f"xdist-{worker}"
     assert os.environ["DETECTIVE_DATA_DIR"] == str(settings.DATA_DIR)
+
+
+def fake_item(scopes: list[str], fixtures: list[str], marker: pytest.Mark | None = None) -> Any:
+    """What shared_fixture_group reads of a collected test."""
+    definitions = {f"fixture{n}": [SimpleNamespace(scope=scope)] for n, scope in enumerate(scopes)}
+    return SimpleNamespace(
+        nodeid="tests/browser/site_test.py::test_it[phone]",
+        fixturenames=fixtures,
+        _fixtureinfo=SimpleNamespace(name2fixturedefs=definitions),
+        get_closest_marker=lambda name: marker if name == "django_db" else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("scopes", "fixtures", "marker", "group"),
+    [
+        (["function", "module"], [], None, "tests/browser/site_test.py:no_db"),
+        (
+            ["module"],
+            [],
+            pytest.mark.django_db(transaction=True).mark,
+            "tests/browser/site_test.py:transactional_db",
+        ),
+        (["class"], ["db"], None, "tests/browser/site_test.py:db"),
+        (["module"], ["live_server"], None, "tests/browser/site_test.py:transactional_db"),
+        (["function", "session"], ["db"], None, None),
+    ],
+)
+def test_tests_sharing_a_module_fixture_are_grouped_by_module_and_database_band(
+    scopes: list[str], fixtures: list[str], marker: pytest.Mark | None, group: str | None
+) -> None:
+    assert shared_fixture_group(fake_item(scopes, fixtures, marker)) == group
