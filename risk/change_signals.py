@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from statistics import median
 
 from risk.changes import (
@@ -179,9 +180,24 @@ def _author_sentence(author: AuthorFacts, cfg: PolicySettings) -> str:
     )
 
 
-def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None], str]:
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """From how many code lines, files and directories the change is large (None: not
+    judged), and whence those numbers come, said after a crossing ("" for the fixed ones)."""
+
+    lines: int | None
+    files: int | None
+    directories: int | None
+    whence: str = ""
+    # A service without enough releases of its own: from these lines the size is said (at
+    # `large_change_without_history_level`), from `lines` it is large.
+    said_from_lines: int | None = None
+
+
+def _limits(changes: ChangeFacts, cfg: PolicySettings) -> _Limits:
     """The code lines, files and directories from which the change is large, and whence: from
-    the service's own earlier releases when there are enough of them, else the fixed numbers."""
+    the service's own earlier releases when there are enough of them, else the fixed numbers
+    with a higher line count (a young service's releases are not yet comparable)."""
     sizes = changes.earlier_code_sizes
     fixed = [
         cfg.large_change_lines_at_or_above,
@@ -189,7 +205,18 @@ def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None]
         cfg.large_change_directories_at_or_above,
     ]
     if len(sizes) < cfg.large_change_history_releases:
-        return fixed, "fixed"
+        young = cfg.large_change_without_history_lines_at_or_above
+        said = fixed[0]
+        if young is None or said is None or young <= said:
+            return _Limits(*fixed)
+        earlier = "no earlier release" if not sizes else _plural(len(sizes), "earlier release")
+        return _Limits(
+            young,
+            fixed[1],
+            fixed[2],
+            whence=f"the service has {earlier}, too few to judge its size against",
+            said_from_lines=said,
+        )
     factor = cfg.large_change_history_factor
     floors = (
         cfg.large_change_lines_floor,
@@ -209,7 +236,7 @@ def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None]
         f"above the largest of the service's last {_plural(len(sizes), 'release')} and "
         f"{factor:g} times their median"
     )
-    return limits, whence
+    return _Limits(*limits, whence=whence)
 
 
 def _said_apart(changes: ChangeFacts) -> str:
@@ -247,18 +274,27 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
     lines = sum(f.added + f.deleted for f in code)
     added = sum(f.added for f in code)
     files, dirs = len(code), len(changes.code_directories)
-    (lines_limit, files_limit, dirs_limit), whence = _limits(changes, cfg)
+    limits = _limits(changes, cfg)
+    whence = f" ({limits.whence})" if limits.whence else ""
     crossed = [
-        f"{figure:,} {what}, at or above the {limit:,} that make a change large"
-        + (f" ({whence})" if whence != "fixed" else "")
+        f"{figure:,} {what}, at or above the {limit:,} that make a change large{whence}"
         for figure, limit, what in (
-            (lines, lines_limit, "lines of code"),
-            (files, files_limit, "code files"),
-            (dirs, dirs_limit, "directories"),
+            (lines, limits.lines, "lines of code"),
+            (files, limits.files, "code files"),
+            (dirs, limits.directories, "directories"),
         )
         if limit is not None and figure >= limit
     ]
     level: Level = cfg.large_change_level if crossed else "none"
+    said = limits.said_from_lines
+    if not crossed and said is not None and lines >= said:
+        # Large for most services, unjudged for this one: in the evidence, not raising.
+        level = cfg.large_change_without_history_level
+        crossed = [
+            f"{lines:,} lines of code, at or above the {said:,} that make a change large for "
+            f"a service with a history of its own, but {limits.whence}: large from "
+            f"{limits.lines:,}"
+        ]
     spread = spread_entropy([f.added + f.deleted for f in code])
     how = "evenly" if spread >= 0.8 else "unevenly" if spread >= 0.4 else "mostly in a few"
     subsystems = {f.subsystem for f in code}
@@ -271,23 +307,27 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
         + _said_apart(changes)
         + (f"; {'; '.join(crossed)}" if crossed else "")
     )
-    limits = [
+    shown_limits = [
         f"{what} from {limit:,}"
         for limit, what in (
-            (lines_limit, "lines of code"),
-            (files_limit, "code files"),
-            (dirs_limit, "directories"),
+            (limits.lines, "lines of code"),
+            (limits.files, "code files"),
+            (limits.directories, "directories"),
         )
         if limit is not None
     ]
+    threshold = (
+        f"{cfg.large_change_level}: " + ", ".join(shown_limits) if shown_limits else "not judged"
+    ) + whence
+    if said is not None:
+        threshold += f"; {cfg.large_change_without_history_level} from {said:,} lines of code"
     return Signal(
         name="change_size",
         label="Size and spread of the code change",
         level=level,
         critical=False,
         figure=lines,
-        threshold=(f"{cfg.large_change_level}: " + ", ".join(limits) if limits else "not judged")
-        + ("" if whence == "fixed" else f" ({whence})"),
+        threshold=threshold,
         detail=detail,
     )
 

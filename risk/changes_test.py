@@ -164,8 +164,9 @@ def test_a_change_is_large_for_its_service_by_its_own_releases() -> None:
 
     assert size(usual) == "none"
     assert size(unusual) == "medium"
-    # Without a past, the fixed numbers: 2,500 lines of code are large.
-    assert size(change_facts_from(release(2500))) == "medium"
+    # Without a past, the fixed numbers: 2,500 lines of code are said, 4,000 are large.
+    assert size(change_facts_from(release(2500))) == "low"
+    assert size(change_facts_from(release(4000))) == "medium"
 
 
 def _ranges() -> list[tuple[str, list[Any]]]:
@@ -210,8 +211,10 @@ def test_no_bot_trailer_or_bump_in_the_corpus_puts_a_release_in_an_area() -> Non
 @needs_corpus
 def test_the_corpus_releases_read_by_their_commits_alone() -> None:
     """Every range with tests green and metrics flat: none high, none raised by anything but
-    the size of its code, 10 of 15 low (the five others change 1,800 to 13,500 lines of code
-    with too short a past to compare with)."""
+    the size of its code, 13 of 15 low. The two others are commons-lang's first two ranges,
+    13,466 and 12,958 lines of code with too short a past to compare with; httpx 0.28.0 and
+    requests 2.34.0 (1,966 and 1,862) are said, not raised (11 of 15 low while a service
+    without a past was large from 1,000 lines)."""
     severities = []
     earlier: dict[str, list[list[Any]]] = {}
     for folder, commits in _ranges():
@@ -227,9 +230,9 @@ def test_the_corpus_releases_read_by_their_commits_alone() -> None:
         severities.append(verdict.severity)
         assert {s.name for s in verdict.raised()} <= {"change_size"}, folder
         for signal in verdict.raised():
-            assert int(signal.figure or 0) >= 1000, (folder, signal.detail)
+            assert int(signal.figure or 0) >= 4000, (folder, signal.detail)
     assert "high" not in severities
-    assert severities.count("low") >= 10
+    assert severities.count("low") >= 13
 
 
 def test_a_breaking_change_is_a_signal_of_its_own() -> None:

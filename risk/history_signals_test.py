@@ -273,8 +273,12 @@ def change(lines: int = 10, files: int = 1, dirs: int = 1) -> ChangeFacts:
 @pytest.mark.parametrize(
     ("facts", "level"),
     [
+        # Without earlier releases: said (low) from 1,000 lines, large from 4,000
+        # (risk/change_signals_test.py has the rule itself).
         (change(lines=999), "none"),
-        (change(lines=1000), "medium"),
+        (change(lines=1000), "low"),
+        (change(lines=3999), "low"),
+        (change(lines=4000), "medium"),
         (change(files=29), "none"),
         (change(files=30), "medium"),
         (change(files=10, dirs=9), "none"),
@@ -298,7 +302,8 @@ def test_the_change_sentence_has_kameis_figures() -> None:
     assert detail(verdict, "change_size") == (
         "The change: 3,000 lines of code (2,400 added, 600 deleted) in 2 files, 2 directories "
         "and 2 subsystems, spread evenly (entropy 0.92 of 1); 3,000 lines of code, at or above "
-        "the 1,000 that make a change large"
+        "the 1,000 that make a change large for a service with a history of its own, but the "
+        "service has no earlier release, too few to judge its size against: large from 4,000"
     )
     assert names(verdict)["critical_paths"] == "medium"
     assert "auth: src/auth/login.py" in detail(verdict, "critical_paths")
