@@ -227,10 +227,13 @@ class MetricSeries:
     def recent_pooled(self) -> tuple[float, ...]:
         return tuple(value for _, values in self.recent for value in values)
 
-    def comparison(self) -> tuple[tuple[float, ...], str]:
+    def comparison(self, min_samples: int = 1) -> tuple[tuple[float, ...], str]:
         """What this release is compared with, and in words: its own baseline window when it
-        has one, else the release windows of the recent releases."""
-        if self.baseline:
+        has `min_samples` in it, else the release windows of the recent releases when they
+        have them (a previous release replaced within minutes leaves a baseline of 2 or 3
+        samples: tenacity 9.1.2 came 3 minutes after 9.1.1), else what there is."""
+        recent_enough = bool(self.recent) and len(self.recent_pooled()) >= min_samples
+        if self.baseline and (len(self.baseline) >= min_samples or not recent_enough):
             return self.baseline, "the baseline window"
         if self.recent:
             count = len(self.recent)
