@@ -16,13 +16,15 @@ class RecordError(ValueError):
     """A JSON value that is not a valid record; the message names the field."""
 
 
-def _object(value: Any, where: str, fields: tuple[str, ...]) -> dict[str, Any]:
+def _object(
+    value: Any, where: str, fields: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
     missing = [name for name in fields if name not in value]
     if missing:
         raise RecordError(f"{where}: missing field {', '.join(missing)}")
-    unknown = sorted(str(name) for name in value if name not in fields)
+    unknown = sorted(str(name) for name in value if name not in fields + optional)
     if unknown:
         raise RecordError(f"{where}: unknown field {', '.join(unknown)}")
     return value
@@ -47,6 +49,13 @@ def _count(value: Any, where: str) -> int | None:
     return value
 
 
+def _flag(value: Any, where: str) -> bool:
+    # 1 and "true" are not booleans here: a client that sends them has a bug to hear about.
+    if not isinstance(value, bool):
+        raise RecordError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
 def _list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise RecordError(f"{where}: expected a list, got {type(value).__name__}")
@@ -56,26 +65,37 @@ def _list(value: Any, where: str) -> list[Any]:
 @dataclass(frozen=True)
 class FileChangeRecord:
     """One file a commit touched. `added`/`deleted` are None for a binary file; `old_path` is
-    the path before a rename (None when the file kept its name)."""
+    the path before a rename (None when the file kept its name). `generated` and `vendored`:
+    what the reader found at the release's head (`generated.py`: a generator's header,
+    `linguist-generated` / `linguist-vendored` in `.gitattributes`); `removed`: the commit
+    deleted the file (git's status D)."""
 
     path: str
     old_path: str | None
     added: int | None
     deleted: int | None
+    generated: bool = False
+    vendored: bool = False
+    removed: bool = False
 
     FIELDS = ("path", "old_path", "added", "deleted")
+    # Sent only when true, and optional on the way in: a record of an older client (or for an
+    # older server) has none of them, and the same commits give the same JSON as before.
+    FLAGS = ("generated", "vendored", "removed")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "path": self.path,
             "old_path": self.old_path,
             "added": self.added,
             "deleted": self.deleted,
         }
+        data.update({flag: True for flag in self.FLAGS if getattr(self, flag)})
+        return data
 
     @classmethod
     def from_json(cls, value: Any, where: str = "file") -> FileChangeRecord:
-        data = _object(value, where, cls.FIELDS)
+        data = _object(value, where, cls.FIELDS, cls.FLAGS)
         old_path = data["old_path"]
         added = _count(data["added"], f"{where}.added")
         deleted = _count(data["deleted"], f"{where}.deleted")
@@ -86,6 +106,9 @@ class FileChangeRecord:
             old_path=None if old_path is None else _string(old_path, f"{where}.old_path"),
             added=added,
             deleted=deleted,
+            generated=_flag(data.get("generated", False), f"{where}.generated"),
+            vendored=_flag(data.get("vendored", False), f"{where}.vendored"),
+            removed=_flag(data.get("removed", False), f"{where}.removed"),
         )
 
     @property

@@ -221,6 +221,10 @@ class FileChangeIn(Schema):
     old_path: str | None = None
     added: int | None = Field(None, description="None for a binary file.")
     deleted: int | None = None
+    # Optional: a client older than these flags sends none, and the path alone then decides.
+    generated: bool = Field(False, description="A generated file (its header, .gitattributes).")
+    vendored: bool = Field(False, description="A vendored file (.gitattributes).")
+    removed: bool = Field(False, description="The commit deleted the file (git status D).")
 
 
 class CommitIn(Schema):

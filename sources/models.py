@@ -156,6 +156,13 @@ class CommitFile(models.Model):
     added = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for binary.")
     deleted = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for binary.")
     binary = models.BooleanField(default=False)
+    # What the git reader found at the release's head (detective_client/generated.py); False
+    # from a client older than the flags, and then the path alone says what the file is.
+    generated = models.BooleanField(
+        default=False, help_text="A generator's header or linguist-generated at the head."
+    )
+    vendored = models.BooleanField(default=False, help_text="linguist-vendored at the head.")
+    removed = models.BooleanField(default=False, help_text="The commit deleted the file.")
 
     def __str__(self) -> str:
         return self.path

@@ -85,6 +85,9 @@ def ingest_commits(
                         added=change.added,
                         deleted=change.deleted,
                         binary=change.added is None,
+                        generated=change.generated,
+                        vendored=change.vendored,
+                        removed=change.removed,
                     )
                     for change in commit.files
                 ]
