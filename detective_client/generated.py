@@ -77,7 +77,7 @@ def _comment_lines(text: str) -> list[tuple[str, str]]:
 def header_says_generated(head: bytes) -> bool:
     """True when a file's first bytes (`HEADER_BYTES` of them are read) carry a generator's
     marker on a comment line."""
-    text = head[:HEADER_BYTES].decode("utf-8", errors="replace")
+    text = head[:HEADER_BYTES].decode("utf-8-sig", errors="replace")
     for line, comment in _comment_lines(text):
         if any(pattern.search(line) for pattern in _ANYWHERE):
             return True
