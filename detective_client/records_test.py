@@ -94,3 +94,24 @@ def test_a_missing_field_and_a_non_object_are_refused() -> None:
         CommitRecord.from_json(value)
     with pytest.raises(RecordError, match=r"commits\[2\]: expected an object, got list"):
         CommitRecord.from_json([], where="commits[2]")
+
+
+def test_the_file_flags_are_optional_and_sent_only_when_true() -> None:
+    old_client = {"path": "idna/uts46data.py", "old_path": None, "added": 9000, "deleted": 8}
+    record = FileChangeRecord.from_json(old_client)
+    assert (record.generated, record.vendored, record.removed) == (False, False, False)
+    # Unflagged, the JSON is what it was before the flags: an older server takes it.
+    assert record.to_json() == old_client
+    flagged = {**old_client, "generated": True, "removed": True}
+    again = FileChangeRecord.from_json(flagged)
+    assert (again.generated, again.vendored, again.removed) == (True, False, True)
+    assert again.to_json() == flagged
+
+
+@pytest.mark.parametrize("value", [1, "true", None])
+def test_a_flag_that_is_not_a_boolean_is_named(value: Any) -> None:
+    change = {"path": "a.py", "old_path": None, "added": 1, "deleted": 0, "generated": value}
+    with pytest.raises(RecordError, match=r"file\.generated: expected true or false"):
+        FileChangeRecord.from_json(change)
+    with pytest.raises(RecordError, match="unknown field generatd"):
+        FileChangeRecord.from_json({**change, "generated": True, "generatd": True})
