@@ -274,6 +274,8 @@ def test_a_commit_touching_only_a_generated_file_is_no_change_size(tmp_path: Pat
     the tables are said apart as generated, and the change has no size. A public API file
     deleted in the next release is a breaking change naming the file and its commit."""
     from releases.verdicts import judge_release
+    from sources.drilldown.changes import code_changes
+    from sources.drilldown.paging import PageBounds
 
     repo = tmp_path / "idna"
     (repo / "idna").mkdir(parents=True)
@@ -298,6 +300,10 @@ def test_a_commit_touching_only_a_generated_file_is_no_change_size(tmp_path: Pat
     release = Release.objects.get(service__slug="idna", version="v3.10")
     [tables] = CommitFile.objects.filter(commit__release=release)
     assert tables.path == "idna/uts46data.py" and tables.generated and tables.added > 3000
+
+    # The agent's drill-down says it too.
+    shown = code_changes(release, path_prefix="", area="", page=PageBounds(limit=10, offset=0))
+    assert shown["commits"][0]["files"][0]["generated"] is True
 
     signals = {s.name: s for s in judge_release(release).verdict.signals}
     size = signals["change_size"]
