@@ -258,7 +258,9 @@ def _marked(
     if not paths:
         return commits
     attributes = _attributes(repo, end_sha, paths)
-    texts = [p for p in paths if attributes.get(p, (None, None))[0] is None]
+    # A binary file has no header to read (and may be large); its attributes still count.
+    binary = {f.path for c in commits for f in c.files if f.binary}
+    texts = [p for p in paths if attributes.get(p, (None, None))[0] is None and p not in binary]
     heads = _heads(repo, end_sha, texts)
     if start_sha is not None:
         heads.update(_heads(repo, start_sha, [p for p in texts if p not in heads]))
