@@ -12,7 +12,6 @@ from typing import Any
 
 from risk.changes import (
     CODE_KINDS,
-    FileKind,
     file_kind,
     is_dependency_subject,
     path_area_matches,
@@ -229,12 +228,12 @@ def change_areas(text: str, cfg: PolicySettings) -> list[str]:
     return sorted(found)
 
 
-def path_areas(path: str, cfg: PolicySettings, kind: FileKind | None = None) -> list[str]:
+def path_areas(path: str, cfg: PolicySettings) -> list[str]:
     """The critical areas a changed file lies in, by the globs of `change_area_paths` and the
     service's own `critical_paths`: only for code and schema files (a test, doc, CI, lock,
-    vendored or generated file is in no area). `kind` is the file's when the reader flagged it
-    (a generated header), else its path says."""
-    if (kind or file_kind(path)) not in CODE_KINDS:
+    vendored or generated file is in no area; a file the reader flagged generated is left out
+    before, with `ChangeFacts.code_files` and `CommitFacts.code_files`)."""
+    if file_kind(path) not in CODE_KINDS:
         return []
     found = set(path_area_matches(path, cfg.change_area_paths))
     found.update(path_area_matches(path, cfg.critical_paths))
