@@ -20,8 +20,9 @@ from evals.scenario import Culprit, Scenario
 
 NAME = "names the culprit"
 SHORT_SHA = 7
-_HEX = re.compile(r"(?<![0-9a-z])[0-9a-f]{%d,40}(?![0-9a-z])" % SHORT_SHA, re.IGNORECASE)
-_QUOTES = str.maketrans({c: " " for c in "'\"`‘’“”"})
+_HEX = re.compile(rf"(?<![0-9a-z])[0-9a-f]{{{SHORT_SHA},40}}(?![0-9a-z])", re.IGNORECASE)
+# Quotes around a subject, straight or typographic, are not part of it.
+_QUOTES = str.maketrans(dict.fromkeys("'\"`\u2018\u2019\u201c\u201d", " "))
 
 
 def _plain(text: str) -> str:

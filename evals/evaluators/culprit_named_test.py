@@ -37,7 +37,7 @@ def test_a_short_sha_or_the_subject_names_the_commit(text: str, named: str) -> N
     [
         "Four quote tests fail with KeyError in parcel/rates.py.",
         "The newest commit 0eab703 'Log each quote at debug level' is the likely cause.",
-        "2482292" [:6] + " is a prefix too short to name a commit.",
+        "2482292"[:6] + " is a prefix too short to name a commit.",
         "Commit a2482292 is another one.",
         "Commit 2482293 is another one.",
         "Charge the remote-area surcharge (by region) broke it.",
@@ -87,9 +87,8 @@ def test_a_report_that_omits_the_culprit_fails_decision_quality_and_the_trial(
     score = DecisionQualityEvaluator().evaluate(scenario, transcript)
     assert score is not None and not score.passed
     assert NAME in {c.name for c in score.failed_checks}
-    named = DecisionQualityEvaluator().evaluate(
-        scenario, _report(["Four quote tests fail with KeyError in the shipping rates.", POLICY_SAYS])
-    )
+    findings = ["Four quote tests fail with KeyError in the shipping rates.", POLICY_SAYS]
+    named = DecisionQualityEvaluator().evaluate(scenario, _report(findings))
     assert named is not None and NAME not in {c.name for c in named.failed_checks}
     assert named.value > score.value
     result = evaluate(scenario, transcript)
