@@ -104,7 +104,7 @@ def test_a_culprit_rule_that_names_no_commit_is_refused_before_any_trial(suite: 
     wrong = scenario.model_copy(
         update={"expect": scenario.expect.model_copy(update={"culprit": "Fix everything"})}
     )
-    with pytest.raises(scenario_sources.ScenarioFilesError, match=r"names no commit of v3\.3\.0"):
+    with pytest.raises(scenario_sources.ScenarioFilesError, match=r"names no commit of v3\.13\.0"):
         scenario_sources.ingest_suite(suite.model_copy(update={"scenarios": [wrong]}))
     release = scenario_sources.ingest_scenario(scenario)
     sha = release.commits.get(message__startswith="Let a percentage").sha
@@ -124,7 +124,7 @@ def _copy(scenario_id: str, into: Path) -> Path:
 
 def test_a_history_folder_without_patches_is_named(tmp_path: Path) -> None:
     files = _copy("culprit_js_category_coupon", tmp_path)
-    for patch in (files / "history" / "v3.3.0").glob("*.patch"):
+    for patch in (files / "history" / "v3.13.0").glob("*.patch"):
         patch.unlink()
     with pytest.raises(ScenarioError, match=r"no patch in files/culprit_js_category_coupon/hi"):
         load_suite(tmp_path)
@@ -132,11 +132,12 @@ def test_a_history_folder_without_patches_is_named(tmp_path: Path) -> None:
 
 def test_a_patch_that_does_not_apply_is_named_and_stores_nothing(tmp_path: Path) -> None:
     files = _copy("culprit_js_category_coupon", tmp_path)
-    first = sorted((files / "history" / "v3.2.0").glob("*.patch"))[0]
-    first.unlink()  # it created package.json, which a patch of v3.3.0 changes
+    first = sorted((files / "history" / "v3.12.0").glob("*.patch"))[0]
+    first.unlink()  # it created package.json, which a patch of v3.13.0 changes
     scenario = load_suite(tmp_path).scenarios[0]
     with pytest.raises(
-        scenario_sources.ScenarioFilesError, match=r"release v3\.3\.0: git am: error: package\.json"
+        scenario_sources.ScenarioFilesError,
+        match=r"release v3\.13\.0: git am: error: package\.json",
     ):
         scenario_sources.ingest_scenario(scenario)
     assert not Release.objects.exists()
@@ -164,3 +165,10 @@ def test_a_culprit_needs_a_scenario_made_of_files() -> None:
     data["expect"]["culprit"] = "Rewrite session token validation"
     with pytest.raises(ScenarioError, match="culprit needs a scenario made of files"):
         parse_scenario(data)
+
+
+def test_every_scenario_asks_about_a_release_of_its_own() -> None:
+    # A model double (and a reader of a run's transcripts) tells scenarios apart by the
+    # release the prompt names.
+    ids = [scenario.release_id for scenario in load_suite().scenarios]
+    assert len(ids) == len(set(ids))
