@@ -86,7 +86,7 @@ def with_hunks(commits: Sequence[CommitRecord], hunks: HunkRange) -> list[Commit
 def looks_like_test(path: str) -> bool:
     """A test's source file by its name or folder (`risk.suspects.is_test_file`'s rule)."""
     parts = PurePosixPath(path).parts
-    if not path.endswith(_SOURCE_SUFFIXES + (".go",)):
+    if not path.endswith((*_SOURCE_SUFFIXES, ".go")):
         return False
     return any(re.match(p, parts[-1]) for p in _TEST_NAMES) or any(
         part in _TEST_FOLDERS for part in parts[:-1]
@@ -176,7 +176,7 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS
     return HeadRecord(
         sha=head,
-        tests={p: names for p, names in imports.items()},
+        tests=dict(imports.items()),
         blame={p: tuple(r) for p, r in blame.items()},
         truncated=truncated or hunks.truncated,
     )

@@ -64,7 +64,7 @@ def _hunks(value: Any, where: str) -> tuple[HunkTuple, ...] | None:
     hunks: list[HunkTuple] = []
     for index, hunk in enumerate(_list(value, where)):
         at = f"{where}[{index}]"
-        if not isinstance(hunk, list) or len(hunk) != 4:
+        if not isinstance(hunk, list | tuple) or len(hunk) != 4:
             raise RecordError(f"{at}: expected [old_start, old_count, new_start, new_count]")
         numbers = [_count(number, at) for number in hunk]
         if any(number is None for number in numbers):
@@ -242,7 +242,7 @@ class HeadRecord:
             at = f"{where}.blame[{_string(path, f'{where}.blame key')!r}]"
             read: list[BlameTuple] = []
             for index, item in enumerate(_list(ranges, at)):
-                if not isinstance(item, list) or len(item) != 3:
+                if not isinstance(item, list | tuple) or len(item) != 3:
                     raise RecordError(f"{at}[{index}]: expected [start, end, sha]")
                 start, end = _count(item[0], f"{at}[{index}]"), _count(item[1], f"{at}[{index}]")
                 if start is None or end is None or not 1 <= start <= end:
