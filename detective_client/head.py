@@ -8,6 +8,8 @@ The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one 
 - `blame`: for the paths the range changed that stand at the head, which commit of the range
   last wrote each line (`hunks.blame_at_head`): exact across merged branches, where carrying
   hunks forward misplaces a branch's lines (17 of 23 culprits first without it, 23 with).
+- `scopes`: for the Python files among those, each function's lines and the words of its text
+  (`python_scopes`), so a suspect whose lines sit in the function a failure names comes first.
 
 Bounded, so a monorepo's job stays quick and its request small: at most `MAX_TEST_FILES` test
 files (`MAX_IMPORTS` names each) and `MAX_BLAMED_PATHS` blamed paths (the newest commits'
@@ -30,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from detective_client.git import GitError, resolve, split_range
 from detective_client.hunks import HunkRange, blame_at_head, skipped_file
-from detective_client.records import BlameTuple, CommitRecord, HeadRecord
+from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
 
 __all__ = [
     "MAX_BLAMED_PATHS",
@@ -38,6 +40,7 @@ __all__ = [
     "MAX_TEST_FILES",
     "imported_names",
     "looks_like_test",
+    "python_scopes",
     "read_head",
     "with_hunks",
 ]
@@ -45,6 +48,9 @@ __all__ = [
 MAX_TEST_FILES = 2_000
 MAX_IMPORTS = 200
 MAX_BLAMED_PATHS = 300
+MAX_SCOPES = 2_000  # functions a file
+MAX_WORDS = 300  # words a function
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _SOURCE_SUFFIXES = (".py", ".java", ".kt", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs")
 _TEST_NAMES = (
     r"^test_.+\.py$",
@@ -114,6 +120,31 @@ def imported_names(test_path: str, source: str) -> list[str]:
     return _JS_IMPORT.findall(source)
 
 
+def python_scopes(source: str) -> list[ScopeTuple]:
+    """Every function of a Python module: its lines, and the words of its text and of its
+    enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    lines = source.splitlines()
+    scopes: list[ScopeTuple] = []
+
+    def visit(node: ast.AST, classes: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, (*classes, child.name))
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                end = child.end_lineno or child.lineno
+                text = "\n".join(lines[child.lineno - 1 : end])
+                words = sorted(set(_WORD.findall(text)) | set(classes))[:MAX_WORDS]
+                scopes.append((child.lineno, end, tuple(words)))
+                visit(child, classes)
+
+    visit(tree, ())
+    return scopes[:MAX_SCOPES]
+
+
 def _git_lines(repo: Path, *args: str) -> list[str]:
     done = subprocess.run(
         ["git", "-C", str(repo), "-c", "core.quotepath=off", *args],
@@ -170,6 +201,8 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
         if path in texts
     }
     blamed_paths = changed[:MAX_BLAMED_PATHS]
+    python = _sources(repo, head, [p for p in blamed_paths if p.endswith(".py")])
+    scopes = {path: tuple(python_scopes(text)) for path, text in python.items()}
     blame: dict[str, list[BlameTuple]] = {}
     for lines in blame_at_head(repo, rev_range, blamed_paths):
         blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))
@@ -179,4 +212,5 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
         tests=dict(imports.items()),
         blame={p: tuple(r) for p, r in blame.items()},
         truncated=truncated or hunks.truncated,
+        scopes={p: s for p, s in scopes.items() if s},
     )

@@ -7,7 +7,7 @@ server refuses a bad commit with its reason instead of storing half of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -197,6 +197,7 @@ def _sha(value: Any, where: str) -> str:
 
 
 BlameTuple = tuple[int, int, str]
+ScopeTuple = tuple[int, int, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -205,21 +206,28 @@ class HeadRecord:
     has (`detective_client.head`): the import names of its test files (`tests`: test file →
     the modules, classes or relative paths it imports, as written) and, for the paths the
     range changed, which commit of the range last wrote each line at the head (`blame`: path →
-    (start, end, sha)). `truncated`: a bound of `detective_client.head` was reached."""
+    (start, end, sha)); for the Python files among those, each function's lines and the words
+    of its text (`scopes`: path → (start, end, words)), which orders suspects by what a failure
+    names. `truncated`: a bound of `detective_client.head` was reached."""
 
     sha: str
     tests: dict[str, tuple[str, ...]]
     blame: dict[str, tuple[BlameTuple, ...]]
     truncated: bool = False
+    scopes: dict[str, tuple[ScopeTuple, ...]] = field(default_factory=dict)
 
     FIELDS = ("sha", "tests", "blame")
-    OPTIONAL = ("truncated",)
+    OPTIONAL = ("truncated", "scopes")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "sha": self.sha,
             "tests": {path: list(names) for path, names in self.tests.items()},
             "blame": {path: [list(r) for r in ranges] for path, ranges in self.blame.items()},
+            "scopes": {
+                path: [[start, end, list(words)] for start, end, words in found]
+                for path, found in self.scopes.items()
+            },
             "truncated": self.truncated,
         }
 
@@ -252,4 +260,23 @@ class HeadRecord:
         truncated = data.get("truncated", False)
         if not isinstance(truncated, bool):
             raise RecordError(f"{where}.truncated: expected true or false")
-        return cls(_sha(data["sha"], f"{where}.sha"), tests, blame, truncated)
+        scopes_in = data.get("scopes") or {}
+        if not isinstance(scopes_in, dict):
+            raise RecordError(f"{where}.scopes: expected an object")
+        scopes: dict[str, tuple[ScopeTuple, ...]] = {}
+        for path, found in scopes_in.items():
+            at = f"{where}.scopes[{_string(path, f'{where}.scopes key')!r}]"
+            read_scopes: list[ScopeTuple] = []
+            for index, item in enumerate(_list(found, at)):
+                if not isinstance(item, list | tuple) or len(item) != 3:
+                    raise RecordError(f"{at}[{index}]: expected [start, end, [words]]")
+                start, end = _count(item[0], f"{at}[{index}]"), _count(item[1], f"{at}[{index}]")
+                if start is None or end is None or not 1 <= start <= end:
+                    raise RecordError(f"{at}[{index}]: expected 1 <= start <= end, got {item!r}")
+                words = tuple(
+                    _string(w, f"{at}[{index}] word")
+                    for w in _list(list(item[2]) if isinstance(item[2], tuple) else item[2], at)
+                )
+                read_scopes.append((start, end, words))
+            scopes[path] = tuple(read_scopes)
+        return cls(_sha(data["sha"], f"{where}.sha"), tests, blame, truncated, scopes)

@@ -251,6 +251,11 @@ class HeadIn(Schema):
         description="Path the range changed -> [start, end, sha]: the commit of the range that "
         "last wrote those lines at the head (`git blame`; at most 300 paths)."
     )
+    scopes: dict[str, list[tuple[int, int, list[str]]]] = Field(
+        default_factory=dict,
+        description="Python path the range changed -> [start, end, [words]]: each function's "
+        "lines and the identifiers of its text (at most 2,000 functions, 300 words each).",
+    )
     truncated: bool = False
 
 

@@ -167,13 +167,15 @@ class CommitFile(models.Model):
 
 class ReleaseHead(models.Model):
     """What ranking a failure's suspects needs from the release's head, sent by the CI client
-    with the commits (`detective_client.records.HeadRecord`): its test files' import names and
-    the blame of the paths the range changed. The latest sent replaces the one before."""
+    with the commits (`detective_client.records.HeadRecord`): its test files' import names, the
+    blame of the paths the range changed and the functions of the Python ones. The latest sent
+    replaces the one before."""
 
     release = models.OneToOneField(Release, on_delete=models.CASCADE, related_name="head_facts")
     sha = models.CharField(max_length=64)
     tests = models.JSONField(default=dict, blank=True)
     blame = models.JSONField(default=dict, blank=True)
+    scopes = models.JSONField(default=dict, blank=True)
     truncated = models.BooleanField(default=False)
     updated_at = models.DateTimeField(default=timezone.now)
 

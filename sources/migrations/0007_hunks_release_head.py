@@ -29,6 +29,7 @@ class Migration(migrations.Migration):
                 ("sha", models.CharField(max_length=64)),
                 ("tests", models.JSONField(blank=True, default=dict)),
                 ("blame", models.JSONField(blank=True, default=dict)),
+                ("scopes", models.JSONField(blank=True, default=dict)),
                 ("truncated", models.BooleanField(default=False)),
                 ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
                 (

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from django.db import transaction
 
 from detective_client.conventional import classify
-from detective_client.head import MAX_BLAMED_PATHS, MAX_IMPORTS, MAX_TEST_FILES
+from detective_client.head import (
+    MAX_BLAMED_PATHS,
+    MAX_IMPORTS,
+    MAX_SCOPES,
+    MAX_TEST_FILES,
+    MAX_WORDS,
+)
 from detective_client.hunks import MAX_HUNKS
 from detective_client.records import CommitRecord, HeadRecord
 from releases.models import Release
@@ -61,6 +67,15 @@ def _check_bounds(commits: Sequence[CommitRecord], head: HeadRecord | None) -> N
     ranges = sum(len(r) for r in head.blame.values())
     if ranges > MAX_BLAME_RANGES:
         raise IngestError(f"head.blame: {ranges:,} ranges, at most {MAX_BLAME_RANGES:,}.", 413)
+    if len(head.scopes) > MAX_BLAMED_PATHS:
+        raise IngestError(f"head.scopes: over {MAX_BLAMED_PATHS:,} paths.", 413)
+    for path, scopes in head.scopes.items():
+        if len(scopes) > MAX_SCOPES or any(len(words) > MAX_WORDS for _, _, words in scopes):
+            raise IngestError(
+                f"head.scopes[{path[:100]!r}]: over {MAX_SCOPES:,} functions or "
+                f"{MAX_WORDS} words a function.",
+                413,
+            )
 
 
 def _store_head(release: Release, head: HeadRecord) -> None:
@@ -70,6 +85,10 @@ def _store_head(release: Release, head: HeadRecord) -> None:
             "sha": head.sha,
             "tests": {path: list(names) for path, names in head.tests.items()},
             "blame": {path: [list(r) for r in ranges] for path, ranges in head.blame.items()},
+            "scopes": {
+                path: [[start, end, list(words)] for start, end, words in found]
+                for path, found in head.scopes.items()
+            },
             "truncated": head.truncated,
         },
     )

@@ -209,6 +209,11 @@ def rank_stored(release: Release) -> int | None:
     head = ReleaseHead.objects.filter(release=release).first()
     tests: dict[str, list[str]] = head.tests if head else {}
     blame: dict[str, list[list[Any]]] = head.blame if head else {}
+    functions: dict[str, list[list[Any]]] = head.scopes if head else {}
+    scopes = {
+        path: [ranking.Scope(start, end, frozenset(words)) for start, end, words in found]
+        for path, found in functions.items()
+    }
     blamed = [
         ranking.ChangedRange(path, start, end, sha)
         for path, ranges in blame.items()
@@ -234,7 +239,7 @@ def rank_stored(release: Release) -> int | None:
                 namesakes=named,
                 names=ranking.message_names(case.failure_message),
             )
-            ranked = ranking.rank_suspects(failure, commits, at)[:MAX_SUSPECTS]
+            ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
             case.suspects = stored_form(failure, ranked, at)
             found += bool(ranked)
         TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
