@@ -134,6 +134,16 @@ def test_the_client_sends_what_ranks_the_culprit_first_in_any_order(tmp_path: Pa
             "changed_lines_at_head"
         ]
         assert culprit[:7] in together["summary"]
+        # The small profile's read of the summary (`?view=brief`) names the first suspect.
+        brief = httpx.get(
+            f"{site.url}/api/releases/1.1.0/summary",
+            params={"view": "brief", "service": "shop"},
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            timeout=30,
+        )
+        assert brief.status_code == 200, brief.text
+        [said] = brief.json()["suspects"]
+        assert said.startswith("test_max_age fails; first suspect") and culprit[:9] in said
         # What the server kept: hunks per commit file, and the head's facts.
         stored = CommitFile.objects.get(commit__sha=culprit, path="payments/timed.py")
         assert stored.hunks == [[2, 1, 2, 1]]
