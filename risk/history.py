@@ -59,6 +59,9 @@ class TestHistory:
     # The commits of the release that may have caused its failure here, most likely first
     # (risk/suspects.py), where a checkout let them be computed.
     suspects: tuple[Suspect, ...] = ()
+    # The suspects were computed for its failure here (none found included): the evidence of
+    # a critical area is then the suspect's path, never the test's name (risk/policy.py).
+    suspects_computed: bool = False
 
     @property
     def failed_here(self) -> bool:

@@ -186,6 +186,7 @@ def test_histories(
     where: dict[tuple[str, str], tuple[str, str]] = {}
     # The suspects of its last failing attempt that has them (sources/services/suspects.py).
     suspects_of: dict[tuple[str, str], tuple[Suspect, ...]] = {}
+    computed: set[tuple[str, str]] = set()
     recent: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
     failed_in: dict[tuple[str, str], set[int]] = defaultdict(set)
     order: dict[int, tuple[Any, int, str]] = {}
@@ -195,6 +196,8 @@ def test_histories(
             if stored in keys:
                 attempts[stored].append(status)
                 where.setdefault(stored, (suite, file))
+                if suspects is not None and status in _FAILING:
+                    computed.add(stored)
                 if suspects and suspects.get("ranked") and status in _FAILING:
                     suspects_of[stored] = tuple(Suspect(**s) for s in suspects["ranked"])
             continue
@@ -241,6 +244,7 @@ def test_histories(
                 failed_before=bool(before),
                 recent=tuple(history_here),
                 suspects=suspects_of.get(key, ()),
+                suspects_computed=key in computed,
             )
         )
     return tuple(histories), True

@@ -163,9 +163,31 @@ class CommitFile(models.Model):
     )
     vendored = models.BooleanField(default=False, help_text="linguist-vendored at the head.")
     removed = models.BooleanField(default=False, help_text="The commit deleted the file.")
+    # The line ranges the commit changed in the file, `git diff -U0` headers as
+    # [old_start, old_count, new_start, new_count] (detective_client.hunks); null when none
+    # were sent (an older client, `manage.py ingest`, a binary, lock or generated file).
+    hunks = models.JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.path
+
+
+class ReleaseHead(models.Model):
+    """What ranking a failure's suspects needs from the release's head, sent by the CI client
+    with the commits (`detective_client.records.HeadRecord`): its test files' import names, the
+    blame of the paths the range changed and the functions of the Python ones. The latest sent
+    replaces the one before."""
+
+    release = models.OneToOneField(Release, on_delete=models.CASCADE, related_name="head_facts")
+    sha = models.CharField(max_length=64)
+    tests = models.JSONField(default=dict, blank=True)
+    blame = models.JSONField(default=dict, blank=True)
+    scopes = models.JSONField(default=dict, blank=True)
+    truncated = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"head {self.sha[:9]} of {self.release}"
 
 
 class TestStatus(models.TextChoices):
