@@ -99,7 +99,7 @@ logger = logging.getLogger(__name__)
 CUT_OFF_RESULT = (
     "Not run: the answer was cut off at the output limit, so this call's arguments are incomplete."
 )
-# AgentConfig is imported from here by its users (agent/__init__.py and agent/config.py too).
+# AgentConfig lives in agent.run_config; `from agent.loop import AgentConfig` still works.
 __all__ = ["Agent", "AgentConfig", "ConversationContext"]
 
 

@@ -1,9 +1,10 @@
 """Instructions per assessment of the overhead benchmark's contestants, counted by callgrind.
 
-`count()` runs this module as a child process under callgrind with instrumentation off (so the
-start and imports are not counted, and run faster); the child builds its contestant, runs
-`WARMUP` assessments uncounted, then counts a batch of `small` assessments and a batch of
-`large` (`bench.callgrind.Section`): their difference over `large - small` is one assessment.
+`bench.overhead.count_instructions` runs this module as a child process under callgrind with
+instrumentation off (so the start and imports are not counted, and run faster); the child
+builds its contestant, runs `WARMUP` assessments uncounted, then counts a batch of `small`
+assessments and a batch of `large` (`bench.callgrind.Section`): their difference over
+`large - small` is one assessment.
 The scripted model server and release API run in a process of their own, not counted.
 
     uv run python -m bench.instructions detective [--stream] [--small 1 --large 6]
@@ -20,20 +21,16 @@ import argparse
 import asyncio
 import gc
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 
-from bench.callgrind import Section, per_unit, section_command
-from bench.procs import PROJECT_ROOT
+from bench.callgrind import Section, per_unit
+from bench.overhead import MODEL_CALLS, count_instructions
 
 CONTESTANTS = ("floor", "detective", "untraced", "no-files")
-MODEL_CALLS = 3  # per assessment: the summary, the report, the closing answer
 WARMUP = 3
 
 
@@ -153,45 +150,6 @@ async def _child(
     }
 
 
-def count(
-    contestant: str, *, stream: bool, small: int, large: int, scratch: Path, timeout_s: float
-) -> dict[str, float]:
-    """Run one contestant under callgrind; its instructions per assessment and per call."""
-    out_dir = Path(tempfile.mkdtemp(prefix=f"cg-{contestant}-", dir=scratch))
-    command = [
-        *section_command(out_dir),
-        sys.executable,
-        "-m",
-        "bench.instructions",
-        contestant,
-        "--small",
-        str(small),
-        "--large",
-        str(large),
-        "--out",
-        str(out_dir),
-        *(["--stream"] if stream else []),
-    ]
-    # The project's exporters are configured explicitly; none from the caller's environment.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["PYTHONPATH"] = str(PROJECT_ROOT)
-    # One hash seed: the same dict and set layouts from run to run, so the same count.
-    env["PYTHONHASHSEED"] = "0"
-    done = subprocess.run(
-        command,
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"instructions of {contestant} failed ({done.returncode}): {done.stderr[-500:]}"
-        )
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("contestant", choices=CONTESTANTS)
@@ -203,7 +161,7 @@ def main() -> None:
     if args.out is None:
         # Run by hand: count this contestant now, in a child under callgrind.
         with tempfile.TemporaryDirectory(prefix="bench-instructions-") as scratch:
-            figures = count(
+            figures = count_instructions(
                 args.contestant,
                 stream=args.stream,
                 small=args.small,

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,17 +41,18 @@ from agent.config import AgentSettings, build_agent
 from agent.providers.openai_compat import OpenAICompatProvider, to_wire_tool
 from agent.telemetry.setup import TelemetryConfig, configure_telemetry, shutdown_telemetry
 from agent.testing.wire import OPENAI_MODEL
-from bench import callgrind, instructions
+from bench import callgrind
 from bench.harness import Context, Result, interleave, ratio_rows
 from bench.llm_server import DEFAULT_RELEASE
-from bench.procs import model_server
+from bench.procs import PROJECT_ROOT, model_server
 
 NAME = "overhead"
 # Issue #14: telemetry on, Detective within 1.3x the floor (was 1.5x).
 TARGET_RATIO = 1.3
-# Per child under callgrind (about 20 s each on an idle machine in --quick); within the
+# Per child under callgrind (10-15 s of CPU each in --quick, both at once); within the
 # suite's deadline of the benchmark.
 INSTRUCTIONS_TIMEOUT_S = {"quick": 75.0, "full": 400.0}
+MODEL_CALLS = 3  # per assessment: the summary, the report, the closing answer
 API_KEY = "sk-bench-not-a-secret"
 API_TOKEN = "bench-release-api-token"
 PROMPT = f"Assess the risk of release {DEFAULT_RELEASE}"
@@ -353,7 +356,7 @@ async def instruction_rows(ctx: Context) -> list[Result]:
             floor, detective = await asyncio.gather(
                 *(
                     asyncio.to_thread(
-                        instructions.count,
+                        count_instructions,
                         contestant,
                         stream=stream,
                         small=small,
@@ -383,8 +386,48 @@ async def instruction_rows(ctx: Context) -> list[Result]:
                     target="(reference)" if is_floor else f"<= {TARGET_RATIO}x floor",
                     met=None if is_floor else ratio <= TARGET_RATIO,
                     note=f"callgrind: ({large} - {small} assessments) / {large - small} / "
-                    f"{instructions.MODEL_CALLS} calls",
+                    f"{MODEL_CALLS} calls",
                     extra={"instructions_per_assessment": figures["per_assessment"]},
                 )
             )
     return rows
+
+
+def count_instructions(
+    contestant: str, *, stream: bool, small: int, large: int, scratch: Path, timeout_s: float
+) -> dict[str, float]:
+    """Run one contestant under callgrind (`bench.instructions` in a child process); its
+    instructions per assessment and per model call."""
+    out_dir = Path(tempfile.mkdtemp(prefix=f"cg-{contestant}-", dir=scratch))
+    command = [
+        *callgrind.section_command(out_dir),
+        sys.executable,
+        "-m",
+        "bench.instructions",
+        contestant,
+        "--small",
+        str(small),
+        "--large",
+        str(large),
+        "--out",
+        str(out_dir),
+        *(["--stream"] if stream else []),
+    ]
+    # The project's exporters are configured explicitly; none from the caller's environment.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    # One hash seed: the same dict and set layouts from run to run, so the same count.
+    env["PYTHONHASHSEED"] = "0"
+    done = subprocess.run(
+        command,
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"instructions of {contestant} failed ({done.returncode}): {done.stderr[-500:]}"
+        )
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bench import callgrind, instructions, overhead
+from bench import callgrind, overhead
 from bench.harness import Context
 
 
@@ -39,7 +39,7 @@ async def test_rows_give_each_contestant_per_model_call_and_the_ratio_to_the_flo
         return {"per_assessment": per_assessment, "per_model_call": per_assessment / 3}
 
     monkeypatch.setattr(callgrind, "available", lambda: True)
-    monkeypatch.setattr(instructions, "count", count)
+    monkeypatch.setattr(overhead, "count_instructions", count)
     ctx, _ = _context(tmp_path, quick=False)
     rows = await overhead.instruction_rows(ctx)
 
@@ -66,7 +66,7 @@ async def test_a_count_too_slow_for_the_machine_is_skipped_not_failed(
         raise subprocess.TimeoutExpired(["valgrind"], 75)
 
     monkeypatch.setattr(callgrind, "available", lambda: True)
-    monkeypatch.setattr(instructions, "count", count)
+    monkeypatch.setattr(overhead, "count_instructions", count)
     ctx, console = _context(tmp_path, quick=True)
     assert await overhead.instruction_rows(ctx) == []
     assert "skipped" in console.export_text()
