@@ -160,11 +160,26 @@ def _suspect(path: str) -> Suspect:
             ["Copy fixes"], "medium", set(),
             {"critical_area_failures", "suspect_in_critical_area"},
         ),
-        # Computed and none found, even with a change in payments: not a critical area's.
+        # Computed and none found, even with a change in payments: no change of the release
+        # runs through the failure, so the payments change is not paired with it.
         (
             dataclasses.replace(test_history(PAY, recent="PPPP"), suspects_computed=True),
-            ["Round refunds in payment capture"], "high", set(),
-            {"critical_area_failures", "suspect_in_critical_area"},
+            ["Round refunds in payment capture"], "medium", set(),
+            {"critical_area_failures", "suspect_in_critical_area", "risky_changes_with_failures"},
+        ),
+        # Its suspect is elsewhere: a payments change beside it is not its cause.
+        (
+            dataclasses.replace(
+                test_history(CART, recent="PPPP"), suspects=(_suspect("web/receipt.py"),),
+                suspects_computed=True,
+            ),
+            ["Round refunds in payment capture"], "medium", set(),
+            {"critical_area_failures", "suspect_in_critical_area", "risky_changes_with_failures"},
+        ),
+        # Not computed (no changed lines): the payments change and the failure are paired.
+        (
+            test_history(CART, recent="PPPP"), ["Round refunds in payment capture"], "high",
+            {"risky_changes_with_failures"}, set(),
         ),
         # A known-flaky failure with no suspect on its path raises nothing of an area.
         (
@@ -492,3 +507,20 @@ def test_failures_beside_changed_code_name_code_never_ci_docs_or_lock_files() ->
         ),
     )
     assert correlated_paths(test, facts, CFG) == ["src/itsdangerous/timed.py"]
+
+
+def test_risky_changes_pair_only_with_failures_whose_suspects_are_not_known() -> None:
+    ranked = dataclasses.replace(
+        test_history(CART, recent="PPPP"),
+        suspects=(_suspect("web/receipt.py"),),
+        suspects_computed=True,
+    )
+    unranked = test_history("checkout.TaxTest::test_vat", recent="PPPP")
+    verdict = evaluate(
+        summary(ranked.label, unranked.label, changes=["Round refunds in payment capture"]),
+        CFG,
+        history=history(ranked, unranked),
+    )
+    text = detail(verdict, "risky_changes_with_failures")
+    assert text.endswith("failing tests with no ranked suspect: checkout.TaxTest::test_vat")
+    assert CART not in text

@@ -310,7 +310,18 @@ def _tests(
             )
         )
     areas = changed_in
-    if risky and real_count > 0:
+    # A failure whose suspects were ranked is tied to a critical change only by its suspect
+    # (`suspect_in_critical_area`): a dependency bump in payments beside a failure in an
+    # unrelated module is not that failure's cause. The pairing stands for the rest.
+    unranked = [name for name in counted if name not in computed]
+    unexplained = real_count - (len(counted) - len(unranked))
+    if risky and unexplained > 0:
+        failures_said = (
+            f"{failed_count} failed test{'s' if failed_count != 1 else ''}"
+            if len(unranked) == len(counted)
+            else "failing tests with no ranked suspect: "
+            + ", ".join(shown(name) for name in unranked)
+        )
         signals.append(
             Signal(
                 name="risky_changes_with_failures",
@@ -319,10 +330,9 @@ def _tests(
                 critical=True,
                 figure=failed_count,
                 threshold=f"{cfg.risky_changes_with_failures_level} when a change touches a "
-                "critical area and any test fails",
+                "critical area and a test fails whose suspects are not known",
                 detail=f"{len(risky)} change{'s' if len(risky) != 1 else ''} in "
-                f"{', '.join(areas)} and {failed_count} failed test"
-                f"{'s' if failed_count != 1 else ''}",
+                f"{', '.join(areas)} and {failures_said}",
                 areas=tuple(areas),
             )
         )
