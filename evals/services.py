@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from assessments.timeline import outcome
 from evals import api_source
 from evals.evaluators.trial import TrialResult
 from evals.live import progress_message, run_group
@@ -30,7 +31,6 @@ from evals.scenario import Scenario, Suite
 from evals.stats import RunSummary, summarise_run
 from releases import services as release_services
 from releases.models import Conversation, RunStatus
-from releases.timeline import outcome
 
 logger = logging.getLogger(__name__)
 

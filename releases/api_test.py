@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from releases import services, tasks
+from assessments import tasks
+from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus
 
 pytestmark = pytest.mark.django_db

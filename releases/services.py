@@ -25,7 +25,8 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from opentelemetry import propagate
 
-from releases import data_fingerprint, layer_health, signals, verdicts, workers
+from assessments import layer_health, workers
+from releases import data_fingerprint, signals, verdicts
 from releases.models import (
     AgentEvent,
     Conversation,
@@ -38,9 +39,9 @@ from releases.models import (
     RunStatus,
     Severity,
 )
-from releases.review_scenario import Label, scenario_id, to_toml
 from releases.stored_data import finite
 from releases.verdicts import Judged
+from review.scenario import Label, scenario_id, to_toml
 from risk import filing
 from risk.carried import with_policy_parts
 from risk.figures import numbers_in
@@ -201,7 +202,7 @@ def note_refusal(
 ) -> None:
     """Count a refused filing on the run (merged into its metadata, which the agent's store
     also writes), with the filing itself: should the model never correct it, it is what the
-    run stores for a person (`releases.outcomes`)."""
+    run stores for a person (`assessments.outcomes`)."""
     with transaction.atomic():
         row = Conversation.objects.select_for_update().get(pk=conversation.pk)
         refusals = list((row.metadata or {}).get(REFUSALS_KEY, []))
@@ -265,7 +266,7 @@ def append_event(
     """Save the run's next event (sequence numbers 1, 2, 3 ... without gaps). Once the run's
     last event is its end (finished, failed, cancelled) nothing more is appended: RunEnded (a
     worker paused past the heartbeat must not add to a run the sweep has failed)."""
-    from releases.timeline import TERMINAL_KINDS
+    from assessments.timeline import TERMINAL_KINDS
 
     with transaction.atomic():
         _lock(conversation)
@@ -321,7 +322,7 @@ def start_assessment(
 
     At most one run per release is active (the `one_active_conversation_per_release`
     constraint): a second request, or ten at once, get the run that is already there.
-    `enqueue(run id, traceparent)` (`releases.tasks.enqueue_assessment`) is called once the run
+    `enqueue(run id, traceparent)` (`assessments.tasks.enqueue_assessment`) is called once the run
     is committed, with the current trace context, so that the worker's spans continue the trace
     of the request that asked for the run. Without it the caller runs it at once itself
     (`manage.py assess`), so no worker is asked to.
@@ -607,7 +608,7 @@ def publish_event(event: AgentEvent) -> None:
     Called after the event is committed: a page that misses the message (not connected yet,
     or the channel layer is down) gets the event from the database when it (re)connects.
     """
-    from releases.timeline import TERMINAL_KINDS, render_live
+    from assessments.timeline import TERMINAL_KINDS, render_live
 
     try:
         html = render_live([event])  # reads the run's earlier events for some kinds
@@ -621,7 +622,7 @@ def publish_event(event: AgentEvent) -> None:
         "html": html,
         "terminal": event.kind in TERMINAL_KINDS,
     }
-    # A layer that is down costs the run nothing but the live delivery (releases.layer_health).
+    # A layer that is down costs the run nothing but the live delivery (assessments.layer_health).
     layer_health.publish(run_group(event.conversation_id), message)
 
 
@@ -712,7 +713,7 @@ def review_label(decision: ReviewDecision) -> Label:
 
 def scenario_toml(decision: ReviewDecision) -> str:
     """The decision as a scenario file, validated by the eval suite's loader first."""
-    from releases.review_scenario import scenario, scenario_data
+    from review.scenario import scenario, scenario_data
 
     label = review_label(decision)
     scenario(label)  # raises ScenarioRejected: never write a file run_evals would refuse

@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from releases import release_verdict, services, tasks, verdicts
+from assessments import tasks
+from releases import release_verdict, services, verdicts
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -83,7 +84,7 @@ def test_start_assessment_queues_a_run_and_enqueues_its_task_on_commit(
     run.refresh_from_db()
     assert (run.status, run.triggered_by, run.model) == (RunStatus.QUEUED, user, "m")
     task = DBTaskResult.objects.get(pk=run.task_id)
-    assert task.task_path == "releases.tasks.assess_release"
+    assert task.task_path == "assessments.tasks.assess_release"
     assert task.args_kwargs["args"][0] == str(run.pk)
 
 
@@ -177,7 +178,7 @@ def test_a_run_whose_worker_on_this_machine_is_gone_is_failed_at_once(
     import subprocess
     import sys
 
-    from releases import workers
+    from assessments import workers
 
     with django_capture_on_commit_callbacks(execute=True):
         run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
@@ -335,7 +336,7 @@ def test_siding_with_the_policy_is_an_accept_and_needs_no_reason(
 @pytest.mark.django_db
 def test_no_event_is_appended_after_the_run_has_ended(make_release: Callable[..., Release]) -> None:
     from agent.events import RetryScheduled
-    from releases.runner.store import OrmConversationStore
+    from assessments.runner.store import OrmConversationStore
 
     run = Conversation.objects.create(release=make_release(), status=RunStatus.RUNNING)
     services.append_event(run, kind="run_started", payload={})

@@ -15,7 +15,7 @@ from typing import Any
 from releases import history_hooks
 from releases.models import Conversation, Message, Release, RiskPolicy
 from releases.release_order import earlier_releases
-from releases.review_scenario import SUMMARY_TOOL
+from review.scenario import SUMMARY_TOOL
 from risk.digest import digest
 from risk.history import EMPTY as EMPTY_HISTORY
 from risk.history import History, ReleaseRef

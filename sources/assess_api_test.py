@@ -39,7 +39,7 @@ def test_assess_queues_one_run_for_the_worker(
     run = Conversation.objects.get(release=shop_release)
     assert (body["run"], body["status"]) == (str(run.pk), RunStatus.QUEUED)
     assert body["url"] == f"http://testserver/runs/{run.pk}/"
-    assert DBTaskResult.objects.filter(task_path="releases.tasks.assess_release").count() == 1
+    assert DBTaskResult.objects.filter(task_path="assessments.tasks.assess_release").count() == 1
     # Asked again while it waits: the same run, nothing queued twice.
     status, again = assess(client, token, "/api/releases/v3.0.0/assess?service=shop")
     assert (status, again["run"]) == (202, body["run"])

@@ -698,7 +698,8 @@ def _wait_finished(run: Conversation, timeout: float, site: LiveSite) -> float:
 def test_a_black_hole_model_server_fails_the_run_at_the_first_byte_deadline(
     tmp_path: Path, release: Release
 ) -> None:
-    from releases import services, tasks
+    from assessments import tasks
+    from releases import services
 
     hole = BlackHole()
     environment = {**hole.environment(), "DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT": "2"}
@@ -718,7 +719,8 @@ def test_a_black_hole_model_server_fails_the_run_at_the_first_byte_deadline(
 
 
 def test_the_whole_assessment_has_a_deadline(tmp_path: Path, release: Release) -> None:
-    from releases import services, tasks
+    from assessments import tasks
+    from releases import services
 
     with (
         ScriptedLLM(delay=0.05, narration=2000) as slow,
@@ -741,11 +743,12 @@ def test_up_resolves_a_run_stranded_by_a_crash_before_anything_else(
     tmp_path: Path, release: Release, manager: User
 ) -> None:
     """As after a power cut: the run is 'running', its worker (on this machine) long gone."""
-    from releases import services, tasks, workers
+    from assessments import tasks, workers
+    from releases import services
 
     run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     task = DBTaskResult.objects.create(
-        task_path="releases.tasks.assess_release",
+        task_path="assessments.tasks.assess_release",
         args_kwargs={"args": [str(run.pk)], "kwargs": {}},
         backend_name="default",
         queue_name="default",

@@ -92,7 +92,7 @@ def test_filing_a_verdict_queues_one_delivery_per_endpoint_that_wants_it(
 def test_a_filed_verdict_waits_for_its_run_to_end(
     release: Release, receiver: Receiver, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from releases import tasks as releases_tasks
+    from assessments import tasks as releases_tasks
     from releases.models import RunStatus
 
     endpoint(receiver.url)

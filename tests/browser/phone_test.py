@@ -21,8 +21,9 @@ from django.core.management import call_command
 from django.db import connections
 from playwright.sync_api import Browser, Page
 
+from assessments import tasks
 from evals.models import EvalResult
-from releases import services, tasks
+from releases import services
 from releases.models import Conversation, Release, RunStatus
 from sources.management.commands import seed_demo
 from tests.browser.chromium import PHONE, log_in, password_hash, screenshots
