@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from django.contrib.auth.base_user import AbstractBaseUser
 
-from releases import data_fingerprint, services
+from assessments import services
+from releases import data_fingerprint
 from releases.models import Conversation, Release, RiskReport
 from releases.release_verdict import VerdictState, verdict_of
 

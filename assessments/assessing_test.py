@@ -13,16 +13,18 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from assessments import assessing
+from assessments import services as run_services
 from releases import data_fingerprint, services
 from releases.models import Conversation, Release, RiskReport, RunStatus
 from releases.release_verdict import verdict_of
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db
 
 
 def assessed(release: Release, who: User | None = None) -> RiskReport:
     """A finished run started on the release's data now, and the report it filed."""
-    run = services.start_assessment(release, who)
+    run = run_services.start_assessment(release, who)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     run.refresh_from_db()
     return services.file_risk_report(
@@ -40,7 +42,9 @@ def test_a_decided_verdict_on_unchanged_data_is_kept_and_says_so(
 ) -> None:
     release = make_release(version="v2.2.0")
     report = assessed(release)
-    services.decide_report(report, manager, decision="override", severity="medium", reason="known")
+    review_services.decide_report(
+        report, manager, decision="override", severity="medium", reason="known"
+    )
     runs_before = Conversation.objects.count()
 
     outcome = assessing.assess_unless_unchanged(release, None, asked_by="token CI")
@@ -58,7 +62,7 @@ def test_new_data_makes_a_new_assessment_and_the_page_says_the_decision_was_earl
 ) -> None:
     release = make_release(version="v2.3.0")
     report = assessed(release)
-    services.decide_report(report, manager, decision="accept")
+    review_services.decide_report(report, manager, decision="accept")
     client.force_login(manager)
     page = client.get(release.get_absolute_url()).content.decode()
     assert "earlier data" not in page
@@ -96,7 +100,7 @@ def test_the_page_button_records_the_user(
     make_release: Callable[..., Release], manager: User
 ) -> None:
     release = make_release(version="v2.5.0")
-    run = services.start_assessment(release, manager)
+    run = run_services.start_assessment(release, manager)
     assert run.metadata["asked_by"] == "user rm"
     assert run.metadata[data_fingerprint.METADATA_KEY] == data_fingerprint.fingerprint(release)
 
@@ -106,7 +110,7 @@ def test_a_failed_run_after_the_verdict_is_not_a_standing_verdict(
 ) -> None:
     release = make_release(version="v2.6.0")
     assessed(release)
-    failed = services.start_assessment(release, None)
+    failed = run_services.start_assessment(release, None)
     Conversation.objects.filter(pk=failed.pk).update(status=RunStatus.FAILED)
     outcome = assessing.assess_unless_unchanged(release, None)
     assert not outcome.kept and outcome.run.status == RunStatus.QUEUED

@@ -15,12 +15,11 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from assessments import tasks
+from assessments import services, tasks
 from assessments.fanout import GroupFanout
+from assessments.fanout_test import BlinkingLayer
 from assessments.layer_health import Outage
 from detective_site.asgi import application
-from releases import services
-from assessments.fanout_test import BlinkingLayer
 from releases.models import Conversation, Release
 
 pytestmark = pytest.mark.django_db(transaction=True)

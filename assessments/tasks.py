@@ -6,8 +6,7 @@ import uuid
 
 from django_tasks import task
 
-from assessments import runner
-from releases import services
+from assessments import runner, services
 
 
 @task()

@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from assessments import tasks, timeline
-from releases import services
+from assessments import services, tasks, timeline
 from releases.models import AgentEvent, Conversation, Release
 
 pytestmark = pytest.mark.django_db

@@ -14,9 +14,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from assessments import tasks, timeline
+from assessments import services, tasks, timeline
 from assessments.trace_view import load_waterfall
-from releases import selectors, services
+from releases import selectors
 from releases.models import Conversation, Severity
 from releases.views import HtmxHttpRequest
 

@@ -10,6 +10,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.utils import timezone
 
+from assessments import services as run_services
 from assessments import tasks
 from releases import services
 from releases.models import Conversation, Release, RunStatus
@@ -65,12 +66,12 @@ def test_reassess_needs_csrf(django_user_model: type[User], release: Release) ->
 
 
 def test_a_plain_user_may_not_see_someone_elses_run(plain_client: Client, release: Release) -> None:
-    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    run = run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     assert plain_client.get(f"/runs/{run.pk}/").status_code == 403
 
 
 def test_cancel_from_the_run_page(manager_client: Client, release: Release) -> None:
-    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    run = run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     response = manager_client.post(f"/runs/{run.pk}/cancel", headers={"HX-Request": "true"})
     assert response.status_code == 200
     assert 'id="run-actions"' in response.content.decode()
@@ -91,7 +92,7 @@ def test_cancel_from_the_run_page(manager_client: Client, release: Release) -> N
 def test_a_failed_run_says_why_a_user_may_not_retry_it(
     django_user_model: type[User], release: Release
 ) -> None:
-    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    run = run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="model down")
     viewer = django_user_model.objects.create_user("watcher", "", "pw")
     viewer.user_permissions.add(
@@ -124,7 +125,7 @@ def test_a_finished_run_leads_with_its_verdict_and_the_change(
         input_tokens=1200,
         output_tokens=80,
     )
-    services.append_event(
+    run_services.append_event(
         run,
         kind="usage",
         payload={
@@ -190,7 +191,7 @@ def test_a_run_that_just_ended_says_its_trace_is_still_arriving_and_refreshes_it
     if with_root:
         spans.append(_span(trace_id, "w0", "invoke_workflow assessment"))
     monkeypatch.setattr(run_views, "load_waterfall", lambda _id: build_waterfall(_id, spans))
-    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    run = run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     Conversation.objects.filter(pk=run.pk).update(
         status=RunStatus.SUCCEEDED, trace_id=trace_id, finished_at=timezone.now()
     )

@@ -75,8 +75,8 @@ def releases(count: int, prefix: str = "v9.", **_: Any) -> dict[str, Any]:
 
 
 def queue(version: str, **_: Any) -> dict[str, Any]:
-    from assessments import tasks
-    from releases import selectors, services
+    from assessments import services, tasks
+    from releases import selectors
 
     release = selectors.find_release(version)
     assert release is not None, f"no release {version}"

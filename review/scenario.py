@@ -2,8 +2,7 @@
 the reviewer decided as the expectation, the reviewer's reason as the description.
 
 Plain code over plain data (no ORM), so that the file it writes is checked by the same loader
-`run_evals` uses (`evals.scenario.parse_scenario`, through `releases.eval_hooks`) before it is
-written.
+`run_evals` uses (`evals.scenario.parse_scenario`) before it is written.
 """
 
 from __future__ import annotations
@@ -13,12 +12,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from releases import eval_hooks
+# The agent's tools are named as the eval suite knows them (its loader refuses any other).
+from evals.scenario import REPORT_TOOL, SUMMARY_TOOL, parse_scenario
 
 TAG = "from-review"
-# The agent's tools, by the names the eval suite knows (its loader refuses any other).
-SUMMARY_TOOL = "get_release_summary"
-REPORT_TOOL = "file_risk_report"
+
+
+class ScenarioRejected(ValueError):
+    """The eval suite would refuse this scenario; the message says why."""
+
+
 _NOT_ID = re.compile(r"[^a-z0-9]+")
 
 
@@ -98,8 +101,11 @@ def scenario_data(label: Label) -> dict[str, Any]:
 
 
 def scenario(label: Label) -> Any:
-    """The scenario as the eval suite loads it (raises eval_hooks.ScenarioRejected)."""
-    return eval_hooks.check_scenario(scenario_data(label), source=f"{scenario_id(label)}.toml")
+    """The scenario as the eval suite loads it (raises ScenarioRejected)."""
+    try:
+        return parse_scenario(scenario_data(label), source=f"{scenario_id(label)}.toml")
+    except ValueError as exc:
+        raise ScenarioRejected(str(exc)) from exc
 
 
 def to_toml(data: dict[str, Any]) -> str:

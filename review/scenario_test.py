@@ -5,8 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from releases.eval_hooks import ScenarioRejected
-from review.scenario import Label, scenario, scenario_data, scenario_id, to_toml
+from review.scenario import Label, ScenarioRejected, scenario, scenario_data, scenario_id, to_toml
 
 LABEL = Label(
     decision_id=7,

@@ -12,12 +12,12 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from releases import selectors, services
-from releases.eval_hooks import ScenarioRejected
-from releases.forms import ReviewForm
+from releases import selectors
 from releases.models import ReviewDecision, RiskReport, Severity
 from releases.views import HtmxHttpRequest, view_releases_required
-from review.scenario import scenario_id
+from review import services
+from review.forms import ReviewForm
+from review.scenario import ScenarioRejected, scenario_id
 
 REVIEW = "releases.review_report"
 

@@ -9,8 +9,8 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from releases import services
 from releases.models import Release, ReviewDecision, RiskReport
+from review import services
 
 pytestmark = pytest.mark.django_db
 

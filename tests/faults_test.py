@@ -619,8 +619,8 @@ def test_fuzzed_run_page_socket_messages_each_get_the_right_replay_and_a_normal_
 ) -> None:
     """The page's one message says which event it shows last; whatever it says, the socket
     replays what a number means (everything, for anything else) and closes normally."""
+    from assessments import services
     from bench.ws import WebSocket
-    from releases import services
 
     run = Conversation.objects.create(release=release, status=RunStatus.RUNNING)
     for _ in range(7):
@@ -698,8 +698,7 @@ def _wait_finished(run: Conversation, timeout: float, site: LiveSite) -> float:
 def test_a_black_hole_model_server_fails_the_run_at_the_first_byte_deadline(
     tmp_path: Path, release: Release
 ) -> None:
-    from assessments import tasks
-    from releases import services
+    from assessments import services, tasks
 
     hole = BlackHole()
     environment = {**hole.environment(), "DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT": "2"}
@@ -719,8 +718,7 @@ def test_a_black_hole_model_server_fails_the_run_at_the_first_byte_deadline(
 
 
 def test_the_whole_assessment_has_a_deadline(tmp_path: Path, release: Release) -> None:
-    from assessments import tasks
-    from releases import services
+    from assessments import services, tasks
 
     with (
         ScriptedLLM(delay=0.05, narration=2000) as slow,
@@ -743,8 +741,7 @@ def test_up_resolves_a_run_stranded_by_a_crash_before_anything_else(
     tmp_path: Path, release: Release, manager: User
 ) -> None:
     """As after a power cut: the run is 'running', its worker (on this machine) long gone."""
-    from assessments import tasks, workers
-    from releases import services
+    from assessments import services, tasks, workers
 
     run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     task = DBTaskResult.objects.create(

@@ -25,8 +25,7 @@ from agent.providers.protocol import ModelResponse
 from agent.providers.wire import RAW_ARGUMENTS_KEY
 from agent.testing.fakes import call, reply
 from agent.testing.wire import ANTHROPIC_MODEL, OLLAMA_MODEL, OPENAI_MODEL, mount
-from assessments import runner
-from releases import services
+from assessments import runner, services
 from releases.models import Conversation, Release, ReportOrigin, RiskReport, RunStatus
 from releases.selectors import release_verdict, with_severity_shown
 

@@ -62,13 +62,12 @@ from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.store import ConversationSummary, StoredEvent
 from agent.telemetry import end_workflow, workflow_span
-from assessments import outcomes
+from assessments import outcomes, services
 from assessments.runner.database import DATABASE_ERRORS, DatabaseUnavailable, retrying
 from assessments.runner.process import configure_process_telemetry, flush_telemetry
 from assessments.runner.store import OrmConversationStore
 from assessments.runner.trace_outcome import release_input, run_trace_outcome
 from assessments.timeline import TERMINAL_KINDS, outcome
-from releases import services
 from releases.models import AgentEvent as EventRow
 from releases.models import Conversation, RunStatus
 

@@ -13,14 +13,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.test import override_settings
 
-from assessments import tasks
+from assessments import services, tasks
 from assessments.runner.in_process import (
     InProcessTransport,
     in_process_api,
     in_process_url,
     site_wsgi_application,
 )
-from releases import services
 from releases.models import Release, RiskReport
 
 

@@ -9,7 +9,7 @@ the seam (`assessments/runner/__init__.py`) therefore hands each call to a threa
   and token totals it carries are copied into the row's columns for the pages;
 - an agent Message is a `Message` row at the next position; what the row has no column for
   (the tool's name, the error flag) goes into its metadata under `tool_name` / `is_error`;
-- an agent event is an `AgentEvent` row numbered 1, 2, 3... (`services.append_event`), its
+- an agent event is an `AgentEvent` row numbered 1, 2, 3... (`run_services.append_event`), its
   payload the event's JSON.
 
 It satisfies `agent.store.ConversationStore`; `store_test.py` runs the agent's contract
@@ -34,7 +34,7 @@ from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.messages import ToolCall
 from agent.store import ConversationNotFoundError, ConversationSummary, StoredEvent, summarise
-from releases import services
+from assessments import services as run_services
 from releases.models import AgentEvent as EventRow
 from releases.models import Conversation
 from releases.models import Message as MessageRow
@@ -94,20 +94,20 @@ class OrmConversationStore:
                     row.save(update_fields=["system_prompt"])
                 return
             for message in conversation.messages:
-                services.append_message(row, **_message_fields(message))
+                run_services.append_message(row, **_message_fields(message))
 
     def append_message(self, conversation_id: str, message: AgentMessage) -> None:
-        services.append_message(self._row(conversation_id), **_message_fields(message))
+        run_services.append_message(self._row(conversation_id), **_message_fields(message))
 
     def append_event(self, conversation_id: str, event: AgentEvent) -> int:
         try:
-            saved = services.append_event(
+            saved = run_services.append_event(
                 self._row(conversation_id),
                 kind=event.kind,
                 payload=dump_event(event),
                 created_at=event.timestamp,
             )
-        except services.RunEnded as ended:
+        except run_services.RunEnded as ended:
             # Someone else ended the run (the sweep failed it while this worker was paused):
             # their verdict stands, and this worker's late events are dropped.
             logger.warning("run %s: %s; dropped a %s event", conversation_id, ended, event.kind)

@@ -11,9 +11,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from agent.events import parse_event
-from assessments import tasks
+from assessments import services, tasks
 from assessments.timeline import outcome
-from releases import services
 from releases.models import AgentEvent, Conversation, Message, Release, RiskReport, RunStatus
 from releases.selectors import releases_with_latest_report
 from sources.demo_releases import DEMO_RELEASES

@@ -19,9 +19,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 from rich.markup import escape
 
-from assessments import assessing, runner
+from assessments import assessing, runner, services
 from assessments.runner.in_process import in_process_api
-from releases import selectors, services
+from releases import selectors
 from releases.models import AgentEvent, Conversation, RiskReport, RunStatus
 from risk.judge import warm_up_in_background
 

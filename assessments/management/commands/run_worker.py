@@ -26,14 +26,13 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
-from assessments import runner, workers
+from assessments import runner, services, workers
 from assessments.layer_health import describe
 from assessments.runner.process import (
     configure_process_telemetry,
     flush_telemetry,
     freeze_startup_heap,
 )
-from releases import services
 
 logger = logging.getLogger("releases.worker")
 

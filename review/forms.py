@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from releases.models import ReviewDecision, RiskReport, Severity
-from releases.services import REASON_MAX_LENGTH
+from review.services import REASON_MAX_LENGTH
 
 
 class ReviewForm(forms.Form):
