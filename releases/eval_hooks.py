@@ -1,7 +1,10 @@
 """Where releases meets an eval trial, without importing evals.
 
+Why a hook, not an import: a trial is a run, so evals stands above releases and assessments,
+yet the API a trial's tools call and the trial's run page answer from its scenario.
+
 evals builds on releases (a trial is a releases `Conversation` whose metadata carries its
-scenario), so releases may not import it. The three places that need the evals app ask these
+scenario), so releases may not import it. The two places that need the evals app ask these
 hooks instead, which `EvalsConfig.ready` installs (evals/apps.py):
 
 - the release API answers a trial's tools from its scenario, never from a real release
