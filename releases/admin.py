@@ -10,7 +10,7 @@ from django.utils.safestring import SafeString
 
 from releases import (
     policy_admin,  # noqa: F401  (registers the risk policy's admin)
-    )
+)
 from releases.admin_display import (
     MISSING,
     PRETTY_JSON_OVERRIDES,
