@@ -37,11 +37,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db import InterfaceError, OperationalError
 
-from assessments import services
+from assessments import selectors, services
 from assessments.fanout import LIVE_AGAIN, Subscription, fanout
 from assessments.layer_health import describe
 from assessments.timeline import TERMINAL_KINDS, render_live
-from releases import selectors
 from releases.models import AgentEvent
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from assessments import services, tasks, timeline
+from assessments import selectors, services, tasks, timeline
 from assessments.trace_view import load_waterfall
-from releases import selectors
+from releases import selectors as release_selectors
 from releases.models import Conversation, Severity
 from releases.views import HtmxHttpRequest
 
@@ -42,7 +42,7 @@ def _run_or_404(request: HtmxHttpRequest, pk: UUID) -> Conversation:
 def reassess(request: HtmxHttpRequest, version: str, service: str | None = None) -> HttpResponse:
     """Start an assessment of the release (or join the one under way) and show it."""
     _require_run_permission(request)
-    release = selectors.release_or_404(version, service)
+    release = release_selectors.release_or_404(version, service)
     run = services.start_assessment(release, request.user, enqueue=tasks.enqueue_assessment)
     url = reverse("releases:run", args=[run.pk])
     if request.htmx:

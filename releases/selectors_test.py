@@ -269,7 +269,8 @@ def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_repo
 def test_the_review_queue_holds_the_latest_undecided_reports_that_need_a_person(
     make_release: Callable[..., Release], django_assert_num_queries: Any
 ) -> None:
-    from releases.selectors import review_count, review_queue
+    from releases.selectors import review_count
+    from review.selectors import review_queue
 
     now = timezone.now()
 

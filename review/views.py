@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from releases import selectors
+from releases import selectors as release_selectors
 from releases.models import ReviewDecision, RiskReport, Severity
 from releases.views import HtmxHttpRequest, view_releases_required
-from review import services
+from review import selectors, services
 from review.forms import ReviewForm
 from review.scenario import ScenarioRejected, scenario_id
 
@@ -51,7 +51,7 @@ def review_queue(request: HtmxHttpRequest) -> HttpResponse:
         request,
         tab=tab,
         queue=selectors.review_queue() if tab == "waiting" else None,
-        waiting=selectors.review_count(),
+        waiting=release_selectors.review_count(),
         decisions=selectors.recent_decisions() if tab == "decided" else [],
     )
     return render(request, "releases/review.html", context)
@@ -88,7 +88,7 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         error=error,
         form_data=request.POST,
         # The count on the desk and the report's "needs a person" note change with it.
-        waiting=selectors.review_count() if decision is not None else None,
+        waiting=release_selectors.review_count() if decision is not None else None,
         reasons=[],
     )
     return render(request, "releases/_review.html#decided", context)
