@@ -177,7 +177,17 @@ class SourceRelease(_Strict):
     title: str | None = None
     junit: list[str] = Field(default_factory=list)
     commits: str | None = None  # a JSON list of commits, as POST .../commits takes them
+    # Or a folder of `git format-patch` files: this release's commits, replayed on top of the
+    # previous release's into a repository of the scenario's own (evals/scenario_git.py), so
+    # that the ingestion reads a real range and ranks the failures' suspect commits.
+    history: str | None = None
     metrics: str | None = None  # OpenMetrics (or Prometheus) text
+
+    @model_validator(mode="after")
+    def _one_kind_of_commits(self) -> SourceRelease:
+        if self.commits is not None and self.history is not None:
+            raise ValueError("give either commits (JSON) or history (patches), not both")
+        return self
 
 
 class SourceSet(_Strict):
@@ -198,13 +208,22 @@ class SourceSet(_Strict):
         times = [r.deployed_at for r in self.releases]
         if times != sorted(times) or len(set(times)) != len(times):
             raise ValueError("sources.releases must be in deploy order, each deployed later")
+        histories = [r.history is not None for r in self.releases]
+        if any(histories) and not all(histories):
+            # One repository's history: a release without its patches would break the chain.
+            raise ValueError("either every release of sources.releases has a history, or none")
         return self
+
+    @property
+    def has_history(self) -> bool:
+        return self.under_test.history is not None
 
     @property
     def under_test(self) -> SourceRelease:
         return self.releases[-1]
 
     def files(self) -> list[str]:
+        """The files named, each once (a history is its folder: see `history_folders`)."""
         return sorted(
             {
                 name
@@ -213,6 +232,9 @@ class SourceSet(_Strict):
                 if name is not None
             }
         )
+
+    def history_folders(self) -> list[str]:
+        return [r.history for r in self.releases if r.history is not None]
 
 
 class KeywordGroup(_Strict):
@@ -277,6 +299,9 @@ class Expectations(_Strict):
     tools: ToolExpectations = Field(default_factory=ToolExpectations)
     # Dimensions that must pass for a trial to pass; None = every applicable deterministic one.
     required_dimensions: list[str] | None = None
+    # The commit known to have broken the release (a scenario made of a git history): its
+    # subject, or a short sha of 7 or more hex digits. The filed report must name it.
+    culprit: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _severity_rules(self) -> Expectations:
@@ -310,6 +335,13 @@ class Expectations(_Strict):
 ScenarioKind = Literal["assessment", "missing_release", "tool_failure"]
 
 
+class Culprit(_Strict):
+    """The culprit commit as the scenario's ingestion found it in the release under test."""
+
+    sha: str
+    subject: str
+
+
 class Scenario(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$")
     title: str = Field(min_length=1)
@@ -324,9 +356,14 @@ class Scenario(_Strict):
     expect: Expectations
     critical: bool = False
     tags: list[str] = Field(default_factory=list)
+    # Filed by the ingestion (`with_ingested`): the commit `expect.culprit` names. Not part of
+    # the fingerprint: the scenario is its files and its expectations, not this database's rows.
+    culprit_commit: Culprit | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
+        if self.expect.culprit is not None and self.sources is None:
+            raise ValueError("expect.culprit needs a scenario made of files (sources)")
         if self.sources is not None:
             if self.release is not None:
                 raise ValueError("give either release or sources: the release is derived")
@@ -373,10 +410,13 @@ class Scenario(_Strict):
         made of files that is not ingested yet: see `with_ingested`)."""
         return None if self.release is None else self.release.payload()
 
-    def with_ingested(self, summary: dict[str, Any]) -> Scenario:
-        """This scenario made of files, with the summary its ingested release has."""
+    def with_ingested(self, summary: dict[str, Any], culprit: Culprit | None = None) -> Scenario:
+        """This scenario made of files, with the summary its ingested release has (and the
+        commit its `expect.culprit` names there)."""
         present = {key: value for key, value in summary.items() if value is not None}
-        return self.model_copy(update={"release": ReleaseData.model_validate(present)})
+        return self.model_copy(
+            update={"release": ReleaseData.model_validate(present), "culprit_commit": culprit}
+        )
 
     @property
     def missing_fields(self) -> list[str]:
@@ -537,6 +577,18 @@ def _with_files(scenario: Scenario, directory: Path, source: str, problems: list
             problems.append(f"{source}: sources: no file {FILES_DIR}/{scenario.id}/{name}")
             continue
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for folder in scenario.sources.history_folders():
+        path = directory / folder
+        patches = sorted(path.glob("*.patch")) if path.is_dir() else []
+        if not path.resolve().is_relative_to(directory.resolve()) or not patches:
+            problems.append(
+                f"{source}: sources: no patch in {FILES_DIR}/{scenario.id}/{folder}/ (a "
+                "history is a folder of `git format-patch` files)"
+            )
+            continue
+        for patch in patches:
+            name = f"{folder}/{patch.name}"
+            digest.update(name.encode() + b"\0" + patch.read_bytes() + b"\0")
     sources = scenario.sources.model_copy(
         update={"directory": str(directory), "digest": digest.hexdigest()[:16]}
     )

@@ -225,6 +225,8 @@ def test_the_api_needs_no_csrf_token(running: tuple[Conversation, str], admin_us
 # -- the policy checks a filing ------------------------------------------------------------
 
 RISKY = {
+    # A change in payments backs the failing payment test (risk/policy.py: never its name alone).
+    "changes": ["Retry payment capture on timeouts"],
     "test_results": {
         "passed": 90,
         "failed": 12,

@@ -15,7 +15,6 @@ from statistics import median
 from risk.changes import (
     CODE_KINDS,
     CommitFacts,
-    file_kind,
     is_dependency_subject,
     path_area_matches,
     subject_areas,
@@ -60,7 +59,7 @@ def changed_areas(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, list[s
     seen: dict[str, dict[str, None]] = {}
     for commit in _area_commits(changes):
         for f in commit.code_files:
-            for area in areas_of(f.path):
+            for area in areas_of(f.path):  # code_files already left generated files out
                 seen.setdefault(area, {})[f.path] = None
         if schema_change_in(commit.subject, cfg):
             seen.setdefault(SCHEMA_AREA, {})[f"the commit {commit.named}"] = None
@@ -85,17 +84,21 @@ def subject_mentions(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, lis
 
 def breaking_changes(changes: ChangeFacts, cfg: PolicySettings) -> list[str]:
     """What in the change breaks its users: commits marked breaking the Conventional Commits
-    way (`feat(api)!:`, a `BREAKING CHANGE:` footer), and public API files renamed away."""
+    way (`feat(api)!:`, a `BREAKING CHANGE:` footer), and public API files (`public_api_paths`)
+    renamed away or deleted (git's status D), each named with the commit that did it: a
+    removed route breaks its callers whether or not the commit says so."""
     found = [f"the commit {c.named}" for c in changes.commit_list if c.breaking and not c.bot]
+    public = {"api": cfg.public_api_paths}
     for commit in changes.commit_list:
         for f in commit.files:
-            public = {"api": cfg.public_api_paths}
             if (
                 f.old_path
                 and path_area_matches(f.old_path, public)
                 and not path_area_matches(f.path, public)
             ):
                 found.append(f"{f.old_path} (moved to {f.path})")
+            elif f.removed and path_area_matches(f.path, public):
+                found.append(f"{f.path} (deleted in the commit {commit.named})")
     return found
 
 
@@ -145,7 +148,7 @@ def change_signals(changes: ChangeFacts, cfg: PolicySettings) -> list[Signal]:
                 critical=False,
                 figure=len(breaking),
                 threshold=f"{cfg.breaking_change_level} from 1 commit marked breaking "
-                "(`!` or a BREAKING CHANGE footer) or a public API file moved away",
+                "(`!` or a BREAKING CHANGE footer) or a public API file moved away or deleted",
                 detail=f"{_plural(len(breaking), 'breaking change')}: {_listed(breaking)}",
             )
         )
@@ -215,7 +218,7 @@ def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None]
 def _said_apart(changes: ChangeFacts) -> str:
     by_kind: dict[str, int] = {}
     for f in changes.files:
-        kind = file_kind(f.path)
+        kind = f.kind
         if kind not in CODE_KINDS:
             group = _APART.get(kind, "other files")
             by_kind[group] = by_kind.get(group, 0) + f.added + f.deleted
