@@ -131,7 +131,9 @@ def _commit(
         author_email=email,
         message=subject,
         parents=["p"] * parents,
-        files=[SimpleNamespace(path=f, added=10, deleted=2, old_path=None, **flags) for f in files],
+        files=[
+            SimpleNamespace(path=f, added=10, deleted=2, old_path=None, **flags) for f in files
+        ],
     )
 
 
