@@ -1,6 +1,6 @@
 """Detective's agent core: plain Python, no Django.
 
-The Django side reaches it only through its seams, `releases/runner/` and `evals/runner/`.
+The Django side reaches it only through its seams, `assessments/runner/` and `evals/runner/`.
 The public names are listed in `__all__` and loaded on first use, so that importing one
 small module (`agent.errors`, say) does not pull in the providers and OpenTelemetry.
 

@@ -518,7 +518,7 @@ def load_suite(
     """Load and validate the suite in `path` (default `evals/scenarios/`).
 
     `extra_dirs` add the scenario files of other directories (no manifest there: reviewers'
-    labels exported by the site, see `releases/review_scenario.py`); a directory that does not
+    labels exported by the site, see `review/scenario.py`); a directory that does not
     exist adds nothing. The suite's version then carries a hash of the added scenarios, so a
     run with them is not compared like for like with a run without them.
 

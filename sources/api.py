@@ -23,10 +23,10 @@ from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
+from assessments import assessing
+from assessments import tasks as releases_tasks
 from detective_client.records import CommitRecord, HeadRecord, RecordError
-from releases import assessing
 from releases import selectors as releases_selectors
-from releases import tasks as releases_tasks
 from releases.validation import VERSION_PATTERN
 from sources import selectors, services
 from sources.models import IngestionToken, MetricWindow

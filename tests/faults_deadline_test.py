@@ -64,7 +64,7 @@ def test_a_black_hole_model_server_fails_the_run_at_the_first_byte_deadline(
     tmp_path: Path,
     release: Release,  # noqa: F811
 ) -> None:
-    from releases import services, tasks
+    from assessments import services, tasks
 
     hole = BlackHole()
     environment = {**hole.environment(), "DETECTIVE_MODEL_FIRST_BYTE_TIMEOUT": "2"}
@@ -87,7 +87,7 @@ def test_the_whole_assessment_has_a_deadline(
     tmp_path: Path,
     release: Release,  # noqa: F811
 ) -> None:
-    from releases import services, tasks
+    from assessments import services, tasks
 
     with (
         ScriptedLLM(delay=0.05, narration=2000) as slow,

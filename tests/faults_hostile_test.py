@@ -353,8 +353,8 @@ def test_fuzzed_run_page_socket_messages_each_get_the_right_replay_and_a_normal_
 ) -> None:
     """The page's one message says which event it shows last; whatever it says, the socket
     replays what a number means (everything, for anything else) and closes normally."""
+    from assessments import services
     from bench.ws import WebSocket
-    from releases import services
 
     run = Conversation.objects.create(release=release, status=RunStatus.RUNNING)
     for _ in range(7):

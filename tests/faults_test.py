@@ -131,11 +131,11 @@ def test_up_resolves_a_run_stranded_by_a_crash_before_anything_else(
     manager: User,  # noqa: F811
 ) -> None:
     """As after a power cut: the run is 'running', its worker (on this machine) long gone."""
-    from releases import services, tasks, workers
+    from assessments import services, tasks, workers
 
     run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
     task = DBTaskResult.objects.create(
-        task_path="releases.tasks.assess_release",
+        task_path="assessments.tasks.assess_release",
         args_kwargs={"args": [str(run.pk)], "kwargs": {}},
         backend_name="default",
         queue_name="default",
