@@ -1,6 +1,6 @@
 """Detective's agent core: plain Python, no Django.
 
-The Django side reaches it only through its seams, `releases/runner/` and `evals/runner/`.
+The Django side reaches it only through its seams, `assessments/runner/` and `evals/runner/`.
 The public names are listed in `__all__` and loaded on first use, so that importing one
 small module (`agent.errors`, say) does not pull in the providers and OpenTelemetry.
 
@@ -25,7 +25,7 @@ _EXPORTS = {
     "build_agent": "agent.config",
     # the loop
     "Agent": "agent.loop",
-    "AgentConfig": "agent.loop",
+    "AgentConfig": "agent.run_config",
     "ConversationContext": "agent.loop",
     "CancelToken": "agent.cancel",
     # reasoning and prompts
@@ -108,7 +108,7 @@ if TYPE_CHECKING:
     from agent.context.protocol import ContextManager
     from agent.errors import AgentError, ConfigurationError, ProviderError
     from agent.events import AgentEvent, dump_event, parse_event
-    from agent.loop import Agent, AgentConfig, ConversationContext
+    from agent.loop import Agent, ConversationContext
     from agent.messages import Conversation, Message, ToolCall, ToolDefinition, ToolResult, Usage
     from agent.prompts import DEFAULT_SYSTEM_PROMPT, PromptProfile, profile_for
     from agent.providers.protocol import Provider
@@ -119,6 +119,7 @@ if TYPE_CHECKING:
         SelfCheckStrategy,
         get_strategy,
     )
+    from agent.run_config import AgentConfig
     from agent.store import (
         ConversationNotFoundError,
         ConversationStore,

@@ -56,7 +56,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from agent.context.manager import WindowManager
 from agent.context.summarize import SUMMARY_INSTRUCTIONS, Summariser, render_transcript
 from agent.errors import ConfigurationError
-from agent.loop import Agent, AgentConfig
+from agent.loop import Agent
 from agent.messages import Conversation, Message, ToolCall
 from agent.prompts import PromptProfile, profile_for
 from agent.providers.factory import API_KEY_ENV, build_provider, canonical_provider
@@ -64,6 +64,7 @@ from agent.providers.http import ModelDeadlines
 from agent.providers.protocol import ModelRequest, Provider
 from agent.reasoning import get_strategy
 from agent.retry import RetryingProvider, RetryPolicy
+from agent.run_config import AgentConfig
 from agent.store import ConversationStore
 from agent.telemetry.agent_run import TracedAgent
 from agent.telemetry.context_window import TracedContextManager
@@ -113,7 +114,7 @@ class AgentSettings(BaseSettings):
     model_call_timeout: float = Field(default=300.0, gt=0)
     reasoning: str = "direct"
     max_steps: int | None = Field(default=None, ge=1)
-    # Caps of one run (agent/loop.py, AgentConfig): past one, the run stops and fails saying so.
+    # Caps of one run (AgentConfig, agent/run_config.py): past one, the run stops, saying so.
     max_run_events: int = Field(default=2_000, ge=10)
     max_run_text_chars: int = Field(default=200_000, ge=1)
     max_run_output_chars: int = Field(default=500_000, ge=1)

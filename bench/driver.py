@@ -6,7 +6,7 @@ with `"ok"`. It prints `@@ {"ok": true, "ready": true}` once Django is set up.
 
 Operations: `login` (a superuser and a session cookie for pages and websockets),
 `releases` (small releases to assess), `queue` (a queued run, as Reassess makes it),
-`assess` (run a queued run through the seam, `releases.runner`, as the worker's task
+`assess` (run a queued run through the seam, `assessments.runner`, as the worker's task
 does), `runs` (the state of runs), `seed` (the large dataset of the page benchmark) and
 `pages` (time pages in-process: server time and SQL queries).
 """
@@ -27,7 +27,7 @@ def _setup() -> None:
     import django
 
     django.setup()
-    from releases.runner.process import freeze_startup_heap
+    from assessments.runner.process import freeze_startup_heap
 
     # The driver stands for a process of the site (page timings): frozen like the web server.
     freeze_startup_heap()
@@ -75,7 +75,8 @@ def releases(count: int, prefix: str = "v9.", **_: Any) -> dict[str, Any]:
 
 
 def queue(version: str, **_: Any) -> dict[str, Any]:
-    from releases import selectors, services, tasks
+    from assessments import services, tasks
+    from releases import selectors
 
     release = selectors.find_release(version)
     assert release is not None, f"no release {version}"
@@ -84,7 +85,7 @@ def queue(version: str, **_: Any) -> dict[str, Any]:
 
 
 def assess(run: str, base_url: str, api_url: str, **_: Any) -> dict[str, Any]:
-    from releases import runner
+    from assessments import runner
 
     started = time.monotonic()
     status = runner.run_assessment(run, api_url=api_url, base_url=base_url)
@@ -112,9 +113,9 @@ def runs(ids: list[str], **_: Any) -> dict[str, Any]:
 
 def evals(scenarios: str, trials: int, concurrency: int, base_url: str, **_: Any) -> dict[str, Any]:
     """An eval run as `run_evals` makes it (the release API served in-process)."""
+    from assessments.runner.process import freeze_startup_heap
     from evals.runner.trials import EvalOptions, run_suite
     from evals.scenario import load_suite
-    from releases.runner.process import freeze_startup_heap
 
     options = EvalOptions(
         trials=trials,

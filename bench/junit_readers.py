@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +25,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench import callgrind
 from bench.harness import Context, Result
 from bench.junit_ingest import ROOT, write_report
 
@@ -98,20 +97,12 @@ def _instructions(reader: str, path: Path, scratch: Path) -> int:
     """Callgrind's instruction count of reading `path` less that of reading one case."""
     totals = []
     for report in (path, path.with_name("one.xml")):
-        out = _run_child(
-            reader,
-            report,
-            "--once",
-            prefix=("valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/cg.%p"),
-        )
-        found = re.search(r"Collected : (\d+)", out)
-        if found is None:
-            raise RuntimeError(f"callgrind gave no count: {out[-300:]}")
-        totals.append(int(found.group(1)))
+        out = _run_child(reader, report, "--once", prefix=callgrind.whole_process(scratch))
+        totals.append(callgrind.collected(out))
     return totals[0] - totals[1]
 
 
-def measure(cases: int, scratch: Path, callgrind: bool) -> dict[str, dict[str, float]]:
+def measure(cases: int, scratch: Path, count_instructions: bool) -> dict[str, dict[str, float]]:
     report = scratch / "report.xml"
     size = write_report(report, cases)
     write_report(scratch / "one.xml", 1)
@@ -122,7 +113,7 @@ def measure(cases: int, scratch: Path, callgrind: bool) -> dict[str, dict[str, f
             **_figures(reader, report, memory=False),
             "peak_bytes": _figures(reader, report, memory=True)["peak_bytes"],
         }
-    if callgrind and shutil.which("valgrind"):
+    if count_instructions and callgrind.available():
         small = scratch / "small.xml"
         write_report(small, CALLGRIND_CASES)
         for reader in READERS:
@@ -139,6 +130,8 @@ async def run(ctx: Context) -> list[Result]:
     scratch = ctx.scratch / "junit-readers"
     scratch.mkdir(parents=True, exist_ok=True)
     ctx.say(f"reading one JUnit report of {cases:,} cases with three readers")
+    if not ctx.quick and not callgrind.available():
+        ctx.say(f"{NAME}: instruction counts: {callgrind.SKIPPED}")
     figures = await asyncio.to_thread(measure, cases, scratch, not ctx.quick)
     floor = figures["floor"]
     results: list[Result] = []
@@ -214,7 +207,7 @@ if __name__ == "__main__":
                     measure(
                         int(sys.argv[1]) if len(sys.argv) > 1 else CASES,
                         Path(folder),
-                        callgrind=True,
+                        count_instructions=True,
                     ),
                     indent=1,
                 )

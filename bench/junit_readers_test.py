@@ -17,7 +17,7 @@ def test_the_three_readers_read_the_same_test_cases(tmp_path: Path) -> None:
 
 
 def test_each_reader_is_measured_in_a_process_of_its_own(tmp_path: Path) -> None:
-    figures = measure(500, tmp_path, callgrind=False)
+    figures = measure(500, tmp_path, count_instructions=False)
     for reader in READERS:
         assert figures[reader]["cpu_s"] > 0
         assert figures[reader]["peak_bytes"] > 0

@@ -1,7 +1,7 @@
 """Benchmark 3, live latency: from the model emitting a text delta to a run page seeing it.
 
 A whole site on loopback (`site.py`): the web server (daphne), the agent run through the
-seam (`releases.runner.run_assessment`, in the driver process, as the worker's task runs
+seam (`assessments.runner.run_assessment`, in the driver process, as the worker's task runs
 it) and the model server streaming its text as one word every 20 ms, each word carrying the
 `time.monotonic_ns()` at which it was written. Websocket clients on the run page
 (`ws/runs/<id>/`, logged in, replaying from 0 as a fresh page does) note when each word

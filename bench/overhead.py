@@ -24,8 +24,12 @@ pays for TLS contexts or new connections per assessment; Detective builds its ag
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,13 +41,18 @@ from agent.config import AgentSettings, build_agent
 from agent.providers.openai_compat import OpenAICompatProvider, to_wire_tool
 from agent.telemetry.setup import TelemetryConfig, configure_telemetry, shutdown_telemetry
 from agent.testing.wire import OPENAI_MODEL
+from bench import callgrind
 from bench.harness import Context, Result, interleave, ratio_rows
 from bench.llm_server import DEFAULT_RELEASE
-from bench.procs import model_server
+from bench.procs import PROJECT_ROOT, model_server
 
 NAME = "overhead"
 # Issue #14: telemetry on, Detective within 1.3x the floor (was 1.5x).
 TARGET_RATIO = 1.3
+# Per child under callgrind (10-15 s of CPU each in --quick, both at once); within the
+# suite's deadline of the benchmark.
+INSTRUCTIONS_TIMEOUT_S = {"quick": 75.0, "full": 400.0}
+MODEL_CALLS = 3  # per assessment: the summary, the report, the closing answer
 API_KEY = "sk-bench-not-a-secret"
 API_TOKEN = "bench-release-api-token"
 PROMPT = f"Assess the risk of release {DEFAULT_RELEASE}"
@@ -322,4 +331,103 @@ async def run(ctx: Context) -> list[Result]:
                     row.extra["trace_files"] = len(written)
         finally:
             shutdown_telemetry()
+    rows.extend(await instruction_rows(ctx))
     return rows
+
+
+async def instruction_rows(ctx: Context) -> list[Result]:
+    """Callgrind's instructions per model call, Detective against the floor (the target's
+    measure: the same however busy the machine is). Both contestants are counted at once,
+    each in a child process of its own (`bench.instructions`)."""
+    if not callgrind.available():
+        ctx.say(f"{NAME}: instruction counts: {callgrind.SKIPPED}")
+        return []
+    modes = (False,) if ctx.quick else (False, True)
+    small, large = (1, 3) if ctx.quick else (2, 10)
+    timeout_s = INSTRUCTIONS_TIMEOUT_S["quick" if ctx.quick else "full"]
+    rows: list[Result] = []
+    for stream in modes:
+        case = "streaming" if stream else "plain"
+        ctx.say(
+            f"{NAME}: instructions, {case}: {small} and {large} assessments of each "
+            "contestant under callgrind"
+        )
+        try:
+            floor, detective = await asyncio.gather(
+                *(
+                    asyncio.to_thread(
+                        count_instructions,
+                        contestant,
+                        stream=stream,
+                        small=small,
+                        large=large,
+                        scratch=ctx.scratch,
+                        timeout_s=timeout_s,
+                    )
+                    for contestant in ("floor", "detective")
+                )
+            )
+        except subprocess.TimeoutExpired:
+            # A machine too busy for valgrind's pace: the wall-time rows above still stand.
+            ctx.say(f"{NAME}: instruction counts took over {timeout_s:g} s: skipped")
+            return rows
+        base = floor["per_model_call"]
+        for name, figures in (("floor (httpx loop)", floor), ("detective", detective)):
+            is_floor = figures is floor
+            ratio = figures["per_model_call"] / base
+            rows.append(
+                Result(
+                    NAME,
+                    f"1 model call, {case}: instructions",
+                    name,
+                    "Minstr",
+                    value=round(figures["per_model_call"] / 1e6, 2),
+                    ratio=round(ratio, 3),
+                    target="(reference)" if is_floor else f"<= {TARGET_RATIO}x floor",
+                    met=None if is_floor else ratio <= TARGET_RATIO,
+                    note=f"callgrind: ({large} - {small} assessments) / {large - small} / "
+                    f"{MODEL_CALLS} calls",
+                    extra={"instructions_per_assessment": figures["per_assessment"]},
+                )
+            )
+    return rows
+
+
+def count_instructions(
+    contestant: str, *, stream: bool, small: int, large: int, scratch: Path, timeout_s: float
+) -> dict[str, float]:
+    """Run one contestant under callgrind (`bench.instructions` in a child process); its
+    instructions per assessment and per model call."""
+    out_dir = Path(tempfile.mkdtemp(prefix=f"cg-{contestant}-", dir=scratch))
+    command = [
+        *callgrind.section_command(out_dir),
+        sys.executable,
+        "-m",
+        "bench.instructions",
+        contestant,
+        "--small",
+        str(small),
+        "--large",
+        str(large),
+        "--out",
+        str(out_dir),
+        *(["--stream"] if stream else []),
+    ]
+    # The project's exporters are configured explicitly; none from the caller's environment.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    # One hash seed: the same dict and set layouts from run to run, so the same count.
+    env["PYTHONHASHSEED"] = "0"
+    done = subprocess.run(
+        command,
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"instructions of {contestant} failed ({done.returncode}): {done.stderr[-500:]}"
+        )
+    return json.loads(done.stdout.strip().splitlines()[-1])

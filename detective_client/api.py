@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 
 from detective_client import __version__
-from detective_client.records import CommitRecord
+from detective_client.records import CommitRecord, HeadRecord
 
 USER_AGENT = f"detective-client/{__version__}"
 JUNIT_TYPE = "application/xml"
@@ -51,6 +51,15 @@ def reason_of(response: httpx.Response) -> str:
         extra = f" ({json.dumps(details, ensure_ascii=False)})" if details else ""
         return f"{body['error']}{extra}"
     return json.dumps(body, ensure_ascii=False)[:500]
+
+
+def commits_body(commits: Sequence[CommitRecord], head: HeadRecord | None) -> dict[str, Any]:
+    """`{"commits": [...]}`, with `"head"` when the head's facts were read (a server before
+    them ignores the field)."""
+    body: dict[str, Any] = {"commits": [commit.to_json() for commit in commits]}
+    if head is not None:
+        body["head"] = head.to_json()
+    return body
 
 
 class DetectiveApi:
@@ -107,8 +116,14 @@ class DetectiveApi:
         """Create or update the release (idempotent by service and version)."""
         return self._send("POST", "api/releases", json=release)
 
-    def send_commits(self, service: str, version: str, commits: Sequence[CommitRecord]) -> Any:
-        body = {"commits": [commit.to_json() for commit in commits]}
+    def send_commits(
+        self,
+        service: str,
+        version: str,
+        commits: Sequence[CommitRecord],
+        head: HeadRecord | None = None,
+    ) -> Any:
+        body = commits_body(commits, head)
         return self._send(
             "POST", f"{self._release(version)}/commits", params={"service": service}, json=body
         )
@@ -156,6 +171,8 @@ class DetectiveApi:
         commits: Sequence[CommitRecord],
         junit: Sequence[tuple[str, bytes]],
         metrics: tuple[str, bytes] | None,
+        *,
+        head: HeadRecord | None = None,
     ) -> dict[str, Any]:
         """The release and all its sources in one request, which the server stores whole or
         not at all (`POST /api/releases/bundle`)."""
@@ -165,7 +182,7 @@ class DetectiveApi:
         ]
         if commits:
             # A file part: the server holds form fields, not files, to a size in memory.
-            body = json.dumps({"commits": [commit.to_json() for commit in commits]}).encode()
+            body = json.dumps(commits_body(commits, head)).encode()
             files.append(("commits", ("commits.json", body, "application/json")))
         if metrics is not None:
             files.append(("metrics", (metrics[0], metrics[1], METRICS_TYPE)))

@@ -36,7 +36,9 @@ from detective_client import __version__
 from detective_client import verdict as verdicts
 from detective_client.api import ApiError, ClientError, DetectiveApi, Unreachable
 from detective_client.git import GitError, read_range, resolve, split_range, tag_subject
-from detective_client.records import CommitRecord
+from detective_client.head import read_head, with_hunks
+from detective_client.hunks import read_hunks
+from detective_client.records import CommitRecord, HeadRecord
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 
@@ -49,6 +51,10 @@ class Sources:
     commits: list[CommitRecord]
     junit: list[tuple[str, bytes]]
     metrics: bytes | None
+    # The head's facts for ranking a failure's suspects (`detective_client.head`); None
+    # without a range, or when they could not be read (the commits still go).
+    head: HeadRecord | None = None
+    note: str | None = None
 
 
 def pipeline_url(environment: dict[str, str]) -> str | None:
@@ -117,11 +123,20 @@ def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
     if args.environment:
         release["environment"] = args.environment
     commits: list[CommitRecord] = []
+    head: HeadRecord | None = None
+    note: str | None = None
     if args.git_range:
         repo = Path(args.git_repo)
         commits = read_range(repo, args.git_range)
         start, end = split_range(args.git_range)
         release["git"] = {"from_ref": start, "to_ref": end, "head_sha": resolve(repo, end)}
+        if commits:
+            try:
+                hunks = read_hunks(repo, args.git_range)
+                commits, head = with_hunks(commits, hunks), read_head(repo, args.git_range, hunks)
+            except GitError as error:
+                # The changed lines only rank a failure's suspects: the release goes without.
+                note = f"no changed lines sent (suspect commits not ranked): {error}"
     title = release_title(args)
     if title:
         release["title"] = title
@@ -139,7 +154,7 @@ def collect(args: argparse.Namespace, environment: dict[str, str]) -> Sources:
             raise ClientError(f"--deployed-at {args.deployed_at!r} needs a UTC offset (or Z)")
         release["deployed_at"] = deployed.isoformat()
     metrics = _read(Path(args.metrics_file), "the metrics file") if args.metrics_file else None
-    return Sources(release, commits, junit_files(args.junit or []), metrics)
+    return Sources(release, commits, junit_files(args.junit or []), metrics, head, note)
 
 
 def _stored_part(part: dict[str, Any]) -> str:
@@ -159,8 +174,12 @@ def ingest(
     metrics = (
         (Path(args.metrics_file).name, sources.metrics) if sources.metrics is not None else None
     )
+    if sources.note:
+        print(f"note: {sources.note}", file=out)
     try:
-        answer = api.send_bundle(sources.release, sources.commits, sources.junit, metrics)
+        answer = api.send_bundle(
+            sources.release, sources.commits, sources.junit, metrics, head=sources.head
+        )
     except ApiError as error:
         print(f"stored nothing of {service} {version}: {error}", file=out)
         return 1

@@ -16,16 +16,25 @@ Decisions:
   Any other range with no commits is an `EmptyRange` error: a release whose range holds nothing
   while its refs differ is a wrong ref (the refs swapped), and the pipeline should hear that.
 - A ref that does not exist is an `UnknownRef` error naming it, checked before `git log` runs.
+- Each file is marked generated or vendored as it stands at the range's head (`generated.py`:
+  `.gitattributes` through `git check-attr`, else a generator's header in its first KiB), and
+  removed when its commit deleted it (git's status D, from `--raw`). A file the head no longer
+  has is read at the range's start. One `git cat-file --batch` reads every header.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 
+from detective_client.generated import HEADER_BYTES, attribute_flag, is_generated
 from detective_client.records import CommitRecord, FileChangeRecord
 
 # Unit and record separators: they do not occur in names, emails, dates or hashes.
@@ -58,9 +67,10 @@ class EmptyRange(GitError):
         self.rev_range = rev_range
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    # The settings that change what log prints are fixed here, whatever the job's config says.
-    command = [
+def _command(repo: Path, *args: str) -> list[str]:
+    # The settings that change what log prints are fixed here, whatever the job's config says;
+    # a machine's own attributes file must not make a file generated either.
+    return [
         "git",
         "-C",
         str(repo),
@@ -70,12 +80,27 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
         "i18n.logOutputEncoding=UTF-8",
         "-c",
         "log.showSignature=false",
+        "-c",
+        f"core.attributesFile={os.devnull}",
         *args,
     ]
-    environment = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def _environment(**extra: str) -> dict[str, str]:
+    return {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", **extra}
+
+
+def _git(
+    repo: Path, *args: str, stdin: bytes | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            command, capture_output=True, timeout=_TIMEOUT_SECONDS, env=environment, check=False
+            _command(repo, *args),
+            input=stdin,
+            capture_output=True,
+            timeout=_TIMEOUT_SECONDS,
+            env=_environment(**(env or {})),
+            check=False,
         )
     except FileNotFoundError:
         raise GitError("the git command is not installed or not on PATH") from None
@@ -131,15 +156,24 @@ def _check_repository(repo: Path) -> None:
 
 
 def _files(numstat: str) -> tuple[FileChangeRecord, ...]:
-    # With -z each entry is "added<TAB>deleted<TAB>path<NUL>", and a rename is
-    # "added<TAB>deleted<TAB><NUL>old<NUL>new<NUL>". A binary file has "-" for both counts.
+    # With -z each --raw entry is ":modes shas STATUS<NUL>path<NUL>" (a rename or copy:
+    # "...R100<NUL>old<NUL>new<NUL>"), then each numstat entry "added<TAB>deleted<TAB>path<NUL>",
+    # a rename "added<TAB>deleted<TAB><NUL>old<NUL>new<NUL>". A binary file has "-" for both
+    # counts. Only the raw entries' status is read: D, the commit deleted the file.
     tokens = numstat.lstrip("\n").split("\0")
     changes: list[FileChangeRecord] = []
+    removed: set[str] = set()
     index = 0
     while index < len(tokens):
         token = tokens[index].lstrip("\n")
         index += 1
         if not token:
+            continue
+        if token.startswith(":"):
+            status = token.rsplit(" ", 1)[-1]
+            if status == "D":
+                removed.add(tokens[index])
+            index += 2 if status[:1] in ("R", "C") else 1
             continue
         added, deleted, path = token.split("\t", 2)
         old_path: str | None = None
@@ -152,6 +186,7 @@ def _files(numstat: str) -> tuple[FileChangeRecord, ...]:
                 old_path=old_path,
                 added=None if added == "-" else int(added),
                 deleted=None if deleted == "-" else int(deleted),
+                removed=old_path is None and path in removed,
             )
         )
     return tuple(changes)
@@ -193,6 +228,7 @@ def read_range(repo: Path, rev_range: str) -> list[CommitRecord]:
         repo,
         "log",
         "-z",
+        "--raw",
         "--numstat",
         "-M",
         "--diff-merges=off",
@@ -210,4 +246,126 @@ def read_range(repo: Path, rev_range: str) -> list[CommitRecord]:
     commits = [_commit(chunk) for chunk in _SPLIT.split(output) if chunk]
     if not commits:
         raise EmptyRange(rev_range)
-    return commits
+    return _marked(repo, start_sha, end_sha, commits)
+
+
+def _marked(
+    repo: Path, start_sha: str | None, end_sha: str, commits: list[CommitRecord]
+) -> list[CommitRecord]:
+    """The commits with each file marked generated or vendored as it stands at the head (or,
+    gone there, at the range's start)."""
+    paths = sorted({f.path for c in commits for f in c.files})
+    if not paths:
+        return commits
+    attributes = _attributes(repo, end_sha, paths)
+    # A binary file has no header to read (and may be large); its attributes still count.
+    binary = {f.path for c in commits for f in c.files if f.binary}
+    texts = [p for p in paths if attributes.get(p, (None, None))[0] is None and p not in binary]
+    heads = _heads(repo, end_sha, texts)
+    if start_sha is not None:
+        heads.update(_heads(repo, start_sha, [p for p in texts if p not in heads]))
+    flags = {
+        p: (is_generated(attributes.get(p, (None, None))[0], heads.get(p)),
+            attributes.get(p, (None, None))[1] is True)
+        for p in paths
+    }  # fmt: skip
+    return [
+        dataclasses.replace(
+            c,
+            files=tuple(
+                dataclasses.replace(f, generated=flags[f.path][0], vendored=flags[f.path][1])
+                for f in c.files
+            ),
+        )
+        for c in commits
+    ]
+
+
+_ATTRIBUTES = ("linguist-generated", "linguist-vendored")
+
+
+def _attributes(repo: Path, treeish: str, paths: list[str]) -> dict[str, tuple[bool | None, ...]]:
+    """Per path (linguist-generated, linguist-vendored) as the `.gitattributes` files of
+    `treeish` set them (None: not said). git 2.39 has no `check-attr --source`, so the tree
+    is read into an index of our own, outside the repository, and asked with `--cached`."""
+    listing = _git(repo, "ls-tree", "-r", "-z", "--name-only", treeish)
+    names = listing.stdout.decode("utf-8", errors="replace").split("\0")
+    if listing.returncode != 0 or not any(n.rsplit("/", 1)[-1] == ".gitattributes" for n in names):
+        return {}
+    with tempfile.TemporaryDirectory(prefix="detective-attr-") as folder:
+        index = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
+        if _git(repo, "read-tree", treeish, env=index).returncode != 0:
+            return {}
+        done = _git(
+            repo,
+            "check-attr",
+            "--cached",
+            "-z",
+            "--stdin",
+            *_ATTRIBUTES,
+            stdin=b"".join(p.encode() + b"\0" for p in paths),
+            env=index,
+        )
+    if done.returncode != 0:
+        return {}
+    # -z: "path<NUL>attribute<NUL>value<NUL>" for each path and attribute.
+    fields = done.stdout.decode("utf-8", errors="replace").split("\0")
+    found: dict[str, list[bool | None]] = {}
+    for path, attribute, value in zip(fields[0::3], fields[1::3], fields[2::3], strict=False):
+        if attribute in _ATTRIBUTES:
+            found.setdefault(path, [None, None])[_ATTRIBUTES.index(attribute)] = attribute_flag(
+                value
+            )
+    return {path: tuple(values) for path, values in found.items()}
+
+
+def _heads(repo: Path, treeish: str, paths: Iterable[str]) -> dict[str, bytes]:
+    """The first `HEADER_BYTES` of each path's blob in `treeish`, for the paths it has. One
+    `git cat-file --batch` streams them all; only each blob's start is kept."""
+    wanted = [p for p in paths if "\n" not in p]
+    if not wanted:
+        return {}
+    process = subprocess.Popen(
+        _command(repo, "cat-file", "--batch"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=_environment(),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    # A stuck git is killed; the reads below then end.
+    timer = threading.Timer(_TIMEOUT_SECONDS, process.kill)
+    timer.start()
+
+    def send() -> None:
+        try:
+            for path in wanted:
+                process.stdin.write(f"{treeish}:{path}\n".encode())  # type: ignore[union-attr]
+            process.stdin.close()  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            pass
+
+    writer = threading.Thread(target=send, daemon=True)
+    writer.start()
+    found: dict[str, bytes] = {}
+    try:
+        for path in wanted:
+            header = process.stdout.readline().decode("utf-8", errors="replace").split()
+            if len(header) != 3 or not header[2].isdigit():
+                continue  # "<name> missing" (or ambiguous): the tree has no such file
+            size = int(header[2])
+            head = process.stdout.read(min(size, HEADER_BYTES))
+            left = size - len(head) + 1  # and the newline after the content
+            while left > 0:
+                chunk = process.stdout.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                left -= len(chunk)
+            if header[1] == "blob":
+                found[path] = head
+    finally:
+        timer.cancel()
+        writer.join(timeout=5)
+        process.stdout.close()
+        process.wait()
+    return found

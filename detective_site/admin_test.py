@@ -13,9 +13,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django_tasks import task
 
+from assessments import services as run_services
 from evals.models import EvalResult, EvalRun
 from releases import services
 from releases.models import Conversation, RunStatus
+from review import services as review_services
 
 MODELS = sorted(admin.site._registry, key=lambda model: model._meta.label)
 IDS = [model._meta.label for model in MODELS]
@@ -49,13 +51,13 @@ def one_of_each(db: None, admin_user: object) -> None:
         finished_at=now,
         metadata={"strategy": "direct"},
     )
-    services.append_message(conversation, role="user", content="Assess v2.1.0 <script>")
-    services.append_message(
+    run_services.append_message(conversation, role="user", content="Assess v2.1.0 <script>")
+    run_services.append_message(
         conversation,
         role="assistant",
         tool_calls=[{"id": "c1", "name": "get_release_summary", "arguments": {"release_id": "x"}}],
     )
-    services.append_event(conversation, kind="run_started", payload={"release": "v2.1.0"})
+    run_services.append_event(conversation, kind="run_started", payload={"release": "v2.1.0"})
     report = services.file_risk_report(
         release=release,
         severity="high",
@@ -63,7 +65,9 @@ def one_of_each(db: None, admin_user: object) -> None:
         summary="Hold it.",
         conversation=conversation,
     )
-    services.decide_report(report, None, decision="override", severity="low", reason="Flaky.")
+    review_services.decide_report(
+        report, None, decision="override", severity="low", reason="Flaky."
+    )
     run = EvalRun.objects.create(
         suite_version="1",
         provider="anthropic",

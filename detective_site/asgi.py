@@ -10,7 +10,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "detective_site.settings")
 django.setup(set_prefix=False)
 
-from releases.runner.process import freeze_startup_heap, instrument_web  # noqa: E402
+from assessments.runner.process import freeze_startup_heap, instrument_web  # noqa: E402
 
 # Before the application is built: the instrumentor adds its middleware to the settings.
 instrument_web()
@@ -43,5 +43,5 @@ application = ProtocolTypeRouter(
     }
 )
 
-# Last, once everything the server needs is loaded (see releases/runner/process.py).
+# Last, once everything the server needs is loaded (see assessments/runner/process.py).
 freeze_startup_heap()

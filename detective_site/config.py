@@ -65,7 +65,7 @@ CHANNELS_FILE_NAME = "channels.sqlite3"
 REDIS_SOCKET_TIMEOUT_S = 30.0
 REDIS_MAX_CONNECTIONS = 1000
 # Messages a channel may hold before the layer drops new ones (both layers default to 100).
-# A web process reads every run it shows through one inbox (releases/fanout.py); a few runs
+# A web process reads every run it shows through one inbox (assessments/fanout.py); a few runs
 # narrating at once, with the process busy, passed 100 and lost events.
 CHANNEL_CAPACITY = 1000
 SECRET_KEY_FILE_NAME = "secret_key"
@@ -404,10 +404,10 @@ class DetectiveConfig(BaseSettings):
                 }
             }
         # Broker-free: web server and task worker are separate processes on one machine, and
-        # meet in a small SQLite file of their own (see releases/channel_layer.py).
+        # meet in a small SQLite file of their own (see assessments/channel_layer.py).
         return {
             "default": {
-                "BACKEND": "releases.channel_layer.SQLiteChannelLayer",
+                "BACKEND": "assessments.channel_layer.SQLiteChannelLayer",
                 "CONFIG": {
                     "path": str(self.data_dir / CHANNELS_FILE_NAME),
                     "capacity": CHANNEL_CAPACITY,

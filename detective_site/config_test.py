@@ -115,7 +115,7 @@ def test_defaults_are_sqlite_in_wal_mode_under_the_data_dir(env: pytest.MonkeyPa
     test_name = f"test_detective-{os.getpid()}.sqlite3"
     assert database["TEST"]["NAME"] == str(config.data_dir / test_name)
     layer = config.channel_layers()["default"]
-    assert layer["BACKEND"] == "releases.channel_layer.SQLiteChannelLayer"
+    assert layer["BACKEND"] == "assessments.channel_layer.SQLiteChannelLayer"
     assert layer["CONFIG"]["path"] == str(config.data_dir / "channels.sqlite3")
     assert layer["CONFIG"]["capacity"] == 1000  # a busy web process's inbox: not 100
     assert config.effective_allowed_hosts() == ["localhost", "127.0.0.1", "[::1]"]

@@ -64,8 +64,12 @@ ROOMS: dict[str, Room] = {
         django=False,
     ),
     "releases": Room(
-        "releases, runs, reports and reviews; the seam that runs the agent (runner/)",
-        frozenset({"agent", "local_model", "risk", "detective_site.settings"}),
+        "services, releases, runs' and reports' tables, the verdict, the release pages and API",
+        frozenset({"risk", "detective_site.settings"}),
+    ),
+    "assessments": Room(
+        "a run: its task, the seam that runs the agent (runner/), its live stream and pages",
+        frozenset({"agent", "local_model", "risk", "releases", "detective_site.settings"}),
     ),
     "evals": Room(
         "scenarios, trials, evaluators and eval runs; builds on releases and sources",
@@ -75,16 +79,28 @@ ROOMS: dict[str, Room] = {
                 "local_model",
                 "risk",
                 "releases",
+                "assessments",
                 "sources",
                 "detective_client",
                 "detective_site.settings",
             }
         ),
     ),
+    "review": Room(
+        "the review desk: decisions on filed reports, their export as eval scenarios",
+        frozenset({"risk", "releases", "evals", "detective_site.settings"}),
+    ),
     "sources": Room(
         "ingestion: a release's detail from git, JUnit XML and metrics; tokens, the ingestion API",
         frozenset(
-            {"risk", "releases", "sources.parsers", "detective_client", "detective_site.settings"}
+            {
+                "risk",
+                "releases",
+                "assessments",
+                "sources.parsers",
+                "detective_client",
+                "detective_site.settings",
+            }
         ),
     ),
     # A room inside a room: the parsers are plain Python (text in, records out), so that the
@@ -100,7 +116,18 @@ ROOMS: dict[str, Room] = {
     ),
     "detective_site": Room(
         "the wiring: settings, URLs, ASGI and websocket routes, `up` and its supervisor",
-        frozenset({"agent", "local_model", "risk", "releases", "evals", "sources"}),
+        frozenset(
+            {
+                "agent",
+                "local_model",
+                "risk",
+                "releases",
+                "assessments",
+                "review",
+                "evals",
+                "sources",
+            }
+        ),
     ),
     "bench": Room(
         "the benchmarks (`manage.py bench`): they measure everything, so they see everything",
@@ -110,6 +137,8 @@ ROOMS: dict[str, Room] = {
                 "local_model",
                 "risk",
                 "releases",
+                "assessments",
+                "review",
                 "evals",
                 "sources",
                 "detective_site",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
+from assessments.consumers import RunConsumer
 from evals.live import EvalRunConsumer
-from releases.consumers import RunConsumer
 
 websocket_urlpatterns: list[URLPattern | URLResolver] = [
     path("ws/runs/<uuid:run_id>/", RunConsumer.as_asgi()),

@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     # The loaders are configured below, so use the config that does not rewrite TEMPLATES.
     "template_partials.apps.SimpleAppConfig",
     "releases",
+    "assessments",
+    "review",
     "evals",
     "webhooks",
     "sources",
@@ -98,7 +100,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CHANNEL_LAYERS = CONFIG.channel_layers()
 
-# Assessments (releases/runner/): the key external callers of the release API may use, the
+# Assessments (assessments/runner/): the key external callers of the release API may use, the
 # API the agent's tools call (unset: this site, whose address `up` gives the worker), and how
 # long a running assessment may go without a heartbeat before it is marked failed.
 DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None

@@ -1,7 +1,7 @@
 """A span per websocket handshake, for the web process (asgi.py wraps its websocket routes).
 
 The rest of the web process's tracing (the agent's telemetry set-up, Django's request spans)
-is every process's: `releases/runner/process.py`.
+is every process's: `assessments/runner/process.py`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
-from releases.runner.process import telemetry_enabled
+from assessments.runner.process import telemetry_enabled
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

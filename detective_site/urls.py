@@ -7,7 +7,10 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import URLPattern, include, path
 
+from assessments import urls as run_urls
+from releases import urls as release_urls
 from releases.views import home
+from review import urls as review_urls
 from sources.api import api as ingestion_api
 from sources.bundle import post_bundle
 
@@ -37,7 +40,16 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 urlpatterns = [
     path("", home, name="home"),
-    path("", include("releases.urls")),
+    # One namespace, `releases:`, for the pages of three apps: the addresses and names stay.
+    path(
+        "",
+        include(
+            (
+                release_urls.urlpatterns + run_urls.urlpatterns + review_urls.urlpatterns,
+                release_urls.app_name,
+            )
+        ),
+    ),
     # Before the ingestion API: one ingestion stored whole or not at all (sources/bundle.py).
     path("api/releases/bundle", post_bundle, name="ingest_bundle"),
     path("api/", include("releases.api_urls")),

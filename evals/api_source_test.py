@@ -169,7 +169,7 @@ def test_reports_are_validated_and_kept_to_the_scenarios_release(client: Client)
 
 
 def test_a_finished_trials_token_stops_working(client: Client) -> None:
-    from releases import services as release_services
+    from assessments import services as release_services
 
     conversation, token, scenario = _trial("low_clean_docs")
     release_services.finish_run(conversation.pk, status="succeeded")

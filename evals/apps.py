@@ -11,10 +11,9 @@ class EvalsConfig(AppConfig):
     def ready(self) -> None:
         # releases may not import evals (evals builds on it): where a run is an eval trial,
         # it asks these (releases/eval_hooks.py).
-        from evals import api_source, scenario, selectors
+        from evals import api_source, selectors
         from releases import eval_hooks
 
         eval_hooks.installed.trial_api = api_source
         eval_hooks.installed.trial_verdict = selectors.trial_verdict
         eval_hooks.installed.trial_release = api_source.trial_release
-        eval_hooks.installed.scenario_check = scenario.parse_scenario

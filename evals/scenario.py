@@ -34,11 +34,21 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Iterable
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evals.scenario_release import (
+    GeneratedChanges,
+    ReleaseData,
+    SourceRelease,
+    SourceSet,
+    Strict,
+    TestResults,
+    ToolOverride,
+    ToolOverrides,
+)
 
 Severity = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low")
@@ -69,153 +79,19 @@ class ScenarioError(ValueError):
         super().__init__("invalid scenario suite:\n" + "\n".join(f"  {p}" for p in problems))
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# Re-exported: the scenario models are read as `evals.scenario`'s.
+__all__ = [
+    "GeneratedChanges",
+    "ReleaseData",
+    "SourceRelease",
+    "SourceSet",
+    "TestResults",
+    "ToolOverride",
+    "ToolOverrides",
+]
 
 
-class TestResults(_Strict):
-    """The `tests` block of a release summary; any field may be absent."""
-
-    __test__ = False  # not a pytest test class, despite its name
-
-    passed: int | None = Field(default=None, ge=0)
-    failed: int | None = Field(default=None, ge=0)
-    skipped: int | None = Field(default=None, ge=0)
-    failing_tests: list[str] | None = None
-    # What a release ingested from JUnit XML also counts (sources/summary.py).
-    flaky: int | None = Field(default=None, ge=0)
-    flaky_tests: list[str] | None = None
-
-
-class GeneratedChanges(_Strict):
-    """Many changes from a small rule (see the module docstring)."""
-
-    count: int = Field(ge=1, le=5000)
-    templates: list[str] = Field(min_length=1)
-    components: list[str] = Field(min_length=1)
-    insert_at: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _templates_have_component(self) -> GeneratedChanges:
-        for template in self.templates:
-            try:
-                template.format(component="x")
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(
-                    f"template {template!r} may only use the placeholder {{component}}"
-                ) from exc
-        return self
-
-    def expand(self, explicit: list[str]) -> list[str]:
-        t = len(self.templates)
-        generated = [
-            self.templates[i % t].format(component=self.components[(i // t) % len(self.components)])
-            for i in range(self.count)
-        ]
-        at = self.count // 2 if self.insert_at is None else min(self.insert_at, self.count)
-        return generated[:at] + list(explicit) + generated[at:]
-
-
-class ReleaseData(BaseModel):
-    """A release as `get_release_summary` serves it. Unknown fields are kept and served."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    version: str = Field(min_length=1)
-    changes: list[str] | None = None
-    generated_changes: GeneratedChanges | None = None
-    tests: TestResults | None = None
-    deployment_metrics: dict[str, float | int | str | None] | None = None
-
-    def payload(self) -> dict[str, Any]:
-        """The JSON the summary tool returns: absent fields left out, generated changes expanded."""
-        data = self.model_dump(mode="json", exclude_none=True, exclude={"generated_changes"})
-        if self.generated_changes is not None:
-            data["changes"] = self.generated_changes.expand(self.changes or [])
-        return data
-
-
-class ToolOverride(_Strict):
-    """Make a tool fail for one scenario.
-
-    - `http_error`: the release API answers `status` (default 500) with `body` (default a
-      generic error text) instead of the summary.
-    - `timeout`: the API does not answer within the tool's timeout (`delay_s`, default 60 s,
-      is how long it hangs; the runner may shorten the tool's own timeout instead of waiting).
-    - `malformed_json`: the API answers 200 with `body`, which is not valid JSON.
-    """
-
-    mode: Literal["http_error", "timeout", "malformed_json"]
-    status: int = Field(default=500, ge=400, le=599)
-    body: str | None = None
-    delay_s: float = Field(default=60.0, gt=0)
-
-    @model_validator(mode="after")
-    def _malformed_needs_body(self) -> ToolOverride:
-        if self.mode == "malformed_json":
-            if not self.body:
-                raise ValueError("mode 'malformed_json' needs a 'body'")
-            try:
-                json.loads(self.body)
-            except ValueError:
-                return self
-            raise ValueError("the 'body' of a malformed_json override must not be valid JSON")
-        return self
-
-
-class ToolOverrides(_Strict):
-    get_release_summary: ToolOverride | None = None
-
-
-class SourceRelease(_Strict):
-    """One release of a scenario's service, as files under `files/<scenario id>/` (paths
-    relative to it). Metrics samples count in the window their timestamps lie in: the
-    release's (30 minutes from its deploy) or its baseline's (the previous release's)."""
-
-    version: str = Field(min_length=1)
-    deployed_at: datetime
-    title: str | None = None
-    junit: list[str] = Field(default_factory=list)
-    commits: str | None = None  # a JSON list of commits, as POST .../commits takes them
-    metrics: str | None = None  # OpenMetrics (or Prometheus) text
-
-
-class SourceSet(_Strict):
-    """A scenario's release made of files: its service's releases in deploy order, the one
-    under test last (its version is the scenario's `release_id`)."""
-
-    releases: list[SourceRelease] = Field(min_length=1)
-    # Filled by the loader: where the files are (not part of the fingerprint: the same files
-    # in another checkout are the same scenario), and a hash of their contents (part of it).
-    directory: str = Field(default="", exclude=True)
-    digest: str = ""
-
-    @model_validator(mode="after")
-    def _in_deploy_order(self) -> SourceSet:
-        versions = [r.version for r in self.releases]
-        if len(set(versions)) != len(versions):
-            raise ValueError("a version appears twice in sources.releases")
-        times = [r.deployed_at for r in self.releases]
-        if times != sorted(times) or len(set(times)) != len(times):
-            raise ValueError("sources.releases must be in deploy order, each deployed later")
-        return self
-
-    @property
-    def under_test(self) -> SourceRelease:
-        return self.releases[-1]
-
-    def files(self) -> list[str]:
-        return sorted(
-            {
-                name
-                for r in self.releases
-                for name in [*r.junit, r.commits, r.metrics]
-                if name is not None
-            }
-        )
-
-
-class KeywordGroup(_Strict):
+class KeywordGroup(Strict):
     """One idea the agent's text must (or must not) contain, in any of several wordings.
 
     Matching is tolerant (see `evals.evaluators.matching`): case, punctuation, plural and
@@ -234,7 +110,7 @@ class KeywordGroup(_Strict):
         return self
 
 
-class ToolExpectations(_Strict):
+class ToolExpectations(Strict):
     must_call: list[str] = Field(default_factory=lambda: [SUMMARY_TOOL])
     must_not_call: list[str] = Field(default_factory=list)
     # The first call of each tool named here must come in this order.
@@ -264,7 +140,7 @@ class ToolExpectations(_Strict):
         return self
 
 
-class Expectations(_Strict):
+class Expectations(Strict):
     report_required: bool
     # The preferred severity; `acceptable_severities` widens it for truly ambiguous cases.
     severity: Severity | None = None
@@ -277,6 +153,9 @@ class Expectations(_Strict):
     tools: ToolExpectations = Field(default_factory=ToolExpectations)
     # Dimensions that must pass for a trial to pass; None = every applicable deterministic one.
     required_dimensions: list[str] | None = None
+    # The commit known to have broken the release (a scenario made of a git history): its
+    # subject, or a short sha of 7 or more hex digits. The filed report must name it.
+    culprit: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _severity_rules(self) -> Expectations:
@@ -310,7 +189,14 @@ class Expectations(_Strict):
 ScenarioKind = Literal["assessment", "missing_release", "tool_failure"]
 
 
-class Scenario(_Strict):
+class Culprit(Strict):
+    """The culprit commit as the scenario's ingestion found it in the release under test."""
+
+    sha: str
+    subject: str
+
+
+class Scenario(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$")
     title: str = Field(min_length=1)
     description: str = ""
@@ -324,9 +210,14 @@ class Scenario(_Strict):
     expect: Expectations
     critical: bool = False
     tags: list[str] = Field(default_factory=list)
+    # Filed by the ingestion (`with_ingested`): the commit `expect.culprit` names. Not part of
+    # the fingerprint: the scenario is its files and its expectations, not this database's rows.
+    culprit_commit: Culprit | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
+        if self.expect.culprit is not None and self.sources is None:
+            raise ValueError("expect.culprit needs a scenario made of files (sources)")
         if self.sources is not None:
             if self.release is not None:
                 raise ValueError("give either release or sources: the release is derived")
@@ -373,10 +264,13 @@ class Scenario(_Strict):
         made of files that is not ingested yet: see `with_ingested`)."""
         return None if self.release is None else self.release.payload()
 
-    def with_ingested(self, summary: dict[str, Any]) -> Scenario:
-        """This scenario made of files, with the summary its ingested release has."""
+    def with_ingested(self, summary: dict[str, Any], culprit: Culprit | None = None) -> Scenario:
+        """This scenario made of files, with the summary its ingested release has (and the
+        commit its `expect.culprit` names there)."""
         present = {key: value for key, value in summary.items() if value is not None}
-        return self.model_copy(update={"release": ReleaseData.model_validate(present)})
+        return self.model_copy(
+            update={"release": ReleaseData.model_validate(present), "culprit_commit": culprit}
+        )
 
     @property
     def missing_fields(self) -> list[str]:
@@ -398,7 +292,7 @@ class Scenario(_Strict):
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-class SuiteManifest(_Strict):
+class SuiteManifest(Strict):
     suite_version: str = Field(min_length=1)
     name: str = "detective"
     description: str = ""
@@ -478,7 +372,7 @@ def load_suite(
     """Load and validate the suite in `path` (default `evals/scenarios/`).
 
     `extra_dirs` add the scenario files of other directories (no manifest there: reviewers'
-    labels exported by the site, see `releases/review_scenario.py`); a directory that does not
+    labels exported by the site, see `review/scenario.py`); a directory that does not
     exist adds nothing. The suite's version then carries a hash of the added scenarios, so a
     run with them is not compared like for like with a run without them.
 
@@ -537,6 +431,18 @@ def _with_files(scenario: Scenario, directory: Path, source: str, problems: list
             problems.append(f"{source}: sources: no file {FILES_DIR}/{scenario.id}/{name}")
             continue
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for folder in scenario.sources.history_folders():
+        path = directory / folder
+        patches = sorted(path.glob("*.patch")) if path.is_dir() else []
+        if not path.resolve().is_relative_to(directory.resolve()) or not patches:
+            problems.append(
+                f"{source}: sources: no patch in {FILES_DIR}/{scenario.id}/{folder}/ (a "
+                "history is a folder of `git format-patch` files)"
+            )
+            continue
+        for patch in patches:
+            name = f"{folder}/{patch.name}"
+            digest.update(name.encode() + b"\0" + patch.read_bytes() + b"\0")
     sources = scenario.sources.model_copy(
         update={"directory": str(directory), "digest": digest.hexdigest()[:16]}
     )

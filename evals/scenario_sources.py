@@ -9,6 +9,13 @@ files again stores nothing new (a second run of the suite reuses the releases); 
 make a new service rather than pile new attempts onto the old releases, whose trials keep
 pointing at what they were run on.
 
+A scenario made of a git history (`history`: per release, a folder of `git format-patch`
+files) is replayed into a repository of its own in a temporary folder (`evals/scenario_git.py`)
+and each release's range is ingested from it as `manage.py ingest --git-repo R --git-range A..B
+--junit ...` does: the commits read by `git log`, the reports, then the suspects of every failed
+test ranked with the checkout at hand (`sources.services.suspects.compute_suspects`), so the
+policy's evidence names the first suspect of each new failure as it does for a real release.
+
 The trial then reads the ingested release as any assessment reads a real one: its summary is
 derived from the detail (`sources/summary.py`), and the release API's drill-downs find it
 through the trial (`evals.api_source.trial_release`).
@@ -17,13 +24,16 @@ through the trial (`evals.api_source.trial_release`).
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import transaction
 
+from detective_client import git
 from detective_client.records import CommitRecord, RecordError
-from evals.scenario import Scenario, SourceRelease, Suite
+from evals import scenario_git
+from evals.scenario import Culprit, Scenario, SourceRelease, Suite
 from releases import verdicts
 from releases.models import Release, Service
 from sources.parsers.openmetrics import MetricsFormatError, parse_metrics_file
@@ -36,6 +46,7 @@ from sources.services import (
     ingest_metrics_file,
     upsert_release,
 )
+from sources.services.suspects import compute_suspects
 
 ORIGIN = Origin(via="evals")
 
@@ -66,22 +77,64 @@ def ingest_scenario(scenario: Scenario) -> Release:
         raise ValueError(f"{scenario.id} is not made of files")
     directory = Path(sources.directory)
     slug = service_slug(scenario)
-    with transaction.atomic():
-        Service.objects.get_or_create(slug=slug, defaults={"name": slug, "hidden": True})
-        release = None
-        for source in sources.releases:
+    with tempfile.TemporaryDirectory(prefix=f"eval-{scenario.id}-") as scratch:
+        ranges: dict[str, str] = {}
+        repo = Path(scratch) / "repo"
+        if sources.has_history:
             try:
-                release = _ingest_release(slug, directory, source)
-            except (IngestError, RecordError, MetricsFormatError, OSError, ValueError) as exc:
-                message = getattr(exc, "message", None) or str(exc)
-                raise ScenarioFilesError(
-                    f"{scenario.id}: release {source.version}: {message}"
-                ) from exc
+                ranges = scenario_git.build(directory, sources.releases, repo)
+            except scenario_git.HistoryError as exc:
+                raise ScenarioFilesError(f"{scenario.id}: {exc}") from exc
+        with transaction.atomic():
+            Service.objects.get_or_create(slug=slug, defaults={"name": slug, "hidden": True})
+            release = None
+            for source in sources.releases:
+                checkout = (repo, ranges[source.version]) if source.version in ranges else None
+                try:
+                    release = _ingest_release(slug, directory, source, checkout)
+                except (
+                    IngestError,
+                    RecordError,
+                    MetricsFormatError,
+                    git.GitError,
+                    OSError,
+                    ValueError,
+                ) as exc:
+                    message = getattr(exc, "message", None) or str(exc)
+                    raise ScenarioFilesError(
+                        f"{scenario.id}: release {source.version}: {message}"
+                    ) from exc
     assert release is not None  # a SourceSet has at least one release
     return release
 
 
-def _ingest_release(service: str, directory: Path, source: SourceRelease) -> Release:
+def culprit_of(scenario: Scenario, release: Release) -> Culprit | None:
+    """The commit of the release under test that the scenario's `expect.culprit` names (its
+    subject, or a short sha of 7 hex digits or more); None when it declares none. A rule that
+    names no commit, or several, is the scenario's mistake, said before any trial runs."""
+    rule = scenario.expect.culprit
+    if rule is None:
+        return None
+    wanted = " ".join(rule.split()).casefold()
+    found = [
+        commit
+        for commit in release.commits.all()
+        if " ".join(commit.subject.split()).casefold() == wanted
+        or (len(wanted) >= 7 and commit.sha.startswith(wanted))
+    ]
+    if len(found) != 1:
+        what = "no commit" if not found else f"{len(found)} commits"
+        raise ScenarioFilesError(
+            f"{scenario.id}: expect.culprit {rule!r} names {what} of {release.version}"
+        )
+    return Culprit(sha=found[0].sha, subject=found[0].subject)
+
+
+def _ingest_release(
+    service: str, directory: Path, source: SourceRelease, checkout: tuple[Path, str] | None
+) -> Release:
+    repo, rev_range = checkout if checkout is not None else (None, None)
+    start, end = git.split_range(rev_range) if rev_range else (None, None)
     release, _ = upsert_release(
         ReleaseFields(
             version=source.version,
@@ -89,9 +142,15 @@ def _ingest_release(service: str, directory: Path, source: SourceRelease) -> Rel
             title=source.title,
             environment="evals",
             deployed_at=source.deployed_at,
+            # As `manage.py ingest --git-repo` records them.
+            git_from_ref=(start or "") if repo is not None else None,
+            git_to_ref=end,
+            head_sha=git.resolve(repo, end) if repo is not None and end else None,
         ),
         ORIGIN,
     )
+    if repo is not None and rev_range is not None:
+        ingest_commits(release, git.read_range(repo, rev_range), ORIGIN, file_names=[rev_range])
     if source.commits is not None:
         raw = json.loads((directory / source.commits).read_text(encoding="utf-8"))
         if not isinstance(raw, list):
@@ -104,6 +163,9 @@ def _ingest_release(service: str, directory: Path, source: SourceRelease) -> Rel
     for name in source.junit:
         with (directory / name).open("rb") as stream:
             ingest_junit(release, stream, name, ORIGIN)
+    if repo is not None and rev_range is not None:
+        # The checkout is at hand only here, as in `manage.py ingest`: rank the suspects now.
+        compute_suspects(release, repo, rev_range)
     if source.metrics is not None:
         samples = parse_metrics_file(directory / source.metrics)
         ingest_metrics_file(release, samples, ORIGIN, file_names=[source.metrics])
@@ -125,5 +187,7 @@ def ingest_suite(suite: Suite) -> Ingested:
         # Judged once here, before any trial: its metrics' judge imports scipy.stats, which
         # took longer than a trial's tool timeout when the first summary call paid for it.
         verdicts.judge_release(release)
-        scenarios.append(scenario.with_ingested(release.as_summary()))
+        scenarios.append(
+            scenario.with_ingested(release.as_summary(), culprit_of(scenario, release))
+        )
     return Ingested(suite.model_copy(update={"scenarios": scenarios}), releases)

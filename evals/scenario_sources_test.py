@@ -28,8 +28,12 @@ def test_the_files_are_what_the_script_writes(tmp_path: Path) -> None:
         make_files.write(scenario, tmp_path)
     written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     files = DEFAULT_SUITE_DIR / "files"
+    # The script's scenarios; those made of a git history were written by real tools.
+    ids = {scenario.id for scenario in make_files.SCENARIOS}
     committed = sorted(
-        p.relative_to(files) for p in files.rglob("*") if p.is_file() and p.suffix != ".py"
+        p.relative_to(files)
+        for p in files.rglob("*")
+        if p.is_file() and p.suffix != ".py" and p.relative_to(files).parts[0] in ids
     )
     assert written == committed
     for name in written:

@@ -21,6 +21,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from assessments import services as release_services
+from assessments.timeline import outcome
 from evals import api_source
 from evals.evaluators.trial import TrialResult
 from evals.live import progress_message, run_group
@@ -28,9 +30,7 @@ from evals.models import EvalResult, EvalRun
 from evals.reports import json_report
 from evals.scenario import Scenario, Suite
 from evals.stats import RunSummary, summarise_run
-from releases import services as release_services
 from releases.models import Conversation, RunStatus
-from releases.timeline import outcome
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,10 @@ from collections.abc import Callable
 import pytest
 from django.test import Client
 
+from assessments import services as run_services
 from releases import services
 from releases.models import AgentEvent, Conversation, Release, ReviewDecision, RiskReport
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db
 
@@ -22,14 +24,14 @@ def record(make_release: Callable[..., Release]) -> dict[str, object]:
         test_results={"passed": 9, "failed": 3, "skipped": 0, "failing_tests": ["test_pay"]},
         deployment_metrics={"error_rate": 0.09, "response_time_p95": 300},
     )
-    run = services.start_assessment(release, None)
-    event = services.append_event(run, kind="run_started", payload={"kind": "run_started"})
+    run = run_services.start_assessment(release, None)
+    event = run_services.append_event(run, kind="run_started", payload={"kind": "run_started"})
     report = services.file_risk_report(
         release=release, severity="low", findings=["Fine"], conversation=run
     )
     RiskReport.objects.filter(pk=report.pk).update(needs_review=True)
     report.refresh_from_db()
-    decision = services.decide_report(report, None, decision="accept")
+    decision = review_services.decide_report(report, None, decision="accept")
     return {
         "riskreport": report,
         "conversation": run,

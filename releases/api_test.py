@@ -10,7 +10,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from releases import services, tasks
+from assessments import services as run_services
+from assessments import tasks
+from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -31,9 +33,9 @@ def release(make_release: Callable[..., Release]) -> Release:
 
 @pytest.fixture
 def running(release: Release) -> tuple[Conversation, str]:
-    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
-    services.mark_running(run.pk)
-    return run, services.issue_run_token(run.pk)
+    run = run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
+    return run, run_services.issue_run_token(run.pk)
 
 
 def get(client: Client, path: str, token: str | None = None) -> Any:
@@ -75,7 +77,7 @@ def test_a_browser_session_is_not_enough(
 
 def test_a_token_expires_with_its_run(client: Client, running: tuple[Conversation, str]) -> None:
     run, token = running
-    services.finish_run(run.pk, status=RunStatus.SUCCEEDED)
+    run_services.finish_run(run.pk, status=RunStatus.SUCCEEDED)
     assert get(client, "/api/releases/v2.1.0/summary", token).status_code == 401
 
 
@@ -223,6 +225,8 @@ def test_the_api_needs_no_csrf_token(running: tuple[Conversation, str], admin_us
 # -- the policy checks a filing ------------------------------------------------------------
 
 RISKY = {
+    # A change in payments backs the failing payment test (risk/policy.py: never its name alone).
+    "changes": ["Retry payment capture on timeouts"],
     "test_results": {
         "passed": 90,
         "failed": 12,
@@ -236,9 +240,9 @@ RISKY = {
 @pytest.fixture
 def risky_run(make_release: Callable[..., Release]) -> tuple[Conversation, str]:
     release = make_release("v6.6.6", **RISKY)
-    run = services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
-    services.mark_running(run.pk)
-    return run, services.issue_run_token(run.pk)
+    run = run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
+    return run, run_services.issue_run_token(run.pk)
 
 
 LOW = {"release_id": "v6.6.6", "severity": "low", "findings": ["error_rate 0.09"]}

@@ -1,6 +1,9 @@
 """The release page's detail sections (test cases, commits, metric samples), which another app
 stores and reads.
 
+Why a hook, not an import: the release page is releases', the detail it shows is sources', and
+sources stands above releases (its tables point at Release).
+
 The sources app keeps a release's detail as it came from git, JUnit XML and metrics. releases
 may not import sources, so sources registers its reader here when it is ready
 (sources/apps.py); the release page asks it for the sections of one release and a query string

@@ -1,22 +1,23 @@
 """Where releases meets an eval trial, without importing evals.
 
+Why a hook, not an import: a trial is a run, so evals stands above releases and assessments,
+yet the API a trial's tools call and the trial's run page answer from its scenario.
+
 evals builds on releases (a trial is a releases `Conversation` whose metadata carries its
-scenario), so releases may not import it. The three places that need the evals app ask these
+scenario), so releases may not import it. The two places that need the evals app ask these
 hooks instead, which `EvalsConfig.ready` installs (evals/apps.py):
 
 - the release API answers a trial's tools from its scenario, never from a real release
   (`evals/api_source.py`; the drill-downs from the release `trial_release` gives, if any);
-- a run's page says how the trial it was was judged (`evals.selectors.trial_verdict`);
-- a reviewer's label is checked by the eval suite's own loader before it is written as a
-  scenario (`evals.scenario.parse_scenario`).
+- a run's page says how the trial it was was judged (`evals.selectors.trial_verdict`).
 
-Without the evals app there are no trials, and a label cannot be checked, so it is refused.
+Without the evals app there are no trials.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Protocol, TypeGuard
 
 if TYPE_CHECKING:
     from django.http import HttpResponseBase, JsonResponse
@@ -72,23 +73,11 @@ class TrialVerdicts(Protocol):
     def __call__(self, run: Conversation) -> TrialVerdict | None: ...
 
 
-class ScenarioCheck(Protocol):
-    """The eval suite's loader: the scenario it reads from `data`, or ValueError saying why
-    it would refuse the file."""
-
-    def __call__(self, data: dict[str, Any], *, source: str) -> Any: ...
-
-
-class ScenarioRejected(ValueError):
-    """The eval suite would refuse this scenario; the message says why."""
-
-
 @dataclass
 class Hooks:
     trial_api: TrialApi | None = None
     trial_verdict: TrialVerdicts | None = None
     trial_release: TrialRelease | None = None
-    scenario_check: ScenarioCheck | None = None
 
 
 installed = Hooks()
@@ -111,14 +100,3 @@ def trial_verdict(run: Conversation) -> TrialVerdict | None:
     """How the eval trial this run was was judged, or None for an assessment."""
     verdicts = installed.trial_verdict
     return verdicts(run) if verdicts is not None else None
-
-
-def check_scenario(data: dict[str, Any], *, source: str) -> Any:
-    """The scenario as `run_evals` would load it, or ScenarioRejected."""
-    check = installed.scenario_check
-    if check is None:
-        raise ScenarioRejected("No eval suite is installed to check the scenario against.")
-    try:
-        return check(data, source=source)
-    except ValueError as exc:
-        raise ScenarioRejected(str(exc)) from exc

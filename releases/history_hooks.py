@@ -1,6 +1,9 @@
 """Where the risk policy gets a release's history (`risk.history.History`), without
 importing sources.
 
+Why a hook, not an import: sources stands above releases and assessments (its ingestion API
+asks for an assessment), and the policy's verdict needs the history kept in sources' tables.
+
 The history is computed from the detail tables of the sources app (commits, test cases, metric
 samples), and releases may not import sources; `SourcesConfig.ready` installs its reader here
 (sources/apps.py). Without the sources app every release's history is empty, and the policy

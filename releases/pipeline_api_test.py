@@ -12,7 +12,7 @@ from django.test import Client
 
 from releases import services
 from releases.models import Release, RiskReport
-from releases.review_views_test import reviewer_client
+from review.views_test import reviewer_client
 
 pytestmark = pytest.mark.django_db
 API_KEY = "k" * 40

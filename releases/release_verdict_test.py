@@ -6,9 +6,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from assessments import services as run_services
 from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus
 from releases.selectors import release_verdict
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +48,9 @@ def test_a_decision_counts_over_both(make_release: Callable[..., Release]) -> No
     report = services.file_risk_report(release=release, severity="low", findings=["x"])
     RiskReport.objects.filter(pk=report.pk).update(needs_review=True)
     report.refresh_from_db()
-    services.decide_report(report, None, decision="override", severity="medium", reason="known")
+    review_services.decide_report(
+        report, None, decision="override", severity="medium", reason="known"
+    )
     verdict = release_verdict(release)
     assert (verdict.state, verdict.severity, verdict.decision_kind) == (
         "decided",
@@ -64,7 +68,7 @@ def test_running_and_failed(make_release: Callable[..., Release]) -> None:
         findings=["x"],
         filed_at=timezone.now() - timedelta(hours=1),
     )
-    run = services.start_assessment(release, None)
+    run = run_services.start_assessment(release, None)
     verdict = release_verdict(release)
     assert (verdict.state, verdict.severity, verdict.report_id) == ("running", "medium", old.pk)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="boom")

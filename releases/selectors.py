@@ -1,7 +1,6 @@
 """Reads. Every function returns querysets whose query count does not grow with the rows.
 
-Over 600 lines: the reads of every page of the app side by side, since they share the one
-severity-that-counts expression; the run page's reads are the next to move out."""
+The run page's reads are in assessments/selectors.py, the review desk's in review/selectors.py."""
 
 from __future__ import annotations
 
@@ -31,13 +30,10 @@ from django.db.models.functions import Cast
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from releases import data_fingerprint, eval_hooks
-from releases.eval_hooks import TrialVerdict
+from releases import data_fingerprint
 from releases.models import (
     DEFAULT_SERVICE_SLUG,
-    AgentEvent,
     Conversation,
-    Message,
     Release,
     ReviewDecision,
     RiskReport,
@@ -267,17 +263,17 @@ def release_detail(version: str, service: str | None = None) -> ReleaseDetail:
     release = release_or_404(version, service)
     reports = list(
         release.risk_reports.select_related("conversation", "policy")
-        .prefetch_related(Prefetch("decisions", queryset=_decisions()))
+        .prefetch_related(Prefetch("decisions", queryset=newest_decisions()))
         .order_by("-filed_at", "-id")[:HISTORY_LIMIT]
     )
     runs = list(release.conversations.order_by("-created_at", "-pk")[:HISTORY_LIMIT])
     decisions = list(
-        _decisions().filter(report__release=release).select_related("report")[:HISTORY_LIMIT]
+        newest_decisions().filter(report__release=release).select_related("report")[:HISTORY_LIMIT]
     )
     return ReleaseDetail(release=release, reports=reports, runs=runs, decisions=decisions)
 
 
-def _decisions() -> QuerySet[ReviewDecision]:
+def newest_decisions() -> QuerySet[ReviewDecision]:
     return ReviewDecision.objects.select_related("reviewer").order_by("-created_at", "-id")
 
 
@@ -402,33 +398,7 @@ def latest_high_risk(limit: int = HOME_LIST_LIMIT) -> list[Release]:
     return list(with_latest_state(releases).order_by("-latest_report_at", "-id"))
 
 
-# ---- runs: the run page, the websocket's replay, the API's callers ----------------------------
-
-VIEW_RUNS = ("releases.view_conversation", "releases.run_assessment")
-
-
-def can_view_run(user: Any, run: Conversation) -> bool:
-    """Whoever may see or run assessments (the Release managers) and whoever started this run;
-    the staff flag alone grants nothing (it opens the admin)."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if any(user.has_perm(permission) for permission in VIEW_RUNS):
-        return True
-    return run.triggered_by_id is not None and run.triggered_by_id == user.pk
-
-
-def run_with_release(pk: Any) -> Conversation | None:
-    return (
-        Conversation.objects.select_related("release__service", "triggered_by")
-        .filter(pk=pk)
-        .first()
-    )
-
-
-def run_events(run: Conversation | Any, after: int = 0) -> list[AgentEvent]:
-    """The run's saved events after sequence number `after`, in order."""
-    run_id = run.pk if isinstance(run, Conversation) else run
-    return list(AgentEvent.objects.filter(conversation_id=run_id, seq__gt=after).order_by("seq"))
+# ---- runs: the API's callers (the run page's reads are assessments/selectors.py) -----------
 
 
 def run_for_api_token(token: str) -> Conversation | None:
@@ -444,14 +414,8 @@ def run_for_api_token(token: str) -> Conversation | None:
     )
 
 
-def run_messages(run: Conversation) -> list[Message]:
-    """The run's transcript: its messages in order."""
-    return list(run.messages.order_by("position"))
+# ---- why a report needs a person: the run page and the review desk (review/selectors.py) ---
 
-
-# ---- review: the reports that need a person ---------------------------------------------------
-
-REVIEW_QUEUE_LIMIT = 100
 MISSING_FIELDS = (
     ("changes", "changes"),
     ("test_results", "test results"),
@@ -459,20 +423,7 @@ MISSING_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
-class ReviewItem:
-    report: RiskReport  # with its release, run and policy loaded
-    previous_severity: str | None
-    reasons: list[str]  # why a person should look, in words
-
-
-@dataclass(frozen=True)
-class ReviewQueue:
-    items: list[ReviewItem]
-    total: int
-
-
-def _awaiting_review() -> QuerySet[RiskReport]:
+def awaiting_review() -> QuerySet[RiskReport]:
     """The latest report of each release, not yet decided, that needs a person: marked for
     review when filed, a verdict that changed since the release's previous report, or a
     release with missing data. Annotated with `previous_severity`."""
@@ -503,25 +454,7 @@ def _awaiting_review() -> QuerySet[RiskReport]:
 
 
 def review_count() -> int:
-    return _awaiting_review().count()
-
-
-def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
-    """The review queue, reports marked for review first, then the newest: two queries."""
-    queryset = _awaiting_review()
-    reports = list(
-        reports_with_severity_shown(queryset)
-        .select_related("release__service", "conversation", "policy")
-        .order_by("-needs_review", "-filed_at", "-id")[:limit]
-    )
-    items = [
-        ReviewItem(
-            report, report.previous_severity, review_reasons(report, report.previous_severity)
-        )
-        for report in reports
-    ]
-    total = len(items) if len(items) < limit else queryset.count()
-    return ReviewQueue(items=items, total=total)
+    return awaiting_review().count()
 
 
 def review_reasons(report: RiskReport, previous_severity: str | None) -> list[str]:
@@ -538,72 +471,6 @@ def review_reasons(report: RiskReport, previous_severity: str | None) -> list[st
     if missing:
         reasons.append(f"The release's data is incomplete: no {', no '.join(missing)}.")
     return reasons
-
-
-def report_for_review(pk: int) -> RiskReport:
-    """A report with what a decision on it needs. Raises Http404."""
-    return get_object_or_404(RiskReport.objects.select_related("release__service"), pk=pk)
-
-
-def decision_with_report(pk: int) -> ReviewDecision:
-    """A decision with its report, release and reviewer. Raises Http404."""
-    return get_object_or_404(
-        ReviewDecision.objects.select_related("report__release__service", "reviewer"), pk=pk
-    )
-
-
-RECENT_DECISIONS_LIMIT = 50
-
-
-def recent_decisions(limit: int = RECENT_DECISIONS_LIMIT) -> list[ReviewDecision]:
-    """The newest decisions, with their report, release and reviewer: the desk's decided tab."""
-    return list(
-        ReviewDecision.objects.select_related("report__release__service", "reviewer").order_by(
-            "-created_at", "-id"
-        )[:limit]
-    )
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What a finished run filed, as its page leads with it."""
-
-    report: RiskReport
-    previous_severity: str | None  # the release's report before this one
-    decision: ReviewDecision | None  # a person's latest decision on it
-    reasons: list[str]  # why it needs a person (empty: it does not)
-
-    @property
-    def changed(self) -> bool:
-        return self.previous_severity not in (None, self.report.severity)
-
-
-def run_outcome(run: Conversation) -> RunOutcome | None:
-    """The report a run filed (its latest, should there be several), with the release's
-    previous verdict and any decision on it: three queries, none without a report."""
-    report = (
-        reports_with_severity_shown(run.risk_reports.all())
-        .select_related("release__service", "policy")
-        .order_by("-filed_at", "-id")
-        .first()
-    )
-    if report is None:
-        return None
-    previous = (
-        RiskReport.objects.filter(release_id=report.release_id)
-        .filter(Q(filed_at__lt=report.filed_at) | Q(filed_at=report.filed_at, id__lt=report.id))
-        .order_by("-filed_at", "-id")
-        .values_list("severity", flat=True)
-        .first()
-    )
-    decision = _decisions().filter(report=report).first()
-    return RunOutcome(report, previous, decision, review_reasons(report, previous))
-
-
-def eval_trial(run: Conversation) -> TrialVerdict | None:
-    """How the eval trial this run was was judged (the evals app says), or None for an
-    assessment."""
-    return eval_hooks.trial_verdict(run)
 
 
 # ---- a release's verdict: the pages, the API, the `verdict` command, the webhooks -------------

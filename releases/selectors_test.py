@@ -19,6 +19,7 @@ from releases.selectors import (
     releases_with_latest_report,
     with_latest_state,
 )
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db
 
@@ -228,7 +229,7 @@ def test_dashboard(make_release: Callable[..., Release], django_assert_num_queri
     }
     assert board.trend is not None and board.trend.total == 3
     # A person's override moves the release to the severity they decided.
-    services.decide_report(
+    review_services.decide_report(
         RiskReport.objects.filter(release=high).get(),
         None,
         decision="override",
@@ -268,7 +269,8 @@ def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_repo
 def test_the_review_queue_holds_the_latest_undecided_reports_that_need_a_person(
     make_release: Callable[..., Release], django_assert_num_queries: Any
 ) -> None:
-    from releases.selectors import review_count, review_queue
+    from releases.selectors import review_count
+    from review.selectors import review_queue
 
     now = timezone.now()
 
@@ -289,7 +291,7 @@ def test_the_review_queue_holds_the_latest_undecided_reports_that_need_a_person(
     report(superseded_release, "high", 9, needs_review=True)  # a newer report replaced it
     report(superseded_release, "high", 8)
     decided = report(make_release("decided"), "high", 1, needs_review=True)
-    services.decide_report(decided, None, decision="accept")
+    review_services.decide_report(decided, None, decision="accept")
 
     with django_assert_num_queries(1):
         queue = review_queue()
@@ -308,7 +310,9 @@ def test_the_release_list_shows_a_persons_decision_over_the_models(
 ) -> None:
     overridden = make_release("overridden")
     report = RiskReport.objects.create(release=overridden, severity="low")
-    services.decide_report(report, None, decision="override", severity="high", reason="Refunds.")
+    review_services.decide_report(
+        report, None, decision="override", severity="high", reason="Refunds."
+    )
     RiskReport.objects.create(release=make_release("model-only"), severity="low")
 
     rows = {r.version: r for r in with_latest_state(Release.objects.all())}
@@ -346,7 +350,7 @@ def test_a_report_waiting_for_review_never_shows_lower_than_the_policy(
     assert {r.version for r in latest_high_risk()} == {"waiting", "above"}
 
     # A person who accepts the model's low is what the list shows from then on.
-    services.decide_report(waiting, None, decision="accept")
+    review_services.decide_report(waiting, None, decision="accept")
     rows = {r.version: r for r in with_latest_state(Release.objects.all())}
     assert (rows["waiting"].effective_severity, rows["waiting"].decision_kind) == ("low", "accept")
 
@@ -361,7 +365,9 @@ def test_the_severity_trend_counts_reports_per_week_a_decision_over_the_model(
     for severity in ("high", "low"):
         RiskReport.objects.create(release=release, severity=severity, filed_at=now)
     overridden = RiskReport.objects.create(release=release, severity="low", filed_at=now)
-    services.decide_report(overridden, None, decision="override", severity="medium", reason="x")
+    review_services.decide_report(
+        overridden, None, decision="override", severity="medium", reason="x"
+    )
     RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=1))
     RiskReport.objects.create(release=release, severity="high", filed_at=now - timedelta(weeks=20))
     # Waiting for review, the policy's high counts over the model's low.

@@ -10,8 +10,11 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from releases import release_verdict, services, tasks, verdicts
+from assessments import services as run_services
+from assessments import tasks
+from releases import release_verdict, services, verdicts
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db
 
@@ -45,24 +48,24 @@ def test_file_risk_report_validates_severity_and_findings(
 
 def test_append_message_numbers_positions_from_zero() -> None:
     conversation = Conversation.objects.create()
-    first = services.append_message(conversation, role="user", content="Assess v1")
-    second = services.append_message(
+    first = run_services.append_message(conversation, role="user", content="Assess v1")
+    second = run_services.append_message(
         conversation,
         role="assistant",
         tool_calls=[{"id": "c1", "name": "get_release_summary", "arguments": {}}],
     )
-    third = services.append_message(conversation, role="tool", tool_call_id="c1", content="{}")
+    third = run_services.append_message(conversation, role="tool", tool_call_id="c1", content="{}")
     assert [first.position, second.position, third.position] == [0, 1, 2]
     assert first.tool_calls == []
-    other = services.append_message(Conversation.objects.create(), role="user")
+    other = run_services.append_message(Conversation.objects.create(), role="user")
     assert other.position == 0
 
 
 def test_append_event_numbers_events_from_one_without_gaps() -> None:
     conversation = Conversation.objects.create()
-    seqs = [services.append_event(conversation, kind="text_delta").seq for _ in range(3)]
+    seqs = [run_services.append_event(conversation, kind="text_delta").seq for _ in range(3)]
     assert seqs == [1, 2, 3]
-    assert services.append_event(Conversation.objects.create(), kind="run_started").seq == 1
+    assert run_services.append_event(Conversation.objects.create(), kind="run_started").seq == 1
 
 
 # ---- assessments ----------------------------------------------------------------------------
@@ -78,12 +81,14 @@ def test_start_assessment_queues_a_run_and_enqueues_its_task_on_commit(
 ) -> None:
     release = make_release("v3.0.0")
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        run = services.start_assessment(release, user, model="m", enqueue=tasks.enqueue_assessment)
+        run = run_services.start_assessment(
+            release, user, model="m", enqueue=tasks.enqueue_assessment
+        )
     assert len(callbacks) == 1
     run.refresh_from_db()
     assert (run.status, run.triggered_by, run.model) == (RunStatus.QUEUED, user, "m")
     task = DBTaskResult.objects.get(pk=run.task_id)
-    assert task.task_path == "releases.tasks.assess_release"
+    assert task.task_path == "assessments.tasks.assess_release"
     assert task.args_kwargs["args"][0] == str(run.pk)
 
 
@@ -91,32 +96,32 @@ def test_a_second_start_joins_the_active_run(
     make_release: Callable[..., Release], user: User
 ) -> None:
     release = make_release()
-    first = services.start_assessment(release, user, enqueue=tasks.enqueue_assessment)
-    assert services.start_assessment(release, None, enqueue=tasks.enqueue_assessment) == first
+    first = run_services.start_assessment(release, user, enqueue=tasks.enqueue_assessment)
+    assert run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment) == first
     Conversation.objects.filter(pk=first.pk).update(status=RunStatus.SUCCEEDED)
-    assert services.start_assessment(release, user, enqueue=tasks.enqueue_assessment) != first
+    assert run_services.start_assessment(release, user, enqueue=tasks.enqueue_assessment) != first
 
 
 def test_cancelling_a_queued_run_ends_it_at_once_with_an_event(
     make_release: Callable[..., Release], user: User
 ) -> None:
-    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
-    run = services.cancel_assessment(run)
+    run = run_services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
+    run = run_services.cancel_assessment(run)
     assert run.status == RunStatus.CANCELLED and run.finished_at is not None
     event = AgentEvent.objects.get(conversation=run)
     assert (event.seq, event.kind) == (1, "run_cancelled")
-    assert services.mark_running(run.pk) is None  # the worker finds nothing to do
+    assert run_services.mark_running(run.pk) is None  # the worker finds nothing to do
 
 
 def test_cancelling_a_running_run_raises_the_flag_its_worker_polls(
     make_release: Callable[..., Release], user: User
 ) -> None:
-    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
-    assert services.mark_running(run.pk) is not None
-    assert services.heartbeat(run.pk) is services.Pulse.GO_ON
-    run = services.cancel_assessment(run)
+    run = run_services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
+    assert run_services.mark_running(run.pk) is not None
+    assert run_services.heartbeat(run.pk) is run_services.Pulse.GO_ON
+    run = run_services.cancel_assessment(run)
     assert run.status == RunStatus.RUNNING and run.cancel_requested_at is not None
-    assert services.heartbeat(run.pk) is services.Pulse.CANCEL
+    assert run_services.heartbeat(run.pk) is run_services.Pulse.CANCEL
 
 
 def test_finish_run_records_the_outcome_and_kills_the_token(
@@ -124,14 +129,14 @@ def test_finish_run_records_the_outcome_and_kills_the_token(
 ) -> None:
     from releases import selectors
 
-    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
-    services.mark_running(run.pk)
-    token = services.issue_run_token(run.pk)
+    run = run_services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
+    token = run_services.issue_run_token(run.pk)
     assert selectors.run_for_api_token(token) == run
     assert token not in str(Conversation.objects.filter(pk=run.pk).values().first())
-    assert services.finish_run(run.pk, status=RunStatus.SUCCEEDED, input_tokens=5)
+    assert run_services.finish_run(run.pk, status=RunStatus.SUCCEEDED, input_tokens=5)
     assert selectors.run_for_api_token(token) is None
-    assert not services.finish_run(run.pk, status=RunStatus.FAILED)  # already over
+    assert not run_services.finish_run(run.pk, status=RunStatus.FAILED)  # already over
     assert Conversation.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED
 
 
@@ -139,29 +144,29 @@ def test_a_run_whose_heartbeat_stopped_is_failed_with_the_reason(
     make_release: Callable[..., Release], user: User, settings: Any
 ) -> None:
     settings.DETECTIVE_RUN_STALE_SECONDS = 30
-    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
-    services.mark_running(run.pk)
-    services.append_event(run, kind="run_started", payload={"kind": "run_started"})
-    assert services.fail_stale_runs() == []  # alive
+    run = run_services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
+    run_services.append_event(run, kind="run_started", payload={"kind": "run_started"})
+    assert run_services.fail_stale_runs() == []  # alive
     beat = timezone.now() - timedelta(seconds=31)
     Conversation.objects.filter(pk=run.pk).update(heartbeat_at=beat)
-    assert [r.pk for r in services.fail_stale_runs()] == [run.pk]
+    assert [r.pk for r in run_services.fail_stale_runs()] == [run.pk]
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
     assert run.error.startswith("The worker stopped responding at ")
-    assert services.heartbeat(run.pk) is services.Pulse.GONE  # a late worker backs off
+    assert run_services.heartbeat(run.pk) is run_services.Pulse.GONE  # a late worker backs off
     last = AgentEvent.objects.filter(conversation=run).order_by("-seq").first()
     assert (last.seq, last.kind, last.payload["error_type"]) == (2, "run_failed", "WorkerLost")
-    assert services.fail_stale_runs() == []
+    assert run_services.fail_stale_runs() == []
 
 
 def test_a_queued_run_whose_task_is_gone_is_failed(
     make_release: Callable[..., Release], user: User
 ) -> None:
-    run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
+    run = run_services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
     old = timezone.now() - timedelta(minutes=5)
     Conversation.objects.filter(pk=run.pk).update(created_at=old)
-    assert [r.pk for r in services.fail_stale_runs()] == [run.pk]
+    assert [r.pk for r in run_services.fail_stale_runs()] == [run.pk]
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
     assert "never handed to a worker" in run.error
@@ -177,16 +182,16 @@ def test_a_run_whose_worker_on_this_machine_is_gone_is_failed_at_once(
     import subprocess
     import sys
 
-    from releases import workers
+    from assessments import workers
 
     with django_capture_on_commit_callbacks(execute=True):
-        run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
-    services.mark_running(run.pk)
+        run = run_services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
     run.refresh_from_db()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     _claimed_by(run, workers.worker_id(dead.pid))
-    assert [r.pk for r in services.fail_stale_runs()] == [run.pk]  # heartbeat still fresh
+    assert [r.pk for r in run_services.fail_stale_runs()] == [run.pk]  # heartbeat still fresh
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
     assert run.error.startswith(f"The worker running it (pid {dead.pid}) stopped")
@@ -194,7 +199,7 @@ def test_a_run_whose_worker_on_this_machine_is_gone_is_failed_at_once(
     assert task.status == "FAILED" and task.finished_at is not None
     assert task.traceback == run.error
     assert (
-        services.start_assessment(run.release, user, enqueue=tasks.enqueue_assessment) != run
+        run_services.start_assessment(run.release, user, enqueue=tasks.enqueue_assessment) != run
     )  # reassess at once
 
 
@@ -202,13 +207,13 @@ def test_a_run_of_a_worker_elsewhere_waits_for_its_heartbeat(
     make_release: Callable[..., Release], user: User, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        run = services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
-    services.mark_running(run.pk)
+        run = run_services.start_assessment(make_release(), user, enqueue=tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
     run.refresh_from_db()
     _claimed_by(run, "another-machine:1")
-    assert services.fail_orphaned_runs() == []
+    assert run_services.fail_orphaned_runs() == []
     _claimed_by(run, "k3Jd9a0random0worker0id0of0db0worker")
-    assert services.fail_orphaned_runs() == []
+    assert run_services.fail_orphaned_runs() == []
     assert Conversation.objects.get(pk=run.pk).status == RunStatus.RUNNING
 
 
@@ -231,9 +236,9 @@ def test_an_accept_records_who_and_keeps_the_verdicts(
     reviewer = django_user_model.objects.create(username="rm")
     report = _report(make_release)
     # An accept takes one of the two verdicts: another severity is an override, with a reason.
-    with pytest.raises(services.ReviewError, match="is an override, with a reason"):
-        services.decide_report(report, reviewer, decision="accept", severity="high")
-    decision = services.decide_report(report, reviewer, decision="accept")
+    with pytest.raises(review_services.ReviewError, match="is an override, with a reason"):
+        review_services.decide_report(report, reviewer, decision="accept", severity="high")
+    decision = review_services.decide_report(report, reviewer, decision="accept")
     assert (decision.severity, decision.model_severity, decision.reviewer) == (
         "medium",
         "medium",
@@ -259,8 +264,8 @@ def test_a_decision_that_makes_no_sense_is_refused(
 ) -> None:
     from releases.models import ReviewDecision
 
-    with pytest.raises(services.ReviewError, match=message):
-        services.decide_report(_report(make_release), None, **fields)
+    with pytest.raises(review_services.ReviewError, match=message):
+        review_services.decide_report(_report(make_release), None, **fields)
     assert not ReviewDecision.objects.exists()
 
 
@@ -271,7 +276,7 @@ def test_an_override_is_exported_as_a_scenario_the_suite_loads(
 
     report = _report(make_release)
     reviewer = django_user_model.objects.create(username="rm")
-    decision = services.decide_report(
+    decision = review_services.decide_report(
         report,
         reviewer,
         decision="override",
@@ -279,7 +284,7 @@ def test_an_override_is_exported_as_a_scenario_the_suite_loads(
         reason="The refund test guards money.",
         wrong_finding="error rate 3.1 %",
     )
-    path = services.export_scenario(decision, tmp_path)
+    path = review_services.export_scenario(decision, tmp_path)
     decision.refresh_from_db()
     assert path.name == f"{decision.scenario_id}.toml"
     suite = load_suite(pattern="tag:from-review", extra_dirs=[tmp_path])
@@ -289,16 +294,16 @@ def test_an_override_is_exported_as_a_scenario_the_suite_loads(
     assert "The refund test guards money." in loaded.description
     assert "+review." in suite.version
     # Exporting again rewrites the one file.
-    services.export_scenario(decision, tmp_path)
+    review_services.export_scenario(decision, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
 def test_a_plain_accept_is_not_exported(
     make_release: Callable[..., Release], tmp_path: Any
 ) -> None:
-    decision = services.decide_report(_report(make_release), None, decision="accept")
-    with pytest.raises(services.ReviewError, match="teaches the suite"):
-        services.export_scenario(decision, tmp_path)
+    decision = review_services.decide_report(_report(make_release), None, decision="accept")
+    with pytest.raises(review_services.ReviewError, match="teaches the suite"):
+        review_services.export_scenario(decision, tmp_path)
     assert not list(tmp_path.iterdir())
 
 
@@ -311,7 +316,9 @@ def test_a_report_saying_the_summary_could_not_be_read_is_checked_against_the_ru
     metadata: dict[str, Any] = {"tool_name": "get_release_summary"}
     if not read:
         metadata["is_error"] = True
-    services.append_message(run, role="tool", tool_call_id="c1", content="{}", metadata=metadata)
+    run_services.append_message(
+        run, role="tool", tool_call_id="c1", content="{}", metadata=metadata
+    )
     checked = services.file_checked_report(
         release=release,
         severity="low",
@@ -326,24 +333,24 @@ def test_siding_with_the_policy_is_an_accept_and_needs_no_reason(
     make_release: Callable[..., Release],
 ) -> None:
     report = _report(make_release, severity="low")  # the policy gives medium
-    decision = services.decide_report(report, None, decision="override", severity="medium")
+    decision = review_services.decide_report(report, None, decision="override", severity="medium")
     assert (decision.decision, decision.severity, decision.reason) == ("accept", "medium", "")
-    again = services.decide_report(report, None, decision="accept", severity="medium")
+    again = review_services.decide_report(report, None, decision="accept", severity="medium")
     assert again.severity == "medium"
 
 
 @pytest.mark.django_db
 def test_no_event_is_appended_after_the_run_has_ended(make_release: Callable[..., Release]) -> None:
     from agent.events import RetryScheduled
-    from releases.runner.store import OrmConversationStore
+    from assessments.runner.store import OrmConversationStore
 
     run = Conversation.objects.create(release=make_release(), status=RunStatus.RUNNING)
-    services.append_event(run, kind="run_started", payload={})
+    run_services.append_event(run, kind="run_started", payload={})
     # The sweep fails the run (its worker was paused past the heartbeat) ...
-    ended = services.append_event(run, kind="run_failed", payload={"message": "lost"})
+    ended = run_services.append_event(run, kind="run_failed", payload={"message": "lost"})
     # ... and the resumed worker's late events are refused, the sweep's verdict stands.
-    with pytest.raises(services.RunEnded):
-        services.append_event(run, kind="run_cancelled", payload={})
+    with pytest.raises(run_services.RunEnded):
+        run_services.append_event(run, kind="run_cancelled", payload={})
     late = RetryScheduled(attempt=1, max_attempts=3, delay_s=1.0, reason="x", error_type="y")
     assert OrmConversationStore().append_event(str(run.pk), late) == ended.seq
     assert list(run.events.values_list("kind", flat=True)) == ["run_started", "run_failed"]

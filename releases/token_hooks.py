@@ -1,6 +1,9 @@
 """Bearer tokens that other apps issue, for the one call of releases' API they may make: a
 release's verdict (`GET /api/releases/<version>/verdict`).
 
+Why a hook, not an import: the release API (releases) takes the tokens sources issues, and
+sources stands above releases.
+
 The sources app issues ingestion tokens (a CI job holds one to send its release, and reads the
 verdict back with the same token). releases may not import sources, so sources registers a
 checker here when it is ready (sources/apps.py): the token in, its scope out (which service it

@@ -15,7 +15,6 @@ from typing import Any
 from releases import history_hooks
 from releases.models import Conversation, Message, Release, RiskPolicy
 from releases.release_order import earlier_releases
-from releases.review_scenario import SUMMARY_TOOL
 from risk.digest import digest
 from risk.history import EMPTY as EMPTY_HISTORY
 from risk.history import History, ReleaseRef
@@ -120,7 +119,9 @@ def judge_release(release: Release) -> Judged:
     return Judged(policy, settings, verdict, summary, past)
 
 
-# The agent's investigation tools (agent/tools/drilldown.py), whose results a report may cite.
+# The agent's tool that reads a release's summary (agent/tools/release_tools.py), and its
+# investigation tools (agent/tools/drilldown.py), whose results a report may cite.
+SUMMARY_TOOL = "get_release_summary"
 DRILL_DOWN_TOOLS = (
     "get_test_details",
     "get_code_changes",

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from releases import services
 from releases.models import Conversation, Release, RunStatus, Service
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db
 
@@ -474,7 +475,9 @@ def test_the_release_list_sorts_by_risk_error_rate_p95_and_assessment(
     )
     report = services.file_risk_report(release=risky, severity="low", findings=["x"], filed_at=now)
     # A person's override counts: risky is high, whatever the model filed.
-    services.decide_report(report, None, decision="override", severity="high", reason="Errors.")
+    review_services.decide_report(
+        report, None, decision="override", severity="high", reason="Errors."
+    )
 
     def order(sort: str) -> list[str]:
         return rows(admin_client.get(reverse("releases:list"), {"sort": sort}).content.decode())

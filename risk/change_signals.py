@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from statistics import median
 
 from risk.changes import (
     CODE_KINDS,
     CommitFacts,
-    file_kind,
     is_dependency_subject,
     path_area_matches,
     subject_areas,
@@ -60,7 +60,7 @@ def changed_areas(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, list[s
     seen: dict[str, dict[str, None]] = {}
     for commit in _area_commits(changes):
         for f in commit.code_files:
-            for area in areas_of(f.path):
+            for area in areas_of(f.path):  # code_files already left generated files out
                 seen.setdefault(area, {})[f.path] = None
         if schema_change_in(commit.subject, cfg):
             seen.setdefault(SCHEMA_AREA, {})[f"the commit {commit.named}"] = None
@@ -85,17 +85,21 @@ def subject_mentions(changes: ChangeFacts, cfg: PolicySettings) -> dict[str, lis
 
 def breaking_changes(changes: ChangeFacts, cfg: PolicySettings) -> list[str]:
     """What in the change breaks its users: commits marked breaking the Conventional Commits
-    way (`feat(api)!:`, a `BREAKING CHANGE:` footer), and public API files renamed away."""
+    way (`feat(api)!:`, a `BREAKING CHANGE:` footer), and public API files (`public_api_paths`)
+    renamed away or deleted (git's status D), each named with the commit that did it: a
+    removed route breaks its callers whether or not the commit says so."""
     found = [f"the commit {c.named}" for c in changes.commit_list if c.breaking and not c.bot]
+    public = {"api": cfg.public_api_paths}
     for commit in changes.commit_list:
         for f in commit.files:
-            public = {"api": cfg.public_api_paths}
             if (
                 f.old_path
                 and path_area_matches(f.old_path, public)
                 and not path_area_matches(f.path, public)
             ):
                 found.append(f"{f.old_path} (moved to {f.path})")
+            elif f.removed and path_area_matches(f.path, public):
+                found.append(f"{f.path} (deleted in the commit {commit.named})")
     return found
 
 
@@ -145,7 +149,7 @@ def change_signals(changes: ChangeFacts, cfg: PolicySettings) -> list[Signal]:
                 critical=False,
                 figure=len(breaking),
                 threshold=f"{cfg.breaking_change_level} from 1 commit marked breaking "
-                "(`!` or a BREAKING CHANGE footer) or a public API file moved away",
+                "(`!` or a BREAKING CHANGE footer) or a public API file moved away or deleted",
                 detail=f"{_plural(len(breaking), 'breaking change')}: {_listed(breaking)}",
             )
         )
@@ -179,9 +183,24 @@ def _author_sentence(author: AuthorFacts, cfg: PolicySettings) -> str:
     )
 
 
-def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None], str]:
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """From how many code lines, files and directories the change is large (None: not
+    judged), and whence those numbers come, said after a crossing ("" for the fixed ones)."""
+
+    lines: int | None
+    files: int | None
+    directories: int | None
+    whence: str = ""
+    # A service without enough releases of its own: from these lines the size is said (at
+    # `large_change_without_history_level`), from `lines` it is large.
+    said_from_lines: int | None = None
+
+
+def _limits(changes: ChangeFacts, cfg: PolicySettings) -> _Limits:
     """The code lines, files and directories from which the change is large, and whence: from
-    the service's own earlier releases when there are enough of them, else the fixed numbers."""
+    the service's own earlier releases when there are enough of them, else the fixed numbers
+    with a higher line count (a young service's releases are not yet comparable)."""
     sizes = changes.earlier_code_sizes
     fixed = [
         cfg.large_change_lines_at_or_above,
@@ -189,7 +208,18 @@ def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None]
         cfg.large_change_directories_at_or_above,
     ]
     if len(sizes) < cfg.large_change_history_releases:
-        return fixed, "fixed"
+        young = cfg.large_change_without_history_lines_at_or_above
+        said = fixed[0]
+        if young is None or said is None or young <= said:
+            return _Limits(*fixed)
+        earlier = "no earlier release" if not sizes else _plural(len(sizes), "earlier release")
+        return _Limits(
+            young,
+            fixed[1],
+            fixed[2],
+            whence=f"the service has {earlier}, too few to judge its size against",
+            said_from_lines=said,
+        )
     factor = cfg.large_change_history_factor
     floors = (
         cfg.large_change_lines_floor,
@@ -209,13 +239,13 @@ def _limits(changes: ChangeFacts, cfg: PolicySettings) -> tuple[list[int | None]
         f"above the largest of the service's last {_plural(len(sizes), 'release')} and "
         f"{factor:g} times their median"
     )
-    return limits, whence
+    return _Limits(*limits, whence=whence)
 
 
 def _said_apart(changes: ChangeFacts) -> str:
     by_kind: dict[str, int] = {}
     for f in changes.files:
-        kind = file_kind(f.path)
+        kind = f.kind
         if kind not in CODE_KINDS:
             group = _APART.get(kind, "other files")
             by_kind[group] = by_kind.get(group, 0) + f.added + f.deleted
@@ -247,18 +277,27 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
     lines = sum(f.added + f.deleted for f in code)
     added = sum(f.added for f in code)
     files, dirs = len(code), len(changes.code_directories)
-    (lines_limit, files_limit, dirs_limit), whence = _limits(changes, cfg)
+    limits = _limits(changes, cfg)
+    whence = f" ({limits.whence})" if limits.whence else ""
     crossed = [
-        f"{figure:,} {what}, at or above the {limit:,} that make a change large"
-        + (f" ({whence})" if whence != "fixed" else "")
+        f"{figure:,} {what}, at or above the {limit:,} that make a change large{whence}"
         for figure, limit, what in (
-            (lines, lines_limit, "lines of code"),
-            (files, files_limit, "code files"),
-            (dirs, dirs_limit, "directories"),
+            (lines, limits.lines, "lines of code"),
+            (files, limits.files, "code files"),
+            (dirs, limits.directories, "directories"),
         )
         if limit is not None and figure >= limit
     ]
     level: Level = cfg.large_change_level if crossed else "none"
+    said = limits.said_from_lines
+    if not crossed and said is not None and lines >= said:
+        # Large for most services, unjudged for this one: in the evidence, not raising.
+        level = cfg.large_change_without_history_level
+        crossed = [
+            f"{lines:,} lines of code, at or above the {said:,} that make a change large for "
+            f"a service with a history of its own, but {limits.whence}: large from "
+            f"{limits.lines:,}"
+        ]
     spread = spread_entropy([f.added + f.deleted for f in code])
     how = "evenly" if spread >= 0.8 else "unevenly" if spread >= 0.4 else "mostly in a few"
     subsystems = {f.subsystem for f in code}
@@ -271,23 +310,27 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
         + _said_apart(changes)
         + (f"; {'; '.join(crossed)}" if crossed else "")
     )
-    limits = [
+    shown_limits = [
         f"{what} from {limit:,}"
         for limit, what in (
-            (lines_limit, "lines of code"),
-            (files_limit, "code files"),
-            (dirs_limit, "directories"),
+            (limits.lines, "lines of code"),
+            (limits.files, "code files"),
+            (limits.directories, "directories"),
         )
         if limit is not None
     ]
+    threshold = (
+        f"{cfg.large_change_level}: " + ", ".join(shown_limits) if shown_limits else "not judged"
+    ) + whence
+    if said is not None:
+        threshold += f"; {cfg.large_change_without_history_level} from {said:,} lines of code"
     return Signal(
         name="change_size",
         label="Size and spread of the code change",
         level=level,
         critical=False,
         figure=lines,
-        threshold=(f"{cfg.large_change_level}: " + ", ".join(limits) if limits else "not judged")
-        + ("" if whence == "fixed" else f" ({whence})"),
+        threshold=threshold,
         detail=detail,
     )
 

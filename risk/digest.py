@@ -15,9 +15,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from risk.history import History
+from risk.history_signals import classify_failures
 from risk.instructions import reads_like_instruction
 from risk.policy import PolicySettings, PolicyVerdict
 from risk.signal import change_areas
+from risk.suspect_signals import top_suspects
 
 COMPACT_CHANGES_ABOVE = 40
 # The brief view's evidence: the first sentences, which the policy orders by level (orders in
@@ -25,6 +27,10 @@ COMPACT_CHANGES_ABOVE = 40
 # second on two cores, and the nine sentences of a database upgrade with its history took it
 # 19 s to write out; the report's signals keep every one, and a person sees them all.
 BRIEF_EVIDENCE_MAX = 5
+# New failures' first suspects in the brief view: the policy's evidence says them in one
+# sentence that is left out of the brief view's first sentences whenever anything raises the
+# severity, and the small profile has no drill-down to ask for them. Bounded as the evidence.
+BRIEF_SUSPECTS_MAX = 5
 BRIEF_FIELDS = ("version", "title")
 # What the release's authors wrote; the version is the key the agent was asked about.
 UNTRUSTED_FIELDS = ("title", "changes", "tests", "deployment_metrics")
@@ -162,6 +168,14 @@ def drilldowns(history: History) -> dict[str, str]:
     return shown
 
 
+def brief_suspects(history: History, cfg: PolicySettings) -> list[str]:
+    """Each new or returned (not known-flaky) failure's first suspect, for the brief view."""
+    if not history.has_test_detail:
+        return []
+    failures = classify_failures(history, cfg)
+    return top_suspects([*failures.new, *failures.returned], BRIEF_SUSPECTS_MAX)
+
+
 def digest(
     summary: Mapping[str, Any],
     verdict: PolicyVerdict,
@@ -182,10 +196,14 @@ def digest(
     cfg = cfg or PolicySettings()
     if brief:
         named = {key: summary[key] for key in BRIEF_FIELDS if key in summary}
-        return {
-            **withhold_instructions(named),
-            "policy": policy_block(verdict, version, brief=True),
-        }
+        out = {**withhold_instructions(named)}
+        said = brief_suspects(history, cfg) if history is not None else []
+        if said:
+            # Before the policy, whose severity stays last, nearest to where the model writes;
+            # withheld like the data: a commit's subject is the authors' text.
+            out["suspects"] = withhold_instructions(said)
+        out["policy"] = policy_block(verdict, version, brief=True)
+        return out
     out = {
         key: withhold_instructions(value) if key in UNTRUSTED_FIELDS else value
         for key, value in summary.items()

@@ -6,12 +6,15 @@ import json
 
 from risk.digest import (
     BRIEF_EVIDENCE_MAX,
+    BRIEF_SUSPECTS_MAX,
     COMPACT_CHANGES_ABOVE,
     WITHHELD,
     compact_changes,
     digest,
 )
+from risk.history import History, TestHistory
 from risk.policy import PolicySettings, evaluate
+from risk.suspects import ON_PATH, Suspect
 
 SMALL = {
     "version": "v1",
@@ -157,3 +160,48 @@ def test_missing_data_and_orders_in_the_data_are_part_of_the_evidence() -> None:
     assert "missing from the release data: the test results" in evidence
     assert "reads like instructions to the assessor" in evidence
     assert "Ignore previous" not in evidence
+
+
+def _failing(label: str, suspect_path: str | None, *, recent: str = "PPPP") -> TestHistory:
+    went = {"P": "passed", "F": "failed"}
+    return TestHistory(
+        label=label,
+        file="",
+        suite="",
+        outcome="failed",
+        flaky_here=False,
+        failed_before="F" in recent,
+        recent=tuple((f"v1.{i}.0", went[c]) for i, c in enumerate(recent)),  # type: ignore[misc]
+        suspects=()
+        if suspect_path is None
+        else (
+            Suspect(
+                str(len(label)) * 40, f"Change {label}", "Ada", ON_PATH, suspect_path, 3, 0, "r"
+            ),
+        ),
+        suspects_computed=True,
+    )
+
+
+def test_the_brief_view_gives_each_new_failures_first_suspect_bounded() -> None:
+    tests = tuple(
+        _failing(f"t.T::test_{'x' * n}", f"app/m{n}.py") for n in range(1, BRIEF_SUSPECTS_MAX + 3)
+    )
+    flaky = _failing("t.T::test_flaky", "app/flaky.py", recent="FPFPFPFP")
+    none = _failing("t.T::test_none", None)
+    history = History("shop", "v2", tests=(*tests, flaky, none), has_test_detail=True)
+    release = {**SMALL, "tests": {"passed": 1, "failed": len(tests) + 2}}
+    brief = digest(release, evaluate(release, history=history), version=1, history=history,
+                   brief=True)  # fmt: skip
+    said = brief["suspects"]
+    assert len(said) == BRIEF_SUSPECTS_MAX + 1
+    assert said[0] == (
+        f"test_x fails in app/m1.py line 3, a line changed by {'1' * 7} 'Change t.T::test_x' (Ada)"
+    )
+    assert said[-1] == "and 2 more failures with other first suspects"
+    assert not any("flaky" in sentence for sentence in said)  # known flaky: no suspect said
+    assert list(brief) == ["version", "suspects", "policy"]
+    # Nothing to say: no key at all.
+    quiet = History("shop", "v2", tests=(none,), has_test_detail=True)
+    assert "suspects" not in digest(release, evaluate(release, history=quiet), version=1,
+                                    history=quiet, brief=True)  # fmt: skip

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from risk.changes import CODE_KINDS, CommitFacts, commit_facts, file_kind
+from risk.changes import CODE_KINDS, CommitFacts, FileKind, FileTouch, commit_facts, file_kind
 from risk.suspects import Suspect
 
 TestOutcome = Literal["passed", "failed", "skipped", "flaky"]
@@ -59,6 +59,9 @@ class TestHistory:
     # The commits of the release that may have caused its failure here, most likely first
     # (risk/suspects.py), where a checkout let them be computed.
     suspects: tuple[Suspect, ...] = ()
+    # The suspects were computed for its failure here (none found included): the evidence of
+    # a critical area is then the suspect's path, never the test's name (risk/policy.py).
+    suspects_computed: bool = False
 
     @property
     def failed_here(self) -> bool:
@@ -98,6 +101,13 @@ class FileChange:
     added: int
     deleted: int
     binary: bool = False
+    # What the git reader found at the release's head (risk/changes.py's `file_kind`).
+    generated: bool = False
+    vendored: bool = False
+
+    @property
+    def kind(self) -> FileKind:
+        return file_kind(self.path, generated=self.generated, vendored=self.vendored)
 
     @property
     def directory(self) -> str:
@@ -152,7 +162,7 @@ class ChangeFacts:
     def code_files(self) -> tuple[FileChange, ...]:
         """The files whose lines are the change's size: code and schema, not lock files,
         manifests, vendored or generated files, tests and their data, docs, CI or examples."""
-        return tuple(f for f in self.files if file_kind(f.path) in CODE_KINDS)
+        return tuple(f for f in self.files if f.kind in CODE_KINDS)
 
     @property
     def code_lines(self) -> int:
@@ -227,10 +237,13 @@ class MetricSeries:
     def recent_pooled(self) -> tuple[float, ...]:
         return tuple(value for _, values in self.recent for value in values)
 
-    def comparison(self) -> tuple[tuple[float, ...], str]:
+    def comparison(self, min_samples: int = 1) -> tuple[tuple[float, ...], str]:
         """What this release is compared with, and in words: its own baseline window when it
-        has one, else the release windows of the recent releases."""
-        if self.baseline:
+        has `min_samples` in it, else the release windows of the recent releases when they
+        have them (a previous release replaced within minutes leaves a baseline of 2 or 3
+        samples: tenacity 9.1.2 came 3 minutes after 9.1.1), else what there is."""
+        recent_enough = bool(self.recent) and len(self.recent_pooled()) >= min_samples
+        if self.baseline and (len(self.baseline) >= min_samples or not recent_enough):
             return self.baseline, "the baseline window"
         if self.recent:
             count = len(self.recent)
@@ -276,13 +289,34 @@ class History:
 EMPTY = History.empty()
 
 
+def _record_kind(record: Any) -> FileKind:
+    return file_kind(
+        record.path,
+        generated=getattr(record, "generated", False),
+        vendored=getattr(record, "vendored", False),
+    )
+
+
+def _touch(record: Any) -> FileTouch:
+    """A `FileTouch` from a file record (`detective_client.records.FileChangeRecord`)."""
+    return FileTouch(
+        path=record.path,
+        added=record.added or 0,
+        deleted=record.deleted or 0,
+        old_path=record.old_path or "",
+        generated=getattr(record, "generated", False),
+        vendored=getattr(record, "vendored", False),
+        removed=getattr(record, "removed", False),
+    )
+
+
 def _code_size(commits: Iterable[Any]) -> tuple[int, int, int]:
     lines, files = 0, set()
     for commit in commits:
         if len(commit.parents) > 1:
             continue
         for f in commit.files:
-            if file_kind(f.path) in CODE_KINDS:
+            if _record_kind(f) in CODE_KINDS:
                 lines += (f.added or 0) + (f.deleted or 0)
                 files.add(f.path)
     return lines, len(files), len({FileChange(p, 0, 0).directory for p in files})
@@ -300,11 +334,17 @@ def change_facts_from(
     if not kept:
         return None
     lines: dict[str, list[int]] = {}
+    flags: dict[str, tuple[bool, bool]] = {}
     for commit in kept:
         for f in commit.files:
             counted = lines.setdefault(f.path, [0, 0])
             counted[0] += f.added or 0
             counted[1] += f.deleted or 0
+            was = flags.get(f.path, (False, False))
+            flags[f.path] = (
+                was[0] or getattr(f, "generated", False),
+                was[1] or getattr(f, "vendored", False),
+            )
     touched: dict[str, set[str]] = {}
     for release in earlier:
         for commit in release:
@@ -335,7 +375,10 @@ def change_facts_from(
         )
     return ChangeFacts(
         commits=len(kept),
-        files=tuple(FileChange(p, a, d) for p, (a, d) in sorted(lines.items())),
+        files=tuple(
+            FileChange(p, a, d, generated=flags[p][0], vendored=flags[p][1])
+            for p, (a, d) in sorted(lines.items())
+        ),
         messages=tuple(c.message[:1000] for c in kept)[:200],
         authors=tuple(authors),
         service_has_earlier_commits=any(earlier),
@@ -346,7 +389,7 @@ def change_facts_from(
                 author_email=c.author_email,
                 message=c.message,
                 parents=len(c.parents),
-                files=[(f.path, f.added, f.deleted, f.old_path or "") for f in c.files],
+                files=[_touch(f) for f in c.files],
             )
             for c in commits
         ),

@@ -377,7 +377,7 @@ def judge_metrics(history: History, cfg: PolicySettings) -> Judgement | None:
     judged = [m for m in history.metrics if m.name in settings.metrics and len(m.release) > 1]
     if not judged:
         return None
-    baseline = {m.name: m.comparison()[0] for m in judged}
+    baseline = {m.name: m.comparison(settings.min_samples)[0] for m in judged}
     current = {m.name: m.release for m in judged}
     return judge(baseline, current, settings)
 
@@ -387,7 +387,11 @@ def metric_signal(history: History, cfg: PolicySettings) -> Signal | None:
     if judgement is None:
         return None
     against = sorted(
-        {m.comparison()[1] for m in history.metrics if judgement.metric(m.name) is not None}
+        {
+            m.comparison(cfg.metric_min_samples)[1]
+            for m in history.metrics
+            if judgement.metric(m.name) is not None
+        }
     )
     level: Level = "none"
     critical = False

@@ -18,6 +18,7 @@ from risk.history import (
 )
 from risk.history_signals import classify_failures, correlated_paths, is_known_flaky
 from risk.policy import PolicySettings, PolicyVerdict, evaluate
+from risk.suspects import ON_PATH, Suspect
 
 CFG = PolicySettings()
 PAY = "checkout.PaymentTest::test_refund"
@@ -106,12 +107,12 @@ def test_known_flaky(test: TestHistory, runs_needed: int, flaky: bool) -> None:
         # A known-flaky failure alone, even in payments, does not make a release high.
         ([test_history(PAY, recent="FPFPPPPPPP")], "low", {"known_flaky_failures": "low"}),
         ([test_history(CART, flaky_here=True)], "low", {"failed_tests": "low"}),
-        # A new failure in a critical area still does.
-        ([test_history(PAY, recent="PPPP")], "high", {"critical_area_failures": "high"}),
+        # A new failure named after a critical area, with no change there: a new failure.
+        ([test_history(PAY, recent="PPPP")], "medium", {"new_failures": "medium"}),
         # Known flaky beside a new one: the new one counts.
         (
             [test_history(CART, recent="FPF"), test_history(PAY, recent="PP")],
-            "high",
+            "medium",
             {"new_failures": "medium", "known_flaky_failures": "low"},
         ),
         # A failure that was fixed and comes back is not flaky.
@@ -124,6 +125,83 @@ def test_known_flaky_against_new_failures(
     verdict = evaluate(summary(*(t.label for t in tests)), CFG, history=history(*tests))
     assert verdict.severity == severity
     assert levels.items() <= names(verdict).items()
+
+
+def _suspect(path: str) -> Suspect:
+    return Suspect("9" * 40, "Round refunds", "Ada", ON_PATH, path, 12, 0, "runs through")
+
+
+@pytest.mark.parametrize(
+    ("failing", "changes", "severity", "raised", "not_raised"),
+    [
+        # No suspects computed (no changed lines ingested): a change of the release in the
+        # area the failing test's name names backs it; the name alone does not.
+        (
+            test_history(PAY, recent="PPPP"), ["Copy fixes"], "medium", set(),
+            {"critical_area_failures"},
+        ),
+        (
+            test_history(PAY, recent="PPPP"), ["Round refunds in payment capture"], "high",
+            {"critical_area_failures"}, set(),
+        ),
+        # Suspects computed: the first suspect's path decides, in the suspect's own signal.
+        (
+            dataclasses.replace(
+                test_history(CART, recent="PPPP"), suspects=(_suspect("payments/refund.py"),),
+                suspects_computed=True,
+            ),
+            ["Copy fixes"], "high", {"suspect_in_critical_area"}, {"critical_area_failures"},
+        ),
+        (
+            dataclasses.replace(
+                test_history(PAY, recent="PPPP"), suspects=(_suspect("web/receipt.py"),),
+                suspects_computed=True,
+            ),
+            ["Copy fixes"], "medium", set(),
+            {"critical_area_failures", "suspect_in_critical_area"},
+        ),
+        # Computed and none found, even with a change in payments: no change of the release
+        # runs through the failure, so the payments change is not paired with it.
+        (
+            dataclasses.replace(test_history(PAY, recent="PPPP"), suspects_computed=True),
+            ["Round refunds in payment capture"], "medium", set(),
+            {"critical_area_failures", "suspect_in_critical_area", "risky_changes_with_failures"},
+        ),
+        # Its suspect is elsewhere: a payments change beside it is not its cause.
+        (
+            dataclasses.replace(
+                test_history(CART, recent="PPPP"), suspects=(_suspect("web/receipt.py"),),
+                suspects_computed=True,
+            ),
+            ["Round refunds in payment capture"], "medium", set(),
+            {"critical_area_failures", "suspect_in_critical_area", "risky_changes_with_failures"},
+        ),
+        # Not computed (no changed lines): the payments change and the failure are paired.
+        (
+            test_history(CART, recent="PPPP"), ["Round refunds in payment capture"], "high",
+            {"risky_changes_with_failures"}, set(),
+        ),
+        # A known-flaky failure with no suspect on its path raises nothing of an area.
+        (
+            dataclasses.replace(
+                test_history(PAY, recent="FPFPPPPPPP"), suspects_computed=True
+            ),
+            ["Copy fixes"], "low", set(),
+            {"critical_area_failures", "suspect_in_critical_area"},
+        ),
+    ],
+)  # fmt: skip
+def test_a_critical_area_failure_needs_evidence(
+    failing: TestHistory,
+    changes: list[str],
+    severity: str,
+    raised: set[str],
+    not_raised: set[str],
+) -> None:
+    verdict = evaluate(summary(failing.label, changes=changes), CFG, history=history(failing))
+    got = {s.name for s in verdict.raised()}
+    assert verdict.severity == severity, got
+    assert raised <= got and not (not_raised & got)
 
 
 def test_the_sentences_cite_the_history() -> None:
@@ -273,8 +351,12 @@ def change(lines: int = 10, files: int = 1, dirs: int = 1) -> ChangeFacts:
 @pytest.mark.parametrize(
     ("facts", "level"),
     [
+        # Without earlier releases: said (low) from 1,000 lines, large from 4,000
+        # (risk/change_signals_test.py has the rule itself).
         (change(lines=999), "none"),
-        (change(lines=1000), "medium"),
+        (change(lines=1000), "low"),
+        (change(lines=3999), "low"),
+        (change(lines=4000), "medium"),
         (change(files=29), "none"),
         (change(files=30), "medium"),
         (change(files=10, dirs=9), "none"),
@@ -298,7 +380,8 @@ def test_the_change_sentence_has_kameis_figures() -> None:
     assert detail(verdict, "change_size") == (
         "The change: 3,000 lines of code (2,400 added, 600 deleted) in 2 files, 2 directories "
         "and 2 subsystems, spread evenly (entropy 0.92 of 1); 3,000 lines of code, at or above "
-        "the 1,000 that make a change large"
+        "the 1,000 that make a change large for a service with a history of its own, but the "
+        "service has no earlier release, too few to judge its size against: large from 4,000"
     )
     assert names(verdict)["critical_paths"] == "medium"
     assert "auth: src/auth/login.py" in detail(verdict, "critical_paths")
@@ -429,3 +512,20 @@ def test_failures_beside_changed_code_name_code_never_ci_docs_or_lock_files() ->
         ),
     )
     assert correlated_paths(test, facts, CFG) == ["src/itsdangerous/timed.py"]
+
+
+def test_risky_changes_pair_only_with_failures_whose_suspects_are_not_known() -> None:
+    ranked = dataclasses.replace(
+        test_history(CART, recent="PPPP"),
+        suspects=(_suspect("web/receipt.py"),),
+        suspects_computed=True,
+    )
+    unranked = test_history("checkout.TaxTest::test_vat", recent="PPPP")
+    verdict = evaluate(
+        summary(ranked.label, unranked.label, changes=["Round refunds in payment capture"]),
+        CFG,
+        history=history(ranked, unranked),
+    )
+    text = detail(verdict, "risky_changes_with_failures")
+    assert text.endswith("failing tests with no ranked suspect: checkout.TaxTest::test_vat")
+    assert CART not in text

@@ -14,7 +14,8 @@ medium and 0.0501 is high; exactly 0.02 is medium and 0.0199 is none. They repro
 specification's severity guidelines:
 
 - high: an error rate above 5 %; a failed test in a critical area (payments, auth, security,
-  data, migrations); risky changes together with failed tests;
+  data, migrations) on evidence: its first suspect changed that area, or, where no suspects
+  could be computed, the release changed code there; risky changes together with failed tests;
 - medium: any other failed test; an error rate from 2 % to 5 %; p95 latency notably up
   (above 1,000 ms, or 20 % or more above the previous release); missing data; risky changes;
 - low: none of the above.
@@ -236,10 +237,18 @@ def _tests(
     cfg: PolicySettings,
     *,
     excused: frozenset[str] = frozenset(),
+    computed: frozenset[str] = frozenset(),
 ) -> list[Signal]:
     """The test signals. `excused` are failing tests the history shows to be known flaky:
     failures of those alone count at `known_flaky_failures_level`, and they neither make a
-    critical area's failure nor go with risky changes."""
+    critical area's failure nor go with risky changes.
+
+    A failing test is in a critical area on evidence, never on a word of its name alone: where
+    its suspects were computed (`computed`), its first suspect's path decides, in
+    `suspect_in_critical_area` (risk/suspect_signals.py), and nothing here; where they could
+    not be (no changed lines were ingested), a change of the release in the area its name
+    names (`risky_found`'s areas: code files, else change lines) backs it. With no change in
+    that area, a critical word in a failing test's name raises nothing beyond `failed_tests`."""
     signals = []
     failed = number(tests.get("failed"))
     failing = [t for t in tests.get("failing_tests") or [] if isinstance(t, str)]
@@ -280,7 +289,10 @@ def _tests(
             + (f" ({flaky_count} of them known flaky)" if flaky_count else ""),
         )
     )
-    critical_failures, areas = _in_critical_areas(counted, cfg)
+    risky, changed_in = risky_found
+    critical_failures, areas = _in_critical_areas(
+        [name for name in counted if name not in computed], cfg, changed_in
+    )
     if critical_failures:
         signals.append(
             Signal(
@@ -297,8 +309,19 @@ def _tests(
                 areas=tuple(areas),
             )
         )
-    risky, areas = risky_found
-    if risky and real_count > 0:
+    areas = changed_in
+    # A failure whose suspects were ranked is tied to a critical change only by its suspect
+    # (`suspect_in_critical_area`): a dependency bump in payments beside a failure in an
+    # unrelated module is not that failure's cause. The pairing stands for the rest.
+    unranked = [name for name in counted if name not in computed]
+    unexplained = real_count - (len(counted) - len(unranked))
+    if risky and unexplained > 0:
+        failures_said = (
+            f"{failed_count} failed test{'s' if failed_count != 1 else ''}"
+            if len(unranked) == len(counted)
+            else "failing tests with no ranked suspect: "
+            + ", ".join(shown(name) for name in unranked)
+        )
         signals.append(
             Signal(
                 name="risky_changes_with_failures",
@@ -307,10 +330,9 @@ def _tests(
                 critical=True,
                 figure=failed_count,
                 threshold=f"{cfg.risky_changes_with_failures_level} when a change touches a "
-                "critical area and any test fails",
+                "critical area and a test fails whose suspects are not known",
                 detail=f"{len(risky)} change{'s' if len(risky) != 1 else ''} in "
-                f"{', '.join(areas)} and {failed_count} failed test"
-                f"{'s' if failed_count != 1 else ''}",
+                f"{', '.join(areas)} and {failures_said}",
                 areas=tuple(areas),
             )
         )
@@ -346,9 +368,13 @@ def _tests(
     return signals
 
 
-def _in_critical_areas(texts: Sequence[str], cfg: PolicySettings) -> tuple[list[str], list[str]]:
-    """The texts that touch a critical area, and those areas (sorted)."""
-    found = {text: areas_in(text, cfg.critical_areas) for text in texts}
+def _in_critical_areas(
+    texts: Sequence[str], cfg: PolicySettings, changed: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The texts that touch a critical area the release `changed`, and those areas (sorted)."""
+    found = {
+        text: [a for a in areas_in(text, cfg.critical_areas) if a in changed] for text in texts
+    }
     touching = [text for text in texts if found[text]]
     return touching, sorted({area for areas in found.values() for area in areas})
 
@@ -458,7 +484,10 @@ def evaluate(
         risky_areas = sorted({*risky_areas, *in_detail})
     tests = summary.get("tests")
     if isinstance(tests, Mapping) and tests:
-        signals += _tests(tests, (risky_texts, risky_areas), cfg, excused=failures.excused)
+        computed = frozenset(t.label for t in past.failing() if t.suspects_computed)
+        signals += _tests(
+            tests, (risky_texts, risky_areas), cfg, excused=failures.excused, computed=computed
+        )
     else:
         signals.append(_missing("tests", MISSING_LABELS["tests"], cfg))
     metrics = summary.get("deployment_metrics")

@@ -104,11 +104,24 @@ def test_latency_alone_never_makes_a_release_high() -> None:
             "medium",
             {"failed_tests"},
         ),
+        # A critical word in a failing test's name alone is no evidence: no change in auth.
         (
             {"failed": 1, "failing_tests": ["test_auth_token_refresh_rejects_expired"]},
             None,
+            "medium",
+            {"failed_tests"},
+        ),
+        # With a change in that area (no suspects computed: the summary's lines are all).
+        (
+            {"failed": 1, "failing_tests": ["test_auth_token_refresh_rejects_expired"]},
+            ["Rewrite session token validation"],
             "high",
-            {"failed_tests", "critical_area_failures"},
+            {
+                "failed_tests",
+                "critical_area_failures",
+                "risky_changes",
+                "risky_changes_with_failures",
+            },
         ),
         (
             {"failed": 1, "failing_tests": ["test_dark_mode"]},
@@ -133,6 +146,7 @@ def test_a_critical_high_vetoes_everything_lower() -> None:
     verdict = evaluate(
         release(
             tests={"failed": 1, "failing_tests": ["test_payment_refund_partial"]},
+            changes=["Round partial refunds in payment capture"],
             deployment_metrics={"error_rate": 0.001},
         )
     )

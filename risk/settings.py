@@ -268,6 +268,14 @@ class PolicySettings(BaseModel):
     large_change_lines_floor: int = Field(300, ge=1)
     large_change_files_floor: int = Field(10, ge=1)
     large_change_directories_floor: int = Field(5, ge=1)
+    # A service with fewer earlier releases than that has no size of its own yet, and a
+    # library's minor release is routinely past the fixed 1,000 lines (decision
+    # 2026-11-27-change-size-without-history: 22 of 288 releases of 7 libraries, 3 past
+    # 4,000). Until it has them, a change is large (`large_change_level`) from these lines
+    # of code, or the fixed files or directories; past the fixed lines alone it is said at
+    # `large_change_without_history_level` (low: in the evidence, raising nothing).
+    large_change_without_history_lines_at_or_above: int | None = Field(4000, ge=1)
+    large_change_without_history_level: Level = "low"
 
     # ---- Metrics read the Prometheus way (issue 28, item 2; helper "metrics") ----
 

@@ -230,8 +230,9 @@ def change_areas(text: str, cfg: PolicySettings) -> list[str]:
 
 def path_areas(path: str, cfg: PolicySettings) -> list[str]:
     """The critical areas a changed file lies in, by the globs of `change_area_paths` and the
-    service's own `critical_paths`: only for code and schema files (a test, doc, CI, lock or
-    vendored file is in no area)."""
+    service's own `critical_paths`: only for code and schema files (a test, doc, CI, lock,
+    vendored or generated file is in no area; a file the reader flagged generated is left out
+    before, with `ChangeFacts.code_files` and `CommitFacts.code_files`)."""
     if file_kind(path) not in CODE_KINDS:
         return []
     found = set(path_area_matches(path, cfg.change_area_paths))

@@ -42,7 +42,7 @@ def _sentence(who: str, top: Suspect, *, many: bool) -> str:
     return f"{who} {fails}; first suspect: {top.reason} ({top.author})"
 
 
-def _grouped(with_suspects: Sequence[tuple[TestHistory, Suspect]]) -> list[str]:
+def grouped_sentences(with_suspects: Sequence[tuple[TestHistory, Suspect]]) -> list[str]:
     """One sentence per first suspect: five same-named parametrized or inherited tests that
     share their suspect (itsdangerous' `test_max_age`, measured) are one clause, not five."""
     groups: dict[tuple[str, str, int | None], list[TestHistory]] = {}
@@ -66,7 +66,7 @@ def suspect_signals(new_failures: Sequence[TestHistory], cfg: PolicySettings) ->
     with_suspects = [(t, t.suspects[0]) for t in new_failures if t.suspects]
     if not with_suspects:
         return []
-    sentences = _grouped(with_suspects)
+    sentences = grouped_sentences(with_suspects)
     more = len(sentences) - NAMED
     detail = "; ".join(sentences[:NAMED]) + (
         f"; and {more} more suspects of other failures" if more > 0 else ""
@@ -110,4 +110,15 @@ def suspect_signals(new_failures: Sequence[TestHistory], cfg: PolicySettings) ->
     return signals
 
 
-__all__ = ["suspect_sentence", "suspect_signals"]
+def top_suspects(new_failures: Sequence[TestHistory], limit: int) -> list[str]:
+    """Each new failure's first suspect, a sentence per suspect (failures sharing one are one
+    clause), at most `limit` and a count of the rest: what the small profile, which has no
+    drill-down, reads of the ranking (risk/digest.py)."""
+    sentences = grouped_sentences([(t, t.suspects[0]) for t in new_failures if t.suspects])
+    more = len(sentences) - limit
+    return sentences[:limit] + (
+        [f"and {more} more failures with other first suspects"] if more > 0 else []
+    )
+
+
+__all__ = ["grouped_sentences", "suspect_sentence", "suspect_signals", "top_suspects"]

@@ -40,8 +40,10 @@ __all__ = [
     "Failure",
     "RangeCommit",
     "Suspect",
+    "exercised_by_names",
     "exercised_paths",
     "file_of_test_case",
+    "imported_names",
     "lines_at_head",
     "python_imports",
     "rank_suspects",
@@ -292,31 +294,45 @@ def namesakes(test_path: str, repo_paths: Iterable[str]) -> frozenset[str]:
     return frozenset(found)
 
 
+def imported_names(test_path: str, test_source: str) -> list[str]:
+    """What a test file imports, as written: Python modules, Java/Kotlin classes, JS/TS relative
+    paths (the CI client reads the same, `detective_client.head.imported_names`)."""
+    if test_path.endswith(".py"):
+        return python_imports(test_source)
+    if test_path.endswith((".java", ".kt")):
+        return _JAVA_IMPORT.findall(test_source)
+    return _JS_IMPORT.findall(test_source)
+
+
+def exercised_by_names(
+    test_path: str, names: Iterable[str], repo_paths: Iterable[str]
+) -> frozenset[str]:
+    """The repository's files a test exercises, from its import names (`imported_names`, or as
+    the CI client sent them) and its namesake."""
+    paths = [p for p in repo_paths if p.endswith(_SOURCE_SUFFIXES) and p != test_path]
+    found: set[str] = set()
+    wanted: list[str] = []
+    for name in names:
+        if test_path.endswith(".py"):
+            base = name.replace(".", "/")
+            wanted += [f"{base}.py", f"{base}/__init__.py"]
+        elif test_path.endswith((".java", ".kt")):
+            wanted += [name.replace(".", "/") + ext for ext in (".java", ".kt")]
+        else:
+            base = _normalise(str(PurePosixPath(PurePosixPath(test_path).parent, name)))
+            wanted += [base] + [base + ext for ext in _SOURCE_SUFFIXES[2:]]
+            wanted += [f"{base}/index{ext}" for ext in _SOURCE_SUFFIXES[2:]]
+    for want in wanted:
+        found |= {p for p in paths if p == want or p.endswith("/" + want)}
+    return frozenset(found) | namesakes(test_path, paths)
+
+
 def exercised_paths(
     test_path: str, test_source: str | None, repo_paths: Iterable[str]
 ) -> frozenset[str]:
     """The repository's files the test exercises: its imports at the head, and its namesake."""
-    paths = [p for p in repo_paths if p.endswith(_SOURCE_SUFFIXES) and p != test_path]
-    found: set[str] = set()
-    wanted: list[str] = []
-    if test_source:
-        if test_path.endswith(".py"):
-            for module in python_imports(test_source):
-                base = module.replace(".", "/")
-                wanted += [f"{base}.py", f"{base}/__init__.py"]
-        elif test_path.endswith((".java", ".kt")):
-            for name in _JAVA_IMPORT.findall(test_source):
-                wanted += [name.replace(".", "/") + ext for ext in (".java", ".kt")]
-        else:
-            folder = PurePosixPath(test_path).parent
-            for relative in _JS_IMPORT.findall(test_source):
-                base = str(PurePosixPath(folder, relative))
-                base = _normalise(base)
-                wanted += [base] + [base + ext for ext in _SOURCE_SUFFIXES[2:]]
-                wanted += [f"{base}/index{ext}" for ext in _SOURCE_SUFFIXES[2:]]
-    for want in wanted:
-        found |= {p for p in paths if p == want or p.endswith("/" + want)}
-    return frozenset(found) | namesakes(test_path, paths)
+    names = imported_names(test_path, test_source) if test_source else []
+    return exercised_by_names(test_path, names, repo_paths)
 
 
 def _normalise(path: str) -> str:

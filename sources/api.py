@@ -23,10 +23,10 @@ from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
-from detective_client.records import CommitRecord, RecordError
-from releases import assessing
+from assessments import assessing
+from assessments import tasks as releases_tasks
+from detective_client.records import CommitRecord, HeadRecord, RecordError
 from releases import selectors as releases_selectors
-from releases import tasks as releases_tasks
 from releases.validation import VERSION_PATTERN
 from sources import selectors, services
 from sources.models import IngestionToken, MetricWindow
@@ -221,6 +221,18 @@ class FileChangeIn(Schema):
     old_path: str | None = None
     added: int | None = Field(None, description="None for a binary file.")
     deleted: int | None = None
+    # Optional: a client older than these flags sends none, and the path alone then decides.
+    generated: bool = Field(False, description="A generated file (its header, .gitattributes).")
+    vendored: bool = Field(False, description="A vendored file (.gitattributes).")
+    removed: bool = Field(False, description="The commit deleted the file (git status D).")
+    hunks: list[list[int]] | None = Field(
+        None,
+        description=(
+            "The line ranges the commit changed in the file: `git diff -U0` hunk headers as "
+            "[old_start, old_count, new_start, new_count]. Optional; with them (and `head`) "
+            "the release's failures get suspect commits. At most 50,000 a request."
+        ),
+    )
 
 
 class CommitIn(Schema):
@@ -233,8 +245,38 @@ class CommitIn(Schema):
     parents: list[str]
 
 
+class HeadIn(Schema):
+    sha: str = Field(description="The commit the range ends at.")
+    tests: dict[str, list[str]] = Field(
+        description="Test file at the head -> the names it imports, as written (at most 2,000 "
+        "files, 200 names each)."
+    )
+    blame: dict[str, list[tuple[int, int, str]]] = Field(
+        description="Path the range changed -> [start, end, sha]: the commit of the range that "
+        "last wrote those lines at the head (`git blame`; at most 300 paths)."
+    )
+    scopes: dict[str, list[tuple[int, int, list[str]]]] = Field(
+        default_factory=dict,
+        description="Python path the range changed -> [start, end, [words]]: each function's "
+        "lines and the identifiers of its text (at most 2,000 functions, 300 words each).",
+    )
+    truncated: bool = False
+
+
 class CommitsIn(Schema):
     commits: list[CommitIn] = Field(description="As detective_client.git.read_range gives them.")
+    head: HeadIn | None = Field(
+        None, description="The head's facts for ranking suspects (detective_client.head)."
+    )
+
+    def records(self) -> tuple[list[CommitRecord], HeadRecord | None]:
+        """The commits and the head as records, checked strictly (`RecordError` says where)."""
+        commits = [
+            CommitRecord.from_json(commit.dict(), f"commits[{index}]")
+            for index, commit in enumerate(self.commits)
+        ]
+        head = None if self.head is None else HeadRecord.from_json(self.head.dict())
+        return commits, head
 
 
 @api.post(
@@ -247,13 +289,10 @@ def post_commits(
 ) -> Status[dict[str, Any]]:
     release = services.release_for(version, query.service, _origin(request))
     try:
-        commits = [
-            CommitRecord.from_json(commit.dict(), f"commits[{index}]")
-            for index, commit in enumerate(body.commits)
-        ]
+        commits, head = body.records()
     except RecordError as exc:
         raise IngestError(f"Invalid commit: {exc}.", 422) from None
-    result = services.ingest_commits(release, commits, _origin(request))
+    result = services.ingest_commits(release, commits, _origin(request), head=head)
     return _ingested(result)
 
 

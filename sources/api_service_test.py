@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from releases import services as releases_services
+from assessments import services as releases_services
 from releases.models import Conversation, Release, Service
 from sources import services
 

@@ -14,6 +14,7 @@ from releases.models import Release, Service
 from sources import services
 from sources.models import (
     Commit,
+    CommitFile,
     Ingestion,
     IngestionToken,
     MetricSample,
@@ -261,6 +262,51 @@ def test_invalid_commits_are_422_with_the_field(token: str, release: Release) ->
         Client(), "/api/releases/v1/commits?service=checkout", {"commits": [commit]}, token
     )
     assert code == 422 and "authored_at" in answer["error"]
+    assert not Commit.objects.exists()
+
+
+def test_the_file_flags_are_stored_and_an_older_clients_files_have_none(
+    token: str, release: Release
+) -> None:
+    commit = {
+        "sha": SHA,
+        "author_name": "A",
+        "author_email": "a@x",
+        "authored_at": "2026-11-20T09:00:00+00:00",
+        "message": "Update to Unicode 16",
+        "files": [
+            {"path": "idna/uts46data.py", "old_path": None, "added": 9, "deleted": 8,
+             "generated": True},
+            {"path": "api/v1.py", "old_path": None, "added": 0, "deleted": 3, "removed": True},
+            {"path": "idna/core.py", "old_path": None, "added": 2, "deleted": 1},
+        ],
+        "parents": [],
+    }  # fmt: skip
+    path = "/api/releases/v1/commits?service=checkout"
+    code, _ = post(Client(), path, {"commits": [commit]}, token)
+    assert code == 201
+    stored = {f.path: (f.generated, f.vendored, f.removed) for f in CommitFile.objects.all()}
+    assert stored == {
+        "idna/uts46data.py": (True, False, False),
+        "api/v1.py": (False, False, True),
+        "idna/core.py": (False, False, False),
+    }
+
+
+def test_a_flag_that_is_not_a_boolean_is_422(token: str, release: Release) -> None:
+    commit = {
+        "sha": SHA,
+        "author_name": "A",
+        "author_email": "a@x",
+        "authored_at": "2026-11-20T09:00:00+00:00",
+        "message": "m",
+        "files": [{"path": "a.py", "old_path": None, "added": 1, "deleted": 0,
+                   "generated": "maybe"}],
+        "parents": [],
+    }  # fmt: skip
+    path = "/api/releases/v1/commits?service=checkout"
+    code, answer = post(Client(), path, {"commits": [commit]}, token)
+    assert code == 422 and "generated" in answer["error"]
     assert not Commit.objects.exists()
 
 

@@ -39,7 +39,7 @@ def test_assess_queues_one_run_for_the_worker(
     run = Conversation.objects.get(release=shop_release)
     assert (body["run"], body["status"]) == (str(run.pk), RunStatus.QUEUED)
     assert body["url"] == f"http://testserver/runs/{run.pk}/"
-    assert DBTaskResult.objects.filter(task_path="releases.tasks.assess_release").count() == 1
+    assert DBTaskResult.objects.filter(task_path="assessments.tasks.assess_release").count() == 1
     # Asked again while it waits: the same run, nothing queued twice.
     status, again = assess(client, token, "/api/releases/v3.0.0/assess?service=shop")
     assert (status, again["run"]) == (202, body["run"])
@@ -64,6 +64,7 @@ def test_a_rerun_job_keeps_the_decision_and_force_assesses_again(
     from django.contrib.auth.models import User
 
     from releases import services as releases_services
+    from review import services as review_services
 
     _, token = services.create_token("CI of shop", shop_release.service)
     path = "/api/releases/v3.0.0/assess?service=shop"
@@ -76,7 +77,7 @@ def test_a_rerun_job_keeps_the_decision_and_force_assesses_again(
         release=shop_release, severity="high", findings=["Errors tripled"], conversation=run
     )
     manager = User.objects.create_user("rm", password="pw-123456789")
-    releases_services.decide_report(report, manager, decision="accept")
+    review_services.decide_report(report, manager, decision="accept")
 
     # The job is re-run on the same data: the decision stands, nothing is queued.
     status, kept = assess(client, token, path)

@@ -3,15 +3,17 @@
 The client (`detective ingest`) sends the release and its sources in one multipart request:
 
 - `release`: JSON, as `POST /api/releases` takes it (service, version, title, git ...);
-- `commits`: JSON, `{"commits": [...]}` as `POST /api/releases/<v>/commits` takes it (optional;
-  a field or a file part);
+- `commits`: JSON, `{"commits": [...], "head": {...}}` as `POST /api/releases/<v>/commits`
+  takes it (optional; a field or a file part; each file's `hunks` and the `head` optional);
 - `junit`: JUnit XML files, any number, each with its file name;
 - `metrics`: one OpenMetrics / Prometheus text file (optional).
 
 Everything runs in one transaction through the same services as the separate endpoints, so a
 part refused (a malformed report, a token of another service, a bad commit) leaves nothing of
 the others: the answer says `"stored": "nothing"` with the reason, or `"stored": "all"` with
-what each part stored. The token is an ingestion token, as for every ingestion call.
+what each part stored. Once every part is stored, the failures' suspect commits are ranked
+(`sources.services.suspects.rank_stored`) when commits with hunks and failures are both there,
+whichever ingestion brought them. The token is an ingestion token, as for every ingestion call.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
-from detective_client.records import CommitRecord, RecordError
+from detective_client.records import CommitRecord, HeadRecord, RecordError
 from sources import selectors, services
 from sources.api import CommitsIn, ReleaseIn
 from sources.parsers import junit
 from sources.parsers.openmetrics import MAX_BYTES as METRICS_MAX_BYTES
 from sources.parsers.openmetrics import MetricsFormatError, parse_metrics
 from sources.services import IngestError, Origin, ReleaseFields
+from sources.services.suspects import rank_stored
 
 
 def _refused(status: int, message: str) -> JsonResponse:
@@ -70,13 +73,9 @@ def _release_fields(data: Any) -> ReleaseFields:
     return body.fields()
 
 
-def _commits(data: Any) -> list[CommitRecord]:
+def _commits(data: Any) -> tuple[list[CommitRecord], HeadRecord | None]:
     try:
-        body = CommitsIn.model_validate(data)
-        return [
-            CommitRecord.from_json(commit.dict(), f"commits[{index}]")
-            for index, commit in enumerate(body.commits)
-        ]
+        return CommitsIn.model_validate(data).records()
     except ValidationError as exc:
         raise IngestError(f"Invalid commits: {exc.errors()[0]['msg']}.", 422) from None
     except RecordError as exc:
@@ -91,18 +90,23 @@ def store_bundle(request: HttpRequest, origin: Origin) -> dict[str, Any]:
     """Every part, in one transaction; an IngestError from any of them stores nothing."""
     fields = _release_fields(_json_field(request, "release"))
     commits_data = _json_field(request, "commits")
-    commits = _commits(commits_data) if commits_data is not None else []
+    commits, head = _commits(commits_data) if commits_data is not None else ([], None)
     parts: list[dict[str, Any]] = []
     with transaction.atomic():
         release, created = services.upsert_release(fields, origin)
+        stored = False  # a part stored anew: the suspects are ranked once, at the end
         if commits:
-            result = services.ingest_commits(release, commits, origin)
+            result = services.ingest_commits(release, commits, origin, head=head, rank=False)
             parts.append(_part("commits", f"{len(commits)} commits", result))
+            stored |= result.created
         for upload in request.FILES.getlist("junit"):
             if upload.size and upload.size > junit.MAX_BYTES:
                 raise IngestError(f"{upload.name} is larger than {junit.MAX_BYTES:,} bytes.", 413)
-            result = services.ingest_junit(release, upload, upload.name or "report.xml", origin)
-            parts.append(_part("junit", upload.name or "report.xml", result))
+            name = upload.name or "report.xml"
+            result = services.ingest_junit(release, upload, name, origin, rank=False)
+            parts.append(_part("junit", name, result))
+            stored |= result.created
+        ranked = rank_stored(release) if stored else None
         metrics = request.FILES.get("metrics")
         if metrics is not None:
             name = metrics.name or "metrics.txt"
@@ -122,6 +126,7 @@ def store_bundle(request: HttpRequest, origin: Origin) -> dict[str, Any]:
         "created": created,
         "url": request.build_absolute_uri(release.get_absolute_url()),
         "parts": parts,
+        **({"failures_with_suspects": ranked} if ranked is not None else {}),
     }
 
 

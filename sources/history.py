@@ -21,7 +21,7 @@ from django.db.models.functions import Coalesce
 
 from releases.models import Release
 from releases.release_order import earlier_releases
-from risk.changes import CODE_KINDS, commit_facts, file_kind
+from risk.changes import CODE_KINDS, FileTouch, commit_facts, file_kind
 from risk.history import (
     AuthorFacts,
     ChangeFacts,
@@ -186,6 +186,7 @@ def test_histories(
     where: dict[tuple[str, str], tuple[str, str]] = {}
     # The suspects of its last failing attempt that has them (sources/services/suspects.py).
     suspects_of: dict[tuple[str, str], tuple[Suspect, ...]] = {}
+    computed: set[tuple[str, str]] = set()
     recent: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
     failed_in: dict[tuple[str, str], set[int]] = defaultdict(set)
     order: dict[int, tuple[Any, int, str]] = {}
@@ -195,6 +196,8 @@ def test_histories(
             if stored in keys:
                 attempts[stored].append(status)
                 where.setdefault(stored, (suite, file))
+                if suspects is not None and status in _FAILING:
+                    computed.add(stored)
                 if suspects and suspects.get("ranked") and status in _FAILING:
                     suspects_of[stored] = tuple(Suspect(**s) for s in suspects["ranked"])
             continue
@@ -241,6 +244,7 @@ def test_histories(
                 failed_before=bool(before),
                 recent=tuple(history_here),
                 suspects=suspects_of.get(key, ()),
+                suspects_computed=key in computed,
             )
         )
     return tuple(histories), True
@@ -304,6 +308,9 @@ _CommitRow = tuple[
     int | None,
     bool | None,
     str | None,
+    bool | None,
+    bool | None,
+    bool | None,
 ]
 
 
@@ -346,6 +353,9 @@ def _commit_rows(release: Release, refs: Sequence[ReleaseRef]) -> list[_CommitRo
             "files__deleted",
             "files__binary",
             "files__old_path",
+            "files__generated",
+            "files__vendored",
+            "files__removed",
         )
     )
 
@@ -357,7 +367,7 @@ def _change_facts_and_renames(
     query (`_commit_rows`)."""
     rows = _commit_rows(release, refs)
     commits: dict[int, tuple[str, str, str, list[str] | None, str]] = {}
-    per_commit: dict[int, list[tuple[str, int | None, int | None, str]]] = defaultdict(list)
+    per_commit: dict[int, list[FileTouch]] = defaultdict(list)
     renames: list[tuple[str, str]] = []
     window = {ref.id for ref in refs}
     window_rows = []
@@ -366,13 +376,25 @@ def _change_facts_and_renames(
         if release_id != release.pk:
             earlier_rows.append((pk, name, email, path))
             if release_id in window and path is not None:
-                window_rows.append((release_id, path, rest[0], rest[1], parents))
+                window_rows.append(
+                    (release_id, path, rest[0], rest[1], parents, bool(rest[4]), bool(rest[5]))
+                )
             continue
         commits.setdefault(pk, (name, email, message, parents, sha))
         if path is None:
             continue
-        added, deleted, _, old_path = rest
-        per_commit[pk].append((path, added, deleted, old_path or ""))
+        added, deleted, _, old_path, generated, vendored, removed = rest
+        per_commit[pk].append(
+            FileTouch(
+                path=path,
+                added=added or 0,
+                deleted=deleted or 0,
+                old_path=old_path or "",
+                generated=bool(generated),
+                vendored=bool(vendored),
+                removed=bool(removed),
+            )
+        )
         if old_path and old_path != path and file_kind(path) == "test":
             renames.append((old_path, path))
     kept = {
@@ -384,6 +406,8 @@ def _change_facts_and_renames(
         return None, renames
     lines: dict[str, list[int]] = {}
     binary: set[str] = set()
+    generated: set[str] = set()
+    vendored: set[str] = set()
     by_author: dict[str, set[str]] = defaultdict(set)
     commit_count: dict[str, int] = defaultdict(int)
     display: dict[str, str] = {}
@@ -391,7 +415,7 @@ def _change_facts_and_renames(
         key = _author_key(name, email)
         commit_count[key] += 1
         display.setdefault(key, name or email)
-    for pk, path, added, deleted, is_binary, _ in (
+    for pk, path, added, deleted, is_binary, _, is_generated, is_vendored in (
         (pk, *row) for pk, *row in _own_files(rows, release.pk) if pk in kept
     ):
         counted = lines.setdefault(path, [0, 0])
@@ -399,10 +423,21 @@ def _change_facts_and_renames(
         counted[1] += deleted or 0
         if is_binary:
             binary.add(path)
+        if is_generated:
+            generated.add(path)
+        if is_vendored:
+            vendored.add(path)
         name, email, _ = kept[pk]
         by_author[_author_key(name, email)].add(path)
     files = tuple(
-        FileChange(path=path, added=a, deleted=d, binary=path in binary)
+        FileChange(
+            path=path,
+            added=a,
+            deleted=d,
+            binary=path in binary,
+            generated=path in generated,
+            vendored=path in vendored,
+        )
         for path, (a, d) in sorted(lines.items())
     )
     messages = tuple(message[:MESSAGE_CHARS] for _, _, message in kept.values())[:MAX_MESSAGES]
@@ -459,23 +494,24 @@ def _change_facts_and_renames(
 
 def _own_files(
     rows: Sequence[_CommitRow], release_id: int
-) -> Iterable[tuple[int, str, int | None, int | None, bool | None, str | None]]:
-    for pk, owner, _, _, _, _, _, path, added, deleted, is_binary, old_path in rows:
+) -> Iterable[tuple[int, str, int | None, int | None, bool | None, str | None, bool, bool]]:
+    for pk, owner, _, _, _, _, _, path, added, deleted, is_binary, old_path, *flags in rows:
         if owner == release_id and path is not None:
-            yield pk, path, added, deleted, is_binary, old_path
+            yield pk, path, added, deleted, is_binary, old_path, bool(flags[0]), bool(flags[1])
 
 
 def _earlier_code_sizes(
     refs: Sequence[ReleaseRef],
-    rows: Iterable[tuple[int, str, int | None, int | None, list[str] | None]],
+    rows: Iterable[tuple[int, str, int | None, int | None, list[str] | None, bool, bool]],
 ) -> tuple[tuple[int, int, int], ...]:
     """(code lines, code files, code directories) of each earlier release with commits, most
     recent first: what "large for this service" is judged against (merges left out); `rows`:
-    (release, path, added, deleted, parents) of the refs' commit files."""
+    (release, path, added, deleted, parents, generated, vendored) of the refs' commit files."""
     lines: dict[int, int] = defaultdict(int)
     files: dict[int, set[str]] = defaultdict(set)
-    for release_id, path, added, deleted, parents in rows:
-        if len(parents or []) > 1 or file_kind(path) not in CODE_KINDS:
+    for release_id, path, added, deleted, parents, generated, vendored in rows:
+        kind = file_kind(path, generated=generated, vendored=vendored)
+        if len(parents or []) > 1 or kind not in CODE_KINDS:
             continue
         lines[release_id] += (added or 0) + (deleted or 0)
         files[release_id].add(path)

@@ -156,9 +156,38 @@ class CommitFile(models.Model):
     added = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for binary.")
     deleted = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for binary.")
     binary = models.BooleanField(default=False)
+    # What the git reader found at the release's head (detective_client/generated.py); False
+    # from a client older than the flags, and then the path alone says what the file is.
+    generated = models.BooleanField(
+        default=False, help_text="A generator's header or linguist-generated at the head."
+    )
+    vendored = models.BooleanField(default=False, help_text="linguist-vendored at the head.")
+    removed = models.BooleanField(default=False, help_text="The commit deleted the file.")
+    # The line ranges the commit changed in the file, `git diff -U0` headers as
+    # [old_start, old_count, new_start, new_count] (detective_client.hunks); null when none
+    # were sent (an older client, `manage.py ingest`, a binary, lock or generated file).
+    hunks = models.JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.path
+
+
+class ReleaseHead(models.Model):
+    """What ranking a failure's suspects needs from the release's head, sent by the CI client
+    with the commits (`detective_client.records.HeadRecord`): its test files' import names, the
+    blame of the paths the range changed and the functions of the Python ones. The latest sent
+    replaces the one before."""
+
+    release = models.OneToOneField(Release, on_delete=models.CASCADE, related_name="head_facts")
+    sha = models.CharField(max_length=64)
+    tests = models.JSONField(default=dict, blank=True)
+    blame = models.JSONField(default=dict, blank=True)
+    scopes = models.JSONField(default=dict, blank=True)
+    truncated = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"head {self.sha[:9]} of {self.release}"
 
 
 class TestStatus(models.TextChoices):

@@ -27,6 +27,8 @@ def test_assess_prints_the_run_and_the_report_and_exits_0(
 ) -> None:
     release = make_release(
         "v4.2.0",
+        # A payments change and a failing payments test: high (the name alone would not be).
+        changes=["Round refunds in payment capture"],
         test_results={
             "passed": 9,
             "failed": 1,

@@ -29,7 +29,7 @@ from django.db import connection, connections
 from django.test import Client
 from django_tasks_db.models import DBTaskResult
 
-from releases import runner, services, tasks
+from assessments import runner, services, tasks
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 from tests.live_site import start_worker, subprocess_environment
 from tests.llm_server import MODEL, ScriptedLLM

@@ -163,6 +163,8 @@ class ScriptedAgent:
                 arguments = {"release_id": release, **DRILL_DOWN_ARGUMENTS.get(tool, {})}
                 if tool == "get_metric_history" and "error-rate" in scenario.tags:
                     arguments["metric"] = "error_rate"
+                if tool == "get_failure_suspects":
+                    arguments["test"] = _first_failing(results["get_release_summary"][1])
                 call = ToolCall(id=f"call_d{n}", name=tool, arguments=arguments)
                 return reply(f"Looking closer: {tool}.", call, input_tokens=700, output_tokens=30)
         _, summary_text = results.get("get_release_summary", (True, ""))
@@ -250,6 +252,17 @@ def _evidence(summary: str) -> list[str]:
     if isinstance(evidence, dict):
         evidence = list(evidence.values())
     return [str(s) for s in evidence] if isinstance(evidence, list) else []
+
+
+def _first_failing(summary: str) -> str:
+    """The first failing test the summary names (what the suspects drill-down asks about)."""
+    try:
+        data = json.loads(summary)
+    except ValueError:
+        return "unknown"
+    tests = data.get("tests") if isinstance(data, dict) else None
+    failing = tests.get("failing_tests") if isinstance(tests, dict) else None
+    return str(failing[0]) if isinstance(failing, list) and failing else "unknown"
 
 
 def _tool_results(messages: list[dict[str, Any]]) -> dict[str, tuple[bool, str]]:

@@ -254,3 +254,23 @@ def test_scenarios_made_of_files_are_ingested_once_and_their_trials_read_them(
     assert {trial.metadata["eval"]["release_pk"] for trial in again} == releases
     assert Ingestion.objects.count() == ingestions
     assert not RiskReport.objects.exists()
+
+
+def test_the_scenarios_with_a_known_culprit_pass_with_the_report_naming_it(
+    llm: respx.MockRouter,
+) -> None:
+    culprits = (
+        "--scenarios=culprit_python_remote_surcharge,culprit_java_reservation_off_by_one,"
+        "culprit_js_category_coupon"
+    )
+    run, out, error = run_evals(llm, ScriptedAgent("good"), culprits, "--trials=1")
+    assert error is None, out
+    assert run.results.count() == 3 and run.pass_rate == 1.0, out
+    for result in run.results.all():
+        checks = result.scores["scores"]["decision_quality"]["checks"]
+        named = [c for c in checks if c["name"] == "names the culprit"]
+        assert len(named) == 1 and named[0]["passed"], (result.scenario_id, checks)
+        # The agent asked for a failure's suspects before filing (the larger models' profile).
+        tools = result.scores["scores"]["tool_usage"]["checks"]
+        asked = [c for c in tools if c["name"] == "called get_failure_suspects before filing"]
+        assert len(asked) == 1 and asked[0]["passed"], (result.scenario_id, tools)

@@ -21,6 +21,7 @@ from detective_site.asgi import application
 from evals.models import EvalRun
 from releases import services
 from releases.models import Conversation, Release, RunStatus
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # Outside the site's permission rules: the admin (its own), the API (bearer tokens), login.
@@ -49,7 +50,7 @@ def _objects(make_release: Callable[..., Release], owner: User) -> dict[str, Any
     report = services.file_risk_report(
         release=release, severity="high", findings=["a finding"], summary="s", conversation=run
     )
-    decision = services.decide_report(report, owner, decision="accept")
+    decision = review_services.decide_report(report, owner, decision="accept")
     eval_run = EvalRun.objects.create(suite_version="1")
     return {
         "version": release.version,

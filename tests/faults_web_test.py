@@ -17,7 +17,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from releases.models import Conversation, Release, RunStatus
-from tests.faults_test import (  # noqa: F401  (up and the fixtures it needs)
+from tests.llm_server import ScriptedLLM
+from tests.up_site import (  # noqa: F401  (up and the fixtures it needs)
     Prober,
     Up,
     _children,
@@ -30,7 +31,6 @@ from tests.faults_test import (  # noqa: F401  (up and the fixtures it needs)
     streaming,
     up,
 )
-from tests.llm_server import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

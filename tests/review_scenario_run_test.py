@@ -16,6 +16,7 @@ from evals.models import EvalRun
 from evals.scenario import load_suite
 from releases import services
 from releases.models import RiskReport
+from review import services as review_services
 from tests.eval_agents import MODEL, ScriptedAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,10 +60,10 @@ def test_an_exported_override_runs_as_a_scenario(
     )
     report = RiskReport.objects.create(release=release, severity="medium", findings=["1 failed"])
     reviewer = django_user_model.objects.create(username="rm")
-    decision = services.decide_report(
+    decision = review_services.decide_report(
         report, reviewer, decision="override", severity="high", reason="Refunds are money."
     )
-    services.export_scenario(decision)
+    review_services.export_scenario(decision)
     decision.refresh_from_db()
 
     suite = load_suite(extra_dirs=[tmp_path])

@@ -14,7 +14,8 @@ from detective_client.verdict import markdown
 from releases.release_verdict import suspects_said
 from releases.verdicts import judge_release
 from releases.views_test import viewer_with_view_permissions
-from sources.models import TestCase
+from sources.history import read_history
+from sources.models import CommitFile, TestCase
 from tests.ingest_test import git, ingest
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +94,15 @@ def test_a_breaking_commit_is_the_failures_first_suspect_and_the_evidence_says_s
     ]
     assert failed.suspects["lines"] == {culprit: [["payments/timed.py", 2, 2, False]]}
     assert TestCase.objects.get(name="test_other").suspects is None
+    # The range's hunks are kept as the CI client sends them (a later report is ranked from
+    # them), and the history says the failure's suspects were computed: its evidence of an
+    # area is then its suspect's path (risk/policy.py), never its name.
+    assert CommitFile.objects.get(commit__sha=culprit, path="payments/timed.py").hunks == [
+        [2, 1, 2, 1]
+    ]
+    past = read_history(failed.release)
+    [failing] = past.failing()
+    assert failing.label == "tests.test_timed::test_max_age" and failing.suspects_computed
 
     verdict = judge_release(failed.release).verdict
     evidence = verdict.evidence()

@@ -25,7 +25,7 @@ from agent.providers.protocol import ModelResponse
 from agent.providers.wire import RAW_ARGUMENTS_KEY
 from agent.testing.fakes import call, reply
 from agent.testing.wire import ANTHROPIC_MODEL, OLLAMA_MODEL, OPENAI_MODEL, mount
-from releases import runner, services
+from assessments import runner, services
 from releases.models import Conversation, Release, ReportOrigin, RiskReport, RunStatus
 from releases.selectors import release_verdict, with_severity_shown
 
@@ -218,7 +218,7 @@ def test_every_demo_release_assessed_by_the_scripted_model_ends_with_a_stored_re
 def test_a_failure_to_store_the_verdict_still_ends_the_run_failed(
     risky: Release, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from releases import outcomes
+    from assessments import outcomes
 
     def broken(*args: Any, **kwargs: Any) -> outcomes.Concluded:
         raise RuntimeError("a bug")

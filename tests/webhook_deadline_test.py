@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from django_tasks_db.models import DBTaskResult
 
-from releases import services as releases_services
-from releases import tasks as releases_tasks
+from assessments import services as releases_services
+from assessments import tasks as releases_tasks
 from releases.models import Conversation, Release
 from tests.live_site import LiveSite
 from tests.llm_server import ScriptedLLM

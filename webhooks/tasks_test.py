@@ -15,9 +15,11 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from assessments import services as run_services
 from releases import services as releases_services
 from releases.models import Release, Service
 from releases.selectors import release_verdict
+from review import services as review_services
 from tests.webhook_receiver import Receiver
 from webhooks import tasks
 from webhooks.models import Event, WebhookDelivery, WebhookEndpoint
@@ -92,14 +94,12 @@ def test_filing_a_verdict_queues_one_delivery_per_endpoint_that_wants_it(
 def test_a_filed_verdict_waits_for_its_run_to_end(
     release: Release, receiver: Receiver, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from releases import tasks as releases_tasks
+    from assessments import tasks as releases_tasks
     from releases.models import RunStatus
 
     endpoint(receiver.url)
-    run = releases_services.start_assessment(
-        release, None, enqueue=releases_tasks.enqueue_assessment
-    )
-    releases_services.mark_running(run.pk)
+    run = run_services.start_assessment(release, None, enqueue=releases_tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
     file_report(release, django_capture_on_commit_callbacks)
     [first] = queued()
     assert "its run has not ended" in run_queued(first)
@@ -107,7 +107,7 @@ def test_a_filed_verdict_waits_for_its_run_to_end(
     [_, again] = queued()
     assert again.args_kwargs["args"][8] == 3
     assert timezone.now() < again.run_after < timezone.now() + timedelta(seconds=4)
-    assert releases_services.finish_run(run.pk, status=RunStatus.SUCCEEDED)
+    assert run_services.finish_run(run.pk, status=RunStatus.SUCCEEDED)
     assert run_queued(again) == "delivered"
     assert json.loads(receiver.received[0].body)["state"] == "assessed"
 
@@ -120,7 +120,7 @@ def test_deciding_a_verdict_queues_a_decided_event(
     report = release.risk_reports.get()
     person = User.objects.create_user("rm", password="x")
     with django_capture_on_commit_callbacks(execute=True):
-        releases_services.decide_report(
+        review_services.decide_report(
             report, person, decision="override", severity="low", reason="a known flaky test"
         )
     [task] = queued()

@@ -299,9 +299,10 @@ class HttpChannel:
     async def _send(self, request: httpx.Request, url: str) -> httpx.Response:
         """Send, and wait for the response's start at most the first-byte deadline."""
         try:
-            return await asyncio.wait_for(
-                self._client.send(request, stream=True), self.deadlines.first_byte
-            )
+            # asyncio.timeout, not wait_for: wait_for runs the send in a task of its own, one
+            # more task and loop turn per model call.
+            async with asyncio.timeout(self.deadlines.first_byte):
+                return await self._client.send(request, stream=True)
         except TimeoutError:
             raise deadline_error(
                 self.provider, url, "first_byte", self.deadlines.first_byte

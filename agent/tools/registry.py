@@ -105,6 +105,13 @@ class RegisteredTool:
     validator: Validator
 
 
+# Classes whose instances passed the RegistrableTool check.
+_TOOL_TYPES: set[type] = set()
+# id(schema) -> (schema, its validator); the schema kept alive, so that its id is not reused.
+_validator_of_schema: dict[int, tuple[dict[str, Any], Validator]] = {}
+_VALIDATORS_KEPT = 256
+
+
 class ToolRegistry:
     """Implements `agent.tools.protocol.ToolExecutor`."""
 
@@ -138,11 +145,15 @@ class ToolRegistry:
         self, function: RegistrableTool, *, timeout_s: float | None = None
     ) -> None:
         """Register a function decorated with `@tool`."""
-        if not isinstance(function, RegistrableTool):
-            raise ToolDefinitionError(
-                f"{function!r} is not a tool: decorate it with @tool, or call register() "
-                "with a ToolDefinition"
-            )
+        if type(function) not in _TOOL_TYPES:
+            if not isinstance(function, RegistrableTool):
+                raise ToolDefinitionError(
+                    f"{function!r} is not a tool: decorate it with @tool, or call register() "
+                    "with a ToolDefinition"
+                )
+            # A protocol's isinstance walks the class's attributes every time (0.1 ms):
+            # a class that passed once is remembered.
+            _TOOL_TYPES.add(type(function))
         self.register(
             function.definition,
             function.handler,
@@ -271,6 +282,19 @@ def validate_definition(definition: ToolDefinition) -> Validator:
 
 
 def _schema_validator(schema: dict[str, Any]) -> Validator:
+    # `@tool` keeps one definition per function, registered anew for every run: its schema
+    # is the same object each time, so its validator is found without encoding it again.
+    known = _validator_of_schema.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    validator = _validator_by_content(schema)
+    _validator_of_schema[id(schema)] = (schema, validator)
+    if len(_validator_of_schema) > _VALIDATORS_KEPT:
+        _validator_of_schema.pop(next(iter(_validator_of_schema)))
+    return validator
+
+
+def _validator_by_content(schema: dict[str, Any]) -> Validator:
     try:
         key = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):

@@ -26,7 +26,9 @@ Dimensions
   acceptable, every key risk is mentioned and nothing is made up. "Keeps the policy's evidence"
   (`evidence_kept.py`) is critical: a report whose findings (what the model filed, not the
   stored report the API completes) leave out a sentence of the policy's evidence it was shown
-  fails the trial.
+  fails the trial. "Names the culprit" (`culprit_named.py`, for a scenario that declares
+  `expect.culprit`): the stored report, with what the policy carried into it, names the commit
+  that broke the release by a short sha or its subject; it counts as one more key risk.
 - **error_handling**: the run completed (no crash, no step limit). For failure scenarios (the
   release does not exist, the summary tool fails): no report filed, the failure stated plainly
   in the final answer, no figures made up. For the others: every tool failure recovered, and a

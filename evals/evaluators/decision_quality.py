@@ -2,12 +2,14 @@
 acceptable set and the risk policy, the key risks named, nothing made up, nothing the
 release API would flag (its own check of a filing, `risk/filing.py`), and none of the policy's
 evidence left out (`evidence_kept.py`, a critical check). Value: 0.5 x severity credit + 0.3 x
-key-risk recall + 0.2 x (nothing made up, flagged or left out)."""
+key-risk recall (the culprit commit counting as one more, for a scenario that declares one:
+`culprit_named.py`) + 0.2 x (nothing made up, flagged or left out)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from evals.evaluators.culprit_named import culprit_check
 from evals.evaluators.evidence_kept import evidence_check
 from evals.evaluators.figures import data_seen, made_up_checks
 from evals.evaluators.matching import find_group
@@ -98,6 +100,12 @@ class DecisionQualityEvaluator:
             if missing:
                 detail += f"; missing: {listing(missing)}"
             checks.append(Check(name="key risks mentioned", passed=not missing, detail=detail))
+        culprit = culprit_check(scenario, transcript)
+        if culprit is not None:
+            # The culprit counts as one more thing the report must name.
+            named = len(found) + culprit.passed
+            recall = named / (len(expect.key_risks) + 1)
+            checks.append(culprit)
 
         # A release made of files was grounded by the API with its history, which the summary
         # re-judged here lacks: the API's recorded problems are the check below.

@@ -23,7 +23,7 @@ from agent.events import AgentEvent, TextDelta
 from agent.messages import Conversation as AgentConversation
 from agent.messages import Message as AgentMessage
 from agent.store import ConversationSummary, StoredEvent
-from releases.runner.store import BatchCursor, OrmConversationStore
+from assessments.runner.store import BatchCursor, OrmConversationStore
 
 logger = logging.getLogger(__name__)
 

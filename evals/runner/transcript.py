@@ -92,6 +92,9 @@ class FiledReport(BaseModel):
     findings: list[str] = Field(default_factory=list)
     summary: str = ""
     report_id: str | None = None
+    # The policy's evidence the model left out, which the release API ends a stored report
+    # with (kept apart: `findings` stay the model's). Empty when not read back from the API.
+    policy_findings: list[str] = Field(default_factory=list)
     # The severity the release API's policy gave when the report was filed: for a scenario
     # made of files, judged with the release's history, which its summary alone does not show.
     policy_severity: str | None = None

@@ -30,7 +30,7 @@ site's API over HTTP with a per-run token. The token belongs to the trial's Conv
 whose metadata carries the scenario (see `evals/api_source.py`), so the API serves the
 scenario's data and faults, and keeps a filed report on the trial, never touching a real
 release. Without `api_url` the site answers the API in-process, through its WSGI handler on a
-pool of threads (`releases/runner/in_process.py`): `run_evals` needs no web server.
+pool of threads (`assessments/runner/in_process.py`): `run_evals` needs no web server.
 
 A trial is *errored* (not counted as failed) when the provider fails, when it is cancelled at
 its time limit, or when this harness fails; a crash of the agent's own code is its fault and
@@ -60,6 +60,11 @@ from agent.providers.protocol import ModelRequest, Provider
 from agent.retry import RetryingProvider, RetryPolicy
 from agent.telemetry import end_workflow, workflow_span
 from agent.tls import async_client
+from assessments import runner as release_runner
+from assessments.runner.in_process import in_process_api, in_process_url
+from assessments.runner.process import configure_process_telemetry, flush_telemetry
+from assessments.runner.store import OrmConversationStore
+from assessments.timeline import TERMINAL_KINDS
 from evals import scenario_sources, services
 from evals.evaluators.judge import LLMJudge
 from evals.evaluators.trial import TrialResult, aevaluate
@@ -67,12 +72,7 @@ from evals.models import EvalRun
 from evals.runner.store import DbThread, DbThreads, EvalInfrastructureError, WriteBehindStore
 from evals.runner.transcript import FiledReport, RunError, Transcript
 from evals.scenario import Scenario, Suite
-from releases import runner as release_runner
 from releases.models import RunStatus
-from releases.runner.in_process import in_process_api, in_process_url
-from releases.runner.process import configure_process_telemetry, flush_telemetry
-from releases.runner.store import OrmConversationStore
-from releases.timeline import TERMINAL_KINDS
 
 logger = logging.getLogger(__name__)
 _tracer = trace.get_tracer("detective.evals")

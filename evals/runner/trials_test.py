@@ -6,11 +6,11 @@ from typing import Any
 import pytest
 import respx
 
+from assessments.runner.store import OrmConversationStore
 from evals.models import EvalResult
 from evals.runner.trials import EvalOptions, run_suite
 from evals.scenario import load_suite
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
-from releases.runner.store import OrmConversationStore
 from tests.eval_agents import MODEL, ScriptedAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,7 +99,7 @@ def test_the_llm_judge_scores_each_trial_with_its_reasoning(llm: respx.MockRoute
 def test_a_trial_that_cannot_be_stored_errors_and_the_run_goes_on(
     llm: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from releases.runner.store import OrmConversationStore
+    from assessments.runner.store import OrmConversationStore
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk full")

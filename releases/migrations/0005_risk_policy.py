@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='riskreport',
             name='policy',
-            field=models.ForeignKey(blank=True, help_text='The policy version the report was judged under.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='risk_reports', to='riskpolicy'),
+            field=models.ForeignKey(blank=True, help_text='The policy version the report was judged under.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='risk_reports', to='releases.riskpolicy'),
         ),
         migrations.AddConstraint(
             model_name='riskreport',

@@ -105,7 +105,7 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="decisions",
-                        to="riskreport",
+                        to="releases.riskreport",
                     ),
                 ),
                 (

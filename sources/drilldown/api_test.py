@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from releases import services, tasks
+from assessments import services, tasks
 from releases.models import Conversation, Release
 from sources.drilldown.paging import MAX_LIMIT
 from tests import drilldown_data

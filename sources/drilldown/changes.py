@@ -141,6 +141,10 @@ def _entry(
                 "added": f.added,
                 "deleted": f.deleted,
                 **({"binary": True} if f.binary else {}),
+                # Said so, as the policy says them apart: their lines are not the change's size.
+                **({"generated": True} if f.generated else {}),
+                **({"vendored": True} if f.vendored else {}),
+                **({"removed": True} if f.removed else {}),
             }
             for f in files[:MAX_FILES_PER_COMMIT]
         ],

@@ -1,6 +1,6 @@
 """A failed test's suspect commits, for `GET /api/releases/<version>/suspects?test=`: the
 frames its failure text was read into, the ranking (risk/suspects.py) and each suspect's changed
-lines at the head, as `manage.py ingest --git-repo` stored them (sources/services/suspects.py).
+lines at the head, as ingestion stored them (sources/services/suspects.py).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def failure_suspects(release: Release, test: str) -> dict[str, Any]:
                           flaky_here=False)  # fmt: skip
     if case.suspects is None:
         summary = (
-            "Not computed: the release's git range and this report were not ingested together "
-            "from a checkout (manage.py ingest --git-repo)."
+            "Not computed: the release's commits came without the lines they changed (sent "
+            "by `detective ingest --git-range`, or `manage.py ingest --git-repo` with the report)."
         )
     elif ranked:
         summary = suspect_sentence(history, ranked[0])

@@ -11,10 +11,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from agent.events import parse_event
-from releases import services, tasks
+from assessments import services, tasks
+from assessments.timeline import outcome
 from releases.models import AgentEvent, Conversation, Message, Release, RiskReport, RunStatus
 from releases.selectors import releases_with_latest_report
-from releases.timeline import outcome
 from sources.demo_releases import DEMO_RELEASES
 from sources.models import Commit, CommitFile, Ingestion, MetricSample
 

@@ -25,6 +25,7 @@ from sources.services.base import (
     Origin,
     lock_release,
 )
+from sources.services.suspects import rank_stored
 
 # ---- JUnit XML ---------------------------------------------------------------------------------
 
@@ -54,10 +55,13 @@ def ingest_junit(
     origin: Origin,
     *,
     max_bytes: int = junit.MAX_BYTES,
+    rank: bool = True,
 ) -> Ingested:
     """One JUnit XML report, streamed: its test cases are stored in batches as they are read,
     inside one transaction, so a report refused half-way (malformed, too big) leaves nothing.
-    A test already stored for the release (from an earlier report) gets its next attempt."""
+    A test already stored for the release (from an earlier report) gets its next attempt.
+    Where the release's commits came with their hunks, its failures' suspects are ranked again
+    (`suspects.rank_stored`; `rank` False: the bundle ranks once, after all its parts)."""
     hashing = _Hashing(stream)
     try:
         with transaction.atomic():
@@ -117,6 +121,11 @@ def ingest_junit(
             ingestion.counts = counts
             ingestion.save(update_fields=["content_hash", "counts"])
             summary.refresh(release, SourceKind.JUNIT)
+            if rank and (counts["failed"] or counts["error"]):
+                ranked = rank_stored(release)
+                if ranked is not None:
+                    ingestion.counts["failures_with_suspects"] = ranked
+                    ingestion.save(update_fields=["counts"])
     except _Duplicate as duplicate:
         return Ingested(duplicate.ingestion, False)
     except IntegrityError as exc:

@@ -1,5 +1,6 @@
-"""Suspect commits for a release's failed tests, computed where a checkout of the repository is
-at hand (`manage.py ingest --git-repo`), and stored on each failed test case.
+"""Suspect commits for a release's failed tests, stored on each failed test case: computed where
+a checkout of the repository is at hand (`manage.py ingest --git-repo`, `compute_suspects`), or
+from what the CI client sent from its checkout (`rank_stored`: hunks and the head's facts).
 
 The checkout gives what stored rows cannot: the paths and sources at the head (a test's
 imports, a module's functions) and `git blame`, which is exact across merged branches where
@@ -9,6 +10,7 @@ itself is plain Python (risk/suspects.py); this module only gathers its inputs.
 
 from __future__ import annotations
 
+import heapq
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
@@ -17,9 +19,9 @@ from typing import Any
 from django.db import transaction
 
 from detective_client import git
-from detective_client.hunks import MAX_HUNKS, blame_at_head, read_hunks
+from detective_client.hunks import MAX_HUNKS, FileHunks, Hunk, blame_at_head, read_hunks
 from risk import suspects as ranking
-from sources.models import Release, TestCase, TestStatus
+from sources.models import Commit, CommitFile, Release, ReleaseHead, TestCase, TestStatus
 from sources.parsers.tracebacks import read_frames
 
 MAX_SUSPECTS = 5
@@ -141,4 +143,104 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
             case.suspects = stored_form(failure, ranked, at)
             found += bool(ranked)
         TestCase.objects.bulk_update([case for case, _ in prepared], ["suspects"])
+    return found
+
+
+# ---- from stored rows: a release sent by the CI client or the API --------------------------
+
+
+def _newest_first(commits: list[Commit]) -> list[Commit]:
+    """Children before their parents (what `lines_at_head` carries lines forward in), the
+    newest first among those ready: the stored rows' order is by date, which a branch merged
+    late contradicts."""
+    in_range = {c.sha: c for c in commits}
+    children = dict.fromkeys(in_range, 0)
+    for commit in commits:
+        for parent in commit.parents:
+            if parent in children:
+                children[parent] += 1
+    ready = [(-c.authored_at.timestamp(), c.sha) for c in commits if children[c.sha] == 0]
+    heapq.heapify(ready)
+    ordered: list[Commit] = []
+    while ready:
+        _, sha = heapq.heappop(ready)
+        commit = in_range[sha]
+        ordered.append(commit)
+        for parent in commit.parents:
+            if parent in children:
+                children[parent] -= 1
+                if children[parent] == 0:
+                    heapq.heappush(ready, (-in_range[parent].authored_at.timestamp(), parent))
+    seen = {c.sha for c in ordered}  # a cycle cannot come from git; kept whole if sent
+    return ordered + [c for c in commits if c.sha not in seen]
+
+
+def rank_stored(release: Release) -> int | None:
+    """Ranks the suspects of each failed test case of `release` from its stored rows: the
+    commits' hunks and the head's facts the CI client sent (`ReleaseHead`). Run after every
+    ingestion of commits or JUnit, so the order they arrive in does not matter, and idempotent
+    (the same rows rank the same). None, storing nothing, when no hunks are stored (a release
+    from `manage.py ingest --git-repo` is ranked from its checkout, `compute_suspects`);
+    else how many failures got at least one suspect."""
+    files = list(
+        CommitFile.objects.filter(commit__release=release, hunks__isnull=False).values_list(
+            "commit__sha", "path", "old_path", "hunks"
+        )
+    )
+    if not files:
+        return None
+    failed = list(
+        release.test_cases.filter(status__in=[TestStatus.FAILED, TestStatus.ERROR]).order_by(
+            "suite", "classname", "name", "attempt"
+        )[:MAX_FAILURES]
+    )
+    if not failed:
+        return None
+    by_sha: dict[str, list[FileHunks]] = {}
+    for sha, path, old_path, hunks in files:
+        by_sha.setdefault(sha, []).append(
+            FileHunks(path, old_path or None, tuple(Hunk(*h) for h in hunks))
+        )
+    stored = _newest_first(list(release.commits.all()))
+    commits = [
+        ranking.RangeCommit(c.sha, c.subject, c.author_name, tuple(by_sha.get(c.sha, ())))
+        for c in stored
+    ]
+    head = ReleaseHead.objects.filter(release=release).first()
+    tests: dict[str, list[str]] = head.tests if head else {}
+    blame: dict[str, list[list[Any]]] = head.blame if head else {}
+    functions: dict[str, list[list[Any]]] = head.scopes if head else {}
+    scopes = {
+        path: [ranking.Scope(start, end, frozenset(words)) for start, end, words in found]
+        for path, found in functions.items()
+    }
+    blamed = [
+        ranking.ChangedRange(path, start, end, sha)
+        for path, ranges in blame.items()
+        for start, end, sha in ranges
+    ]
+    at = ranking.with_blame(ranking.lines_at_head(commits), blamed)
+    # The paths the ranking can name: those the range changed, the test files and the blamed.
+    paths = sorted({p for _, p, _, _ in files} | set(tests) | set(blame))
+    found = 0
+    with transaction.atomic():
+        for case in failed:
+            test_path = ranking.file_of_test_case(case.classname, case.file, paths)
+            frames = read_frames(case.traceback or case.failure_message, paths)
+            exercised: frozenset[str] = frozenset()
+            named: frozenset[str] = frozenset()
+            for t in ranking.test_files(test_path, frames):
+                exercised |= ranking.exercised_by_names(t, tests.get(t, ()), paths)
+                named |= ranking.namesakes(t, paths)
+            failure = ranking.Failure(
+                test_path=test_path,
+                frames=frames,
+                exercised=exercised,
+                namesakes=named,
+                names=ranking.message_names(case.failure_message),
+            )
+            ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
+            case.suspects = stored_form(failure, ranked, at)
+            found += bool(ranked)
+        TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
     return found

@@ -81,8 +81,8 @@ def test_the_eval_admin_fits_desktop_and_phone(
 def test_the_review_decisions_admin_fits_and_exports(
     site: LiveSite, browser: Browser, admin: User, make_release: Callable[..., Release]
 ) -> None:
-    from releases import services
     from releases.models import RiskReport
+    from review import services
 
     report = RiskReport.objects.create(
         release=make_release("v6.0.0"), severity="low", findings=["Docs only"]

@@ -10,8 +10,10 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import Browser, expect
 
+from assessments import services as run_services
 from releases import services
 from releases.models import Conversation, Release, RunStatus
+from review import services as review_services
 from tests.browser.chromium import DESKTOP, PHONE, log_in, password_hash, screenshots
 from tests.live_site import LiveSite
 
@@ -37,7 +39,7 @@ def test_the_page_says_the_decision_was_about_earlier_data(
         )
     )
     release = make_release(version="v5.1.0", title="Checkout rewrite")
-    run = services.start_assessment(release, manager)
+    run = run_services.start_assessment(release, manager)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     run.refresh_from_db()
     report = services.file_risk_report(
@@ -47,7 +49,9 @@ def test_the_page_says_the_decision_was_about_earlier_data(
         summary="Errors tripled in checkout.",
         conversation=run,
     )
-    services.decide_report(report, manager, decision="override", severity="medium", reason="ok")
+    review_services.decide_report(
+        report, manager, decision="override", severity="medium", reason="ok"
+    )
     # A new test report since: the figures the decision judged are not the release's now.
     Release.objects.filter(pk=release.pk).update(
         test_results={"passed": 8, "failed": 2, "skipped": 1, "failing_tests": ["test_pay"]}

@@ -21,8 +21,10 @@ from django.core.management import call_command
 from django.db import connections
 from playwright.sync_api import Browser, Page
 
+from assessments import services as run_services
+from assessments import tasks
 from evals.models import EvalResult
-from releases import services, tasks
+from releases import services
 from releases.models import Conversation, Release, RunStatus
 from sources.management.commands import seed_demo
 from tests.browser.chromium import PHONE, log_in, password_hash, screenshots
@@ -99,7 +101,7 @@ def _pages(django_user_model: type[User]) -> dict[str, str]:
     assert trial is not None
     demo_run = Conversation.objects.get(metadata__demo=True, release__version="v2.1.0")
     long_run = Conversation.objects.get(release=long, metadata__demo=True)
-    failed = services.start_assessment(long, None, enqueue=tasks.enqueue_assessment)
+    failed = run_services.start_assessment(long, None, enqueue=tasks.enqueue_assessment)
     Conversation.objects.filter(pk=failed.pk).update(
         status=RunStatus.FAILED, error="The model server did not answer within 30 s."
     )

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import Browser, expect
 
+from assessments import services as run_services
 from releases import services
 from releases.models import Conversation, Release, RunStatus
 from tests.browser.chromium import DESKTOP, PHONE, log_in, password_hash, screenshots
@@ -49,7 +50,7 @@ def test_the_policys_sentences_the_model_left_out_are_marked_on_the_release_page
         },
         deployment_metrics={"error_rate": 0.064, "response_time_p95": 540},
     )
-    run = services.start_assessment(release, manager)
+    run = run_services.start_assessment(release, manager)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     run.refresh_from_db()
     checked = services.file_checked_report(

@@ -24,7 +24,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import Browser, Page, WebSocket, expect
 
-from releases import services
+from assessments import services
 from releases.models import AgentEvent, Conversation, Release, RiskReport, RunStatus
 from tests.browser.chromium import DESKTOP, log_in, password_hash, screenshots
 from tests.live_site import LiveSite

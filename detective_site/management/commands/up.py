@@ -26,12 +26,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connections
 
+from assessments import services
 from detective_site.config import BASE_DIR
 from detective_site.supervisor import ChildNotReady, ChildSpec, Supervisor
 from local_model import serve
 from local_model.paths import LocalModelPaths
 from local_model.spec import DEFAULT_CONTEXT, HEALTH_TIMEOUT, MODEL
-from releases import services
 from releases.models import Release
 
 ADMIN_USERNAME = "admin"

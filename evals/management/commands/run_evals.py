@@ -33,6 +33,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from assessments import runner as release_runner
+from assessments.runner.process import freeze_startup_heap, instrument_web
 from evals import selectors, services
 from evals.compare import Comparison
 from evals.models import EvalRun
@@ -49,9 +51,7 @@ from evals.stats import RunSummary
 from local_model.paths import LocalModelPaths
 from local_model.serve import running_server
 from local_model.spec import MODEL
-from releases import runner as release_runner
 from releases.models import RunStatus
-from releases.runner.process import freeze_startup_heap, instrument_web
 
 USAGE_ERROR = 2
 VERDICT_STYLES = {"pass": "bold green", "marginal": "bold yellow", "fail": "bold red"}

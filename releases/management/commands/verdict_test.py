@@ -9,8 +9,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from assessments import services as run_services
 from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus, Service
+from review import services as review_services
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +82,9 @@ def test_waiting_for_a_person_exits_2_and_counts_the_policys_high(
 def test_a_decision_settles_it(make_release: Callable[..., Release]) -> None:
     release = waiting_low_high(make_release)
     report = RiskReport.objects.get(release=release)
-    services.decide_report(report, None, decision="override", severity="medium", reason="known")
+    review_services.decide_report(
+        report, None, decision="override", severity="medium", reason="known"
+    )
     assert verdict("v2.0.0")[0] == 0
     assert verdict("v2.0.0", "--fail-on", "medium")[0] == 1
     _, out = verdict("v2.0.0", "--markdown", "-")
@@ -96,7 +100,7 @@ def test_no_verdict_exits_3(make_release: Callable[..., Release]) -> None:
 
 def test_a_failed_run_exits_3(make_release: Callable[..., Release]) -> None:
     release = make_release("v5.0.0")
-    run = services.start_assessment(release, None)
+    run = run_services.start_assessment(release, None)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="provider down")
     code, out = verdict("v5.0.0")
     assert code == 3 and "the latest run failed: provider down" in out
@@ -104,7 +108,7 @@ def test_a_failed_run_exits_3(make_release: Callable[..., Release]) -> None:
 
 def test_a_wait_that_runs_out_exits_3(make_release: Callable[..., Release]) -> None:
     release = make_release("v6.0.0")
-    services.start_assessment(release, None)
+    run_services.start_assessment(release, None)
     code, out = verdict("v6.0.0", "--wait", "0.3")
     assert code == 3 and "still running" in out
 
@@ -157,7 +161,9 @@ def test_wait_for_decision_waits_for_the_person_and_marks_the_report(
         report.refresh_from_db()
         assert report.pipeline_waiting_since is not None
         if len(pauses) == 3:
-            services.decide_report(report, None, decision="accept", severity="high", reason="ok")
+            review_services.decide_report(
+                report, None, decision="accept", severity="high", reason="ok"
+            )
 
     monkeypatch.setattr(command.time, "sleep", sleep)
     code, out = verdict("v2.0.0", "--wait-for-decision", "60")

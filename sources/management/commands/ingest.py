@@ -15,6 +15,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from detective_client import git
+from detective_client.head import read_head, with_hunks
+from detective_client.hunks import read_hunks
 from sources import services
 from sources.models import MetricWindow
 from sources.parsers import prometheus
@@ -121,11 +123,18 @@ class Command(BaseCommand):
     def _ingest(self, options: dict[str, Any], origin: Origin) -> Any:
         from_ref = to_ref = head = None
         commits = None
+        facts = None
         if options["git_repo"]:
             commits = git.read_range(options["git_repo"], options["git_range"])
             start, end = git.split_range(options["git_range"])
             from_ref, to_ref = start or "", end
             head = git.resolve(options["git_repo"], end)
+            if commits:
+                # Kept as the CI client sends them, so a report sent later through the API
+                # is ranked from the stored rows (sources/services/suspects.rank_stored).
+                hunks = read_hunks(options["git_repo"], options["git_range"])
+                commits = with_hunks(commits, hunks)
+                facts = read_head(options["git_repo"], options["git_range"], hunks)
         fields = ReleaseFields(
             version=options["version"],
             service=options["service"],
@@ -139,13 +148,16 @@ class Command(BaseCommand):
         release, created = services.upsert_release(fields, origin)
         self._say(f"release {release.service.slug} {release.version}", created, "")
         if commits is not None:
+            # Ranked once below, from the checkout itself (compute_suspects).
             result = services.ingest_commits(
-                release, commits, origin, file_names=[options["git_range"]]
+                release, commits, origin, file_names=[options["git_range"]], head=facts, rank=False
             )
             self._say(f"git {options['git_range']}", result.created, result.counts)
         for path in junit_files(options["junit"]):
             with path.open("rb") as stream:
-                result = services.ingest_junit(release, stream, path.name, origin)
+                result = services.ingest_junit(
+                    release, stream, path.name, origin, rank=not options["git_repo"]
+                )
             self._say(f"junit {path.name}", result.created, result.counts)
             if result.counts.get("not_in_test_cases"):
                 self.stdout.write(

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from assessments import services as run_services
 from detective_client import git
 from releases import services as release_services
 from releases.models import Conversation, Message, Release, RiskReport, RunStatus, Severity
@@ -110,14 +111,14 @@ class Command(BaseCommand):
             _Clock(started), str(conversation.pk), release.as_summary(), report
         )
         for event in events:
-            release_services.append_event(
+            run_services.append_event(
                 conversation,
                 kind=event["kind"],
                 payload=event,
                 created_at=datetime.fromisoformat(event["timestamp"]),
             )
         for step, message in enumerate(transcript):
-            release_services.append_message(
+            run_services.append_message(
                 conversation, created_at=started + timedelta(seconds=step), **message
             )
         if report is not None:

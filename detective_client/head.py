@@ -1,0 +1,216 @@
+"""What the server needs from the release's head to rank a failure's suspect commits, read in
+the CI job, the only place with a checkout (docs/decisions/2026-11-27-suspect-commits.md).
+
+The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one `HeadRecord`:
+- `tests`: for the repository's test files at the head, the names they import as written (a
+  Python module, a Java class, a JS relative path). The server resolves them to the paths the
+  range changed: a failure's "code under test". Test files the range changed come first.
+- `blame`: for the paths the range changed that stand at the head, which commit of the range
+  last wrote each line (`hunks.blame_at_head`): exact across merged branches, where carrying
+  hunks forward misplaces a branch's lines (17 of 23 culprits first without it, 23 with).
+- `scopes`: for the Python files among those, each function's lines and the words of its text
+  (`python_scopes`), so a suspect whose lines sit in the function a failure names comes first.
+
+Bounded, so a monorepo's job stays quick and its request small: at most `MAX_TEST_FILES` test
+files (`MAX_IMPORTS` names each) and `MAX_BLAMED_PATHS` blamed paths (the newest commits'
+first); past a bound the rest is left out and `truncated` says so. No source text is sent.
+
+The test-file rule and the import reading repeat `risk.suspects`' (`is_test_file`,
+`imported_names`): the client is a distribution of its own that cannot import `risk`;
+`sources/services/head_contract_test.py` holds the two to the same answers.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+
+from detective_client.git import GitError, resolve, split_range
+from detective_client.hunks import HunkRange, blame_at_head, skipped_file
+from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
+
+__all__ = [
+    "MAX_BLAMED_PATHS",
+    "MAX_IMPORTS",
+    "MAX_TEST_FILES",
+    "imported_names",
+    "looks_like_test",
+    "python_scopes",
+    "read_head",
+    "with_hunks",
+]
+
+MAX_TEST_FILES = 2_000
+MAX_IMPORTS = 200
+MAX_BLAMED_PATHS = 300
+MAX_SCOPES = 2_000  # functions a file
+MAX_WORDS = 300  # words a function
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_SOURCE_SUFFIXES = (".py", ".java", ".kt", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs")
+_TEST_NAMES = (
+    r"^test_.+\.py$",
+    r"^.+_test\.(?:py|go)$",
+    r"^.+?(?:Tests?|IT)\.(?:java|kt)$",
+    r"^.+\.(?:test|spec)\.[cm]?[jt]sx?$",
+)
+_TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
+_JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\s*\(?\s*)['"](\.{1,2}/[^'"]+)['"]""")
+_JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+?)(?:\.\*)?\s*;", re.MULTILINE)
+
+
+def with_hunks(commits: Sequence[CommitRecord], hunks: HunkRange) -> list[CommitRecord]:
+    """The commit records with each file's hunks: () for a file read with no line changed (a
+    pure rename), None where none were read (binary, lock or generated, past the bound)."""
+    read = {c.sha: {f.path: f for f in c.files} for c in hunks.commits}
+    out: list[CommitRecord] = []
+    for commit in commits:
+        files = read.get(commit.sha)
+        if files is None:
+            out.append(commit)
+            continue
+        changed = []
+        for change in commit.files:
+            found = files.get(change.path)
+            if found is not None:
+                numbers = tuple(
+                    (h.old_start, h.old_count, h.new_start, h.new_count) for h in found.hunks
+                )
+                changed.append(replace(change, hunks=numbers))
+            elif change.binary or skipped_file(change.path):
+                changed.append(change)
+            else:
+                changed.append(replace(change, hunks=()))
+        out.append(replace(commit, files=tuple(changed)))
+    return out
+
+
+def looks_like_test(path: str) -> bool:
+    """A test's source file by its name or folder (`risk.suspects.is_test_file`'s rule)."""
+    parts = PurePosixPath(path).parts
+    if not path.endswith((*_SOURCE_SUFFIXES, ".go")):
+        return False
+    return any(re.match(p, parts[-1]) for p in _TEST_NAMES) or any(
+        part in _TEST_FOLDERS for part in parts[:-1]
+    )
+
+
+def imported_names(test_path: str, source: str) -> list[str]:
+    """What a test file imports, as written: Python modules (`from a.b import c` gives `a.b`
+    and `a.b.c`), Java/Kotlin classes, JS/TS relative paths (`risk.suspects` resolves them)."""
+    if test_path.endswith(".py"):
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return []
+        names: list[str] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.append(node.module)
+                names += [f"{node.module}.{alias.name}" for alias in node.names]
+        return names
+    if test_path.endswith((".java", ".kt")):
+        return _JAVA_IMPORT.findall(source)
+    return _JS_IMPORT.findall(source)
+
+
+def python_scopes(source: str) -> list[ScopeTuple]:
+    """Every function of a Python module: its lines, and the words of its text and of its
+    enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    lines = source.splitlines()
+    scopes: list[ScopeTuple] = []
+
+    def visit(node: ast.AST, classes: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, (*classes, child.name))
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                end = child.end_lineno or child.lineno
+                text = "\n".join(lines[child.lineno - 1 : end])
+                words = sorted(set(_WORD.findall(text)) | set(classes))[:MAX_WORDS]
+                scopes.append((child.lineno, end, tuple(words)))
+                visit(child, classes)
+
+    visit(tree, ())
+    return scopes[:MAX_SCOPES]
+
+
+def _git_lines(repo: Path, *args: str) -> list[str]:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "core.quotepath=off", *args],
+        capture_output=True,
+        env={**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
+        check=False,
+    )
+    if done.returncode != 0:
+        raise GitError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout.decode("utf-8", errors="replace").split("\0")
+
+
+def _sources(repo: Path, head: str, paths: Sequence[str]) -> dict[str, str]:
+    """The text of each path at `head`, through one `git cat-file --batch`."""
+    wanted = [p for p in paths if "\n" not in p]
+    done = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "--batch"],
+        input="".join(f"{head}:{p}\n" for p in wanted).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise GitError(f"git cat-file failed: {done.stderr.decode(errors='replace').strip()}")
+    out, data, at = {}, done.stdout, 0
+    for path in wanted:
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        at = end + 1
+        if len(header) != 3 or header[1] != b"blob":
+            continue  # "<name> missing", or not a file
+        size = int(header[2])
+        out[path] = data[at : at + size].decode("utf-8", errors="replace")
+        at += size + 1
+    return out
+
+
+def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
+    """The head's facts for `rev_range` (its hunks already read), within the bounds."""
+    repo = Path(repo)
+    head = resolve(repo, split_range(rev_range)[1])
+    at_head = [p for p in _git_lines(repo, "ls-tree", "-r", "-z", "--name-only", head) if p]
+    standing = set(at_head)
+    changed: list[str] = []  # newest commit's paths first
+    for commit in hunks.commits:
+        changed += [f.path for f in commit.files if f.path in standing and f.path not in changed]
+    tests = [p for p in at_head if looks_like_test(p)]
+    first = [p for p in changed if looks_like_test(p)]
+    ordered = first + [p for p in tests if p not in set(first)]
+    chosen = ordered[:MAX_TEST_FILES]
+    texts = _sources(repo, head, chosen)
+    imports = {
+        path: tuple(dict.fromkeys(imported_names(path, texts[path])))[:MAX_IMPORTS]
+        for path in chosen
+        if path in texts
+    }
+    blamed_paths = changed[:MAX_BLAMED_PATHS]
+    python = _sources(repo, head, [p for p in blamed_paths if p.endswith(".py")])
+    scopes = {path: tuple(python_scopes(text)) for path, text in python.items()}
+    blame: dict[str, list[BlameTuple]] = {}
+    for lines in blame_at_head(repo, rev_range, blamed_paths):
+        blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))
+    truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS
+    return HeadRecord(
+        sha=head,
+        tests=dict(imports.items()),
+        blame={p: tuple(r) for p, r in blame.items()},
+        truncated=truncated or hunks.truncated,
+        scopes={p: s for p, s in scopes.items() if s},
+    )

@@ -1,0 +1,144 @@
+"""The head's facts and the hunks on commit records, read from git repositories built here."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from detective_client import head as head_module
+from detective_client.git import read_range
+from detective_client.head import (
+    imported_names,
+    looks_like_test,
+    python_scopes,
+    read_head,
+    with_hunks,
+)
+from detective_client.hunks import read_hunks
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _commit(repo: Path, message: str) -> str:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "config", "user.name", "Mira Holt")
+    _git(tmp_path, "config", "user.email", "mira@example.org")
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "shop/cart.py").write_text("def total(items):\n    return sum(items)\n")
+    (tmp_path / "shop/old.py").write_text("".join(f"x{n} = {n}\n" for n in range(10)))
+    (tmp_path / "tests/test_cart.py").write_text("from shop.cart import total\n")
+    (tmp_path / "tests/test_other.py").write_text("import shop\n")
+    _commit(tmp_path, "start")
+    _git(tmp_path, "tag", "v1")
+    return tmp_path
+
+
+def test_commit_records_carry_their_files_hunks(repo: Path) -> None:
+    (repo / "shop/cart.py").write_text("def total(items):\n    return sum(items, 0)\n")
+    _git(repo, "mv", "shop/old.py", "shop/renamed.py")
+    (repo / "logo.png").write_bytes(bytes(range(256)))
+    (repo / "uv.lock").write_text("lock\n")
+    sha = _commit(repo, "change")
+    [record] = with_hunks(read_range(repo, "v1..HEAD"), read_hunks(repo, "v1..HEAD"))
+    assert record.sha == sha
+    by_path = {f.path: f.hunks for f in record.files}
+    assert by_path == {
+        "shop/cart.py": ((2, 1, 2, 1),),
+        "shop/renamed.py": (),  # a pure rename: read, no line changed
+        "logo.png": None,  # binary
+        "uv.lock": None,  # a lock file's hunks are never kept
+    }
+    sent = {f["path"]: f.get("hunks") for f in record.to_json()["files"]}
+    assert sent["shop/cart.py"] == [[2, 1, 2, 1]] and sent["logo.png"] is None
+
+
+def test_a_commit_past_the_hunk_bound_keeps_no_hunks(repo: Path) -> None:
+    (repo / "shop/cart.py").write_text("def total(items):\n    return 0\n")
+    _commit(repo, "older")
+    (repo / "shop/cart.py").write_text("def total(items):\n    return 1\n")
+    _commit(repo, "newer")
+    hunks = read_hunks(repo, "v1..HEAD", limit=1)
+    records = with_hunks(read_range(repo, "v1..HEAD"), hunks)
+    assert [r.files[0].hunks for r in records] == [((2, 1, 2, 1),), None]
+    assert hunks.truncated
+
+
+def test_read_head_sends_imports_blame_and_functions(repo: Path) -> None:
+    (repo / "shop/cart.py").write_text(
+        "class Cart:\n    def total(self, items):\n        return sum(items, 0)\n"
+    )
+    sha = _commit(repo, "feat: a cart class")
+    head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
+    assert head.sha == sha
+    assert head.tests == {
+        "tests/test_cart.py": ("shop.cart", "shop.cart.total"),
+        "tests/test_other.py": ("shop",),
+    }
+    assert head.blame == {"shop/cart.py": ((1, 3, sha),)}
+    [(start, end, words)] = head.scopes["shop/cart.py"]
+    assert (start, end) == (2, 3) and {"Cart", "total", "self", "items"} <= set(words)
+    assert not head.truncated
+    # Through JSON and back, as the server reads it.
+    assert type(head).from_json(head.to_json()) == head
+
+
+def test_read_head_is_bounded_and_the_changed_test_files_come_first(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "tests/test_other.py").write_text("import shop.cart\n")
+    _commit(repo, "test: the other test")
+    monkeypatch.setattr(head_module, "MAX_TEST_FILES", 1)
+    head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
+    assert list(head.tests) == ["tests/test_other.py"]
+    assert head.truncated
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("tests/test_cart.py", True),
+        ("shop/cart_test.py", True),
+        ("src/test/java/org/x/FooTest.java", True),
+        ("web/x.spec.ts", True),
+        ("shop/cart.py", False),
+        ("tests/data/report.xml", False),  # a test's data, no source
+    ],
+)
+def test_looks_like_test(path: str, expected: bool) -> None:
+    assert looks_like_test(path) is expected
+
+
+def test_imported_names_as_written() -> None:
+    assert imported_names("t/test_a.py", "from a.b import c\nimport d\nfrom . import e\n") == [
+        "a.b",
+        "a.b.c",
+        "d",
+    ]
+    assert imported_names("t/test_a.py", "def (:") == []
+    assert imported_names("T.java", "import org.x.Bar;\nimport static org.y.Z.*;\n") == [
+        "org.x.Bar",
+        "org.y.Z",
+    ]
+    assert imported_names("x.test.ts", "import { a } from './a';\nrequire('../b.js')\n") == [
+        "./a",
+        "../b.js",
+    ]
+
+
+def test_python_scopes_of_source_that_does_not_parse_are_none() -> None:
+    assert python_scopes("def (:") == []
+    assert python_scopes("def f():\n    return g()\n") == [(1, 2, ("return",))]

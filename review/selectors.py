@@ -1,0 +1,67 @@
+"""The review desk's reads: the reports that need a person, the decisions taken."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.shortcuts import get_object_or_404
+
+from releases.models import ReviewDecision, RiskReport
+from releases.selectors import awaiting_review, reports_with_severity_shown, review_reasons
+
+REVIEW_QUEUE_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    report: RiskReport  # with its release, run and policy loaded
+    previous_severity: str | None
+    reasons: list[str]  # why a person should look, in words
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    items: list[ReviewItem]
+    total: int
+
+
+def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
+    """The review queue, reports marked for review first, then the newest: two queries."""
+    queryset = awaiting_review()
+    reports = list(
+        reports_with_severity_shown(queryset)
+        .select_related("release__service", "conversation", "policy")
+        .order_by("-needs_review", "-filed_at", "-id")[:limit]
+    )
+    items = [
+        ReviewItem(
+            report, report.previous_severity, review_reasons(report, report.previous_severity)
+        )
+        for report in reports
+    ]
+    total = len(items) if len(items) < limit else queryset.count()
+    return ReviewQueue(items=items, total=total)
+
+
+def report_for_review(pk: int) -> RiskReport:
+    """A report with what a decision on it needs. Raises Http404."""
+    return get_object_or_404(RiskReport.objects.select_related("release__service"), pk=pk)
+
+
+def decision_with_report(pk: int) -> ReviewDecision:
+    """A decision with its report, release and reviewer. Raises Http404."""
+    return get_object_or_404(
+        ReviewDecision.objects.select_related("report__release__service", "reviewer"), pk=pk
+    )
+
+
+RECENT_DECISIONS_LIMIT = 50
+
+
+def recent_decisions(limit: int = RECENT_DECISIONS_LIMIT) -> list[ReviewDecision]:
+    """The newest decisions, with their report, release and reviewer: the desk's decided tab."""
+    return list(
+        ReviewDecision.objects.select_related("report__release__service", "reviewer").order_by(
+            "-created_at", "-id"
+        )[:limit]
+    )
