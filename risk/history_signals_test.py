@@ -160,12 +160,13 @@ def _suspect(path: str) -> Suspect:
             ["Copy fixes"], "medium", set(),
             {"critical_area_failures", "suspect_in_critical_area"},
         ),
-        # Computed and none found, even with a change in payments: no change of the release
-        # runs through the failure, so the payments change is not paired with it.
+        # Computed and none found, with a change in payments: not a critical area's failure,
+        # but the payments change is still paired with it (the ranking may not have seen its
+        # code), as without suspects.
         (
             dataclasses.replace(test_history(PAY, recent="PPPP"), suspects_computed=True),
-            ["Round refunds in payment capture"], "medium", set(),
-            {"critical_area_failures", "suspect_in_critical_area", "risky_changes_with_failures"},
+            ["Round refunds in payment capture"], "high", {"risky_changes_with_failures"},
+            {"critical_area_failures", "suspect_in_critical_area"},
         ),
         # Its suspect is elsewhere: a payments change beside it is not its cause.
         (

@@ -238,6 +238,7 @@ def _tests(
     *,
     excused: frozenset[str] = frozenset(),
     computed: frozenset[str] = frozenset(),
+    ranked: frozenset[str] = frozenset(),
 ) -> list[Signal]:
     """The test signals. `excused` are failing tests the history shows to be known flaky:
     failures of those alone count at `known_flaky_failures_level`, and they neither make a
@@ -310,10 +311,12 @@ def _tests(
             )
         )
     areas = changed_in
-    # A failure whose suspects were ranked is tied to a critical change only by its suspect
-    # (`suspect_in_critical_area`): a dependency bump in payments beside a failure in an
-    # unrelated module is not that failure's cause. The pairing stands for the rest.
-    unranked = [name for name in counted if name not in computed]
+    # A failure with ranked suspects (`ranked`: computed, and at least one found) is tied to
+    # a critical change only by its suspect (`suspect_in_critical_area`): a dependency bump in
+    # payments beside a failure that runs through other code is not its cause. The pairing
+    # stands for the rest, including a failure the ranking found no change for: its code may
+    # lie outside what the ranking could see (a test file not in the checkout).
+    unranked = [name for name in counted if name not in ranked]
     unexplained = real_count - (len(counted) - len(unranked))
     if risky and unexplained > 0:
         failures_said = (
@@ -330,7 +333,7 @@ def _tests(
                 critical=True,
                 figure=failed_count,
                 threshold=f"{cfg.risky_changes_with_failures_level} when a change touches a "
-                "critical area and a test fails whose suspects are not known",
+                "critical area and a test fails that has no ranked suspect",
                 detail=f"{len(risky)} change{'s' if len(risky) != 1 else ''} in "
                 f"{', '.join(areas)} and {failures_said}",
                 areas=tuple(areas),
@@ -485,8 +488,14 @@ def evaluate(
     tests = summary.get("tests")
     if isinstance(tests, Mapping) and tests:
         computed = frozenset(t.label for t in past.failing() if t.suspects_computed)
+        ranked = frozenset(t.label for t in past.failing() if t.suspects_computed and t.suspects)
         signals += _tests(
-            tests, (risky_texts, risky_areas), cfg, excused=failures.excused, computed=computed
+            tests,
+            (risky_texts, risky_areas),
+            cfg,
+            excused=failures.excused,
+            computed=computed,
+            ranked=ranked,
         )
     else:
         signals.append(_missing("tests", MISSING_LABELS["tests"], cfg))

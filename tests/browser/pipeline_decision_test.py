@@ -25,13 +25,26 @@ from tests.github_action import ActionRun, run_action
 from tests.github_action_test import ACTION, runner_environment
 from tests.live_site import LiveSite
 from tests.llm_server import ScriptedLLM
-from tests.pipeline_test import checkout, junit_reports
+from tests.pipeline_test import checkout, git, junit_reports
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 class RerunLostTheDecision(Exception):
     """Re-running the job on the same data did not keep the person's decision."""
+
+
+def checkout_with_a_refund_change(root: Path) -> Path:
+    """The pipeline test's checkout, with a change in `payments/` on v1.1.0: its failing
+    `tests.pay::test_refund` beside a change in payments is high for the policy (the test's
+    name alone would not be)."""
+    repo = checkout(root)
+    (repo / "payments").mkdir()
+    (repo / "payments" / "refund.py").write_text("def refund(amount):\n    return -amount\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "Refund by amount")
+    git(repo, "tag", "-f", "v1.1.0")
+    return repo
 
 
 def job(
@@ -50,7 +63,7 @@ def job(
 def test_the_job_waits_for_the_persons_decision_and_a_rerun_keeps_it(
     browser: Browser, tmp_path: Path, django_user_model: type[User]
 ) -> None:
-    repo = checkout(tmp_path)
+    repo = checkout_with_a_refund_change(tmp_path)
     reports = junit_reports(tmp_path)
     shop = Service.objects.create(name="Shop", slug="shop")
     _, token = sources_services.create_token("CI of shop", shop)
