@@ -7,8 +7,6 @@ and the report arrive in (one bundle; the report first, the range later)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +17,9 @@ from releases.models import Service
 from sources import services as sources_services
 from sources.models import CommitFile, ReleaseHead, TestCase
 from tests.live_site import LiveSite
-from tests.pipeline_test import git
+from tests.pipeline_test import client, git
 
 pytestmark = pytest.mark.django_db(transaction=True)
-PROJECT = Path(__file__).resolve().parents[1]
 API_KEY = "s" * 40
 
 TIMED = (
@@ -80,23 +77,6 @@ E        +  where True = max_age_ok(11, 10)
 <testcase classname="tests.test_timed" name="test_young" time="0.01"/>
 </testsuite></testsuites>
 """
-
-
-def client(site: LiveSite, token: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "PYTHONPATH": str(PROJECT),
-        "DETECTIVE_URL": site.url,
-        "DETECTIVE_TOKEN": token,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "detective_client", *argv],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=PROJECT,
-        timeout=300,
-    )
 
 
 def suspects(site: LiveSite, version: str) -> dict[str, Any]:
