@@ -8,6 +8,7 @@ from django.templatetags.static import static
 from django.urls import URLPattern, include, path
 
 from assessments import urls as run_urls
+from assessments.assess_api import router as assess_router
 from releases import urls as release_urls
 from releases.views import home
 from review import urls as review_urls
@@ -18,6 +19,11 @@ from sources.bundle import post_bundle
 # OpenAPI document and its browsable page hold no data and are for tools (a CI job, a client
 # generator) that have no browser session: open to all.
 SIGNED_IN_API_PAGES = frozenset({"api-root"})
+
+# A CI job asks for an assessment through the ingestion API (same token, same document), but
+# starting a run is assessments' and sources stands below it: the site mounts the one on the
+# other.
+ingestion_api.add_router("", assess_router)
 
 
 def _api_urls() -> list[URLPattern]:

@@ -23,10 +23,10 @@ from playwright.sync_api import Browser, Page
 
 from assessments import services as run_services
 from assessments import tasks
+from assessments.management.commands import seed_demo
 from evals.models import EvalResult
 from releases import services
 from releases.models import Conversation, Release, RunStatus
-from sources.management.commands import seed_demo
 from tests.browser.chromium import PHONE, log_in, password_hash, screenshots
 from tests.eval_data import make_run, suite
 from tests.live_site import LiveSite
