@@ -64,11 +64,13 @@ ROOMS: dict[str, Room] = {
         django=False,
     ),
     "releases": Room(
-        "services, releases, runs' and reports' tables, the verdict, the release pages and API",
+        "services, releases and their list, runs' and reports' tables, the verdict, the policy",
         frozenset({"risk", "detective_site.settings"}),
     ),
     "sources": Room(
-        "ingestion: a release's detail from git, JUnit XML and metrics; tokens, the ingestion API",
+        "ingestion: a release's detail from git, JUnit XML and metrics, its history and the "
+        "policy's verdict with it; tokens, the ingestion API, the release API's reads, the "
+        "release page",
         frozenset(
             {
                 "risk",
@@ -88,7 +90,7 @@ ROOMS: dict[str, Room] = {
     ),
     "assessments": Room(
         "a run: its task, the seam that runs the agent (runner/), its live stream and pages, "
-        "the demo (`seed_demo`)",
+        "filing its report, the assess endpoint, the demo (`seed_demo`)",
         frozenset(
             {
                 "agent",

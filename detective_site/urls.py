@@ -7,11 +7,14 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import URLPattern, include, path
 
+from assessments import api_urls as report_api_urls
 from assessments import urls as run_urls
 from assessments.assess_api import router as assess_router
 from releases import urls as release_urls
 from releases.views import home
 from review import urls as review_urls
+from sources import api_urls as release_api_urls
+from sources import release_urls as release_page_urls
 from sources.api import api as ingestion_api
 from sources.bundle import post_bundle
 
@@ -46,19 +49,32 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 urlpatterns = [
     path("", home, name="home"),
-    # One namespace, `releases:`, for the pages of three apps: the addresses and names stay.
+    # One namespace, `releases:`, for the pages of four apps: the addresses and names stay.
     path(
         "",
         include(
             (
-                release_urls.urlpatterns + run_urls.urlpatterns + review_urls.urlpatterns,
+                release_urls.urlpatterns
+                + release_page_urls.urlpatterns
+                + run_urls.urlpatterns
+                + review_urls.urlpatterns,
                 release_urls.app_name,
             )
         ),
     ),
     # Before the ingestion API: one ingestion stored whole or not at all (sources/bundle.py).
     path("api/releases/bundle", post_bundle, name="ingest_bundle"),
-    path("api/", include("releases.api_urls")),
+    # One namespace, `api:`, for the release API: its reads are sources', filing a run's report
+    # is assessments'.
+    path(
+        "api/",
+        include(
+            (
+                release_api_urls.urlpatterns + report_api_urls.urlpatterns,
+                release_api_urls.app_name,
+            )
+        ),
+    ),
     path("api/", include("sources.drilldown.urls")),
     path("api/", include((_api_urls(), "ingest"))),
     path("sources/", include("sources.urls")),
