@@ -12,9 +12,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from assessments import assessing
+from assessments import assessing, filing
 from assessments import services as run_services
-from releases import data_fingerprint, services
+from releases import data_fingerprint
 from releases.models import Conversation, Release, RiskReport, RunStatus
 from releases.release_verdict import verdict_of
 from review import services as review_services
@@ -27,7 +27,7 @@ def assessed(release: Release, who: User | None = None) -> RiskReport:
     run = run_services.start_assessment(release, who)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     run.refresh_from_db()
-    return services.file_risk_report(
+    return filing.file_risk_report(
         release=release, severity="high", findings=["Checkout errors tripled"], conversation=run
     )
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from releases import verdicts
+from assessments.filing import REFUSALS_KEY, file_risk_report
 from releases.models import (
     AgentEvent,
     AssessmentOutcome,
@@ -29,8 +29,8 @@ from releases.models import (
     RiskReport,
     RunStatus,
 )
-from releases.services import REFUSALS_KEY, file_risk_report
 from risk import filing
+from sources import judging
 
 SUMMARY_TOOL = "get_release_summary"
 NOT_CORRECTED = (
@@ -131,7 +131,7 @@ def _read_release(run: Conversation) -> bool:
 def _keep_refused(run: Conversation, refused: dict[str, Any], why: str) -> RiskReport:
     release = run.release
     assert release is not None
-    judged = verdicts.judge_release(release)
+    judged = judging.judge_release(release)
     severity = str(refused.get("severity") or judged.verdict.severity)
     findings = [str(f) for f in refused.get("findings") or []] or judged.verdict.evidence()
     summary = str(refused.get("summary") or "")
@@ -161,7 +161,7 @@ def _keep_refused(run: Conversation, refused: dict[str, Any], why: str) -> RiskR
 def _policy_verdict(run: Conversation, why: str) -> RiskReport:
     release = run.release
     assert release is not None
-    judged = verdicts.judge_release(release)
+    judged = judging.judge_release(release)
     severity = judged.verdict.severity
     findings = judged.verdict.evidence() or [
         f"The risk policy (v{judged.policy.version}) found no signal of risk in the release data."

@@ -10,9 +10,8 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.utils import timezone
 
+from assessments import filing, tasks
 from assessments import services as run_services
-from assessments import tasks
-from releases import services
 from releases.models import Conversation, Release, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -225,7 +224,7 @@ def test_the_run_page_marks_the_policys_findings_the_model_left_out(
         deployment_metrics={"error_rate": 0.09, "response_time_p95": 400},
     )
     run = Conversation.objects.create(release=risky, status=RunStatus.SUCCEEDED)
-    checked = services.file_checked_report(
+    checked = filing.file_checked_report(
         release=risky, severity="high", findings=["Error rate 9 %"], conversation=run
     )
     assert checked.report is not None and checked.report.policy_findings

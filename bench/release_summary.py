@@ -1,5 +1,5 @@
 """Benchmark: the release summary the agent reads (`GET /api/releases/<v>/summary`), built by
-`releases.verdicts.judge_release(release).for_agent()`: its SQL queries and its time on the
+`sources.judging.judge_release(release).for_agent()`: its SQL queries and its time on the
 demo data (issue #29: documented at <= 6 queries and <= 10 ms; it was 13-18 queries).
 
 A fresh process migrates a fresh SQLite database (production settings), seeds the demo data
@@ -45,7 +45,7 @@ for index in range(rounds + 2):
         release = Release.objects.select_related("service").get(pk=pk)
         with CaptureQueriesContext(connection) as captured:
             begin, begin_cpu = time.perf_counter(), time.process_time()
-            verdicts.judge_release(release).for_agent()
+            judging.judge_release(release).for_agent()
             elapsed = (time.perf_counter() - begin) * 1000
             used = (time.process_time() - begin_cpu) * 1000
         if index >= 2:

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_tasks import task
 
+from assessments import filing
 from assessments import services as run_services
 from evals.models import EvalResult, EvalRun
 from releases import services
@@ -58,7 +59,7 @@ def one_of_each(db: None, admin_user: object) -> None:
         tool_calls=[{"id": "c1", "name": "get_release_summary", "arguments": {"release_id": "x"}}],
     )
     run_services.append_event(conversation, kind="run_started", payload={"release": "v2.1.0"})
-    report = services.file_risk_report(
+    report = filing.file_risk_report(
         release=release,
         severity="high",
         findings=["Two failing tests in payments"],

@@ -64,12 +64,44 @@ ROOMS: dict[str, Room] = {
         django=False,
     ),
     "releases": Room(
-        "services, releases, runs' and reports' tables, the verdict, the release pages and API",
+        "services, releases and their list, runs' and reports' tables, the verdict, the policy",
         frozenset({"risk", "detective_site.settings"}),
     ),
+    "sources": Room(
+        "ingestion: a release's detail from git, JUnit XML and metrics, its history and the "
+        "policy's verdict with it; tokens, the ingestion API, the release API's reads, the "
+        "release page",
+        frozenset(
+            {
+                "risk",
+                "releases",
+                "sources.parsers",
+                "detective_client",
+                "detective_site.settings",
+            }
+        ),
+    ),
+    # A room inside a room: the parsers are plain Python (text in, records out), so that the
+    # client and the tests use them without Django.
+    "sources.parsers": Room(
+        "the parsers of the sources' formats (JUnit XML, OpenMetrics, Prometheus' HTTP API)",
+        frozenset({"detective_client"}),
+        django=False,
+    ),
     "assessments": Room(
-        "a run: its task, the seam that runs the agent (runner/), its live stream and pages",
-        frozenset({"agent", "local_model", "risk", "releases", "detective_site.settings"}),
+        "a run: its task, the seam that runs the agent (runner/), its live stream and pages, "
+        "filing its report, the assess endpoint, the demo (`seed_demo`)",
+        frozenset(
+            {
+                "agent",
+                "local_model",
+                "risk",
+                "releases",
+                "sources",
+                "detective_client",
+                "detective_site.settings",
+            }
+        ),
     ),
     "evals": Room(
         "scenarios, trials, evaluators and eval runs; builds on releases and sources",
@@ -89,26 +121,6 @@ ROOMS: dict[str, Room] = {
     "review": Room(
         "the review desk: decisions on filed reports, their export as eval scenarios",
         frozenset({"risk", "releases", "evals", "detective_site.settings"}),
-    ),
-    "sources": Room(
-        "ingestion: a release's detail from git, JUnit XML and metrics; tokens, the ingestion API",
-        frozenset(
-            {
-                "risk",
-                "releases",
-                "assessments",
-                "sources.parsers",
-                "detective_client",
-                "detective_site.settings",
-            }
-        ),
-    ),
-    # A room inside a room: the parsers are plain Python (text in, records out), so that the
-    # client and the tests use them without Django.
-    "sources.parsers": Room(
-        "the parsers of the sources' formats (JUnit XML, OpenMetrics, Prometheus' HTTP API)",
-        frozenset({"detective_client"}),
-        django=False,
     ),
     "webhooks": Room(
         "webhook endpoints and deliveries: signed POSTs of a verdict, retried by a task",

@@ -90,12 +90,14 @@ def test_the_architecture_page_maps_every_room() -> None:
         ("detective_client/x.py", "from releases.models import Release\n", "releases.models"),
         ("detective_client/x.py", "from django.db import models\n", "django.db"),
         ("detective_site/x.py", "from bench import suite\n", "bench.suite"),
-        # The layers of the Django apps, from the ground up: releases, assessments, sources,
-        # review, evals (docs/developing/architecture.md).
+        # The layers of the Django apps, from the ground up: releases, sources, assessments,
+        # evals, review (docs/developing/architecture.md).
         ("releases/x.py", "import agent.loop\n", "agent.loop"),
         ("releases/x.py", "from assessments import runner\n", "assessments.runner"),
+        ("releases/x.py", "from sources.models import Commit\n", "sources.models"),
         ("releases/x.py", "from review import services\n", "review.services"),
-        ("assessments/x.py", "from sources.models import Commit\n", "sources.models"),
+        ("sources/x.py", "from assessments import runner\n", "assessments.runner"),
+        ("sources/x.py", "import agent.loop\n", "agent.loop"),
         ("assessments/x.py", "from review import services\n", "review.services"),
         ("sources/x.py", "from review import services\n", "review.services"),
         ("evals/x.py", "from review import services\n", "review.services"),
@@ -132,8 +134,8 @@ def test_what_the_directions_allow_is_not_reported(tmp_path: Path) -> None:
         {
             "releases/x.py": "from detective_site.settings import DEBUG\nimport risk.policy\n",
             "releases/y.py": "from django.db import models\nfrom releases import x\n",
-            "assessments/x.py": "import agent.loop\nfrom releases import y\n",
-            "sources/x.py": "from assessments import x\nfrom releases import y\n",
+            "sources/x.py": "from releases import y\n",
+            "assessments/x.py": "import agent.loop\nfrom sources import x\n",
             "review/x.py": "from evals import x\nfrom releases import y\n",
             "risk/policy.py": "",
             "evals/x.py": "from releases import y\nfrom local_model import serve\n",

@@ -7,10 +7,14 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import URLPattern, include, path
 
+from assessments import api_urls as report_api_urls
 from assessments import urls as run_urls
+from assessments.assess_api import router as assess_router
 from releases import urls as release_urls
 from releases.views import home
 from review import urls as review_urls
+from sources import api_urls as release_api_urls
+from sources import release_urls as release_page_urls
 from sources.api import api as ingestion_api
 from sources.bundle import post_bundle
 
@@ -18,6 +22,11 @@ from sources.bundle import post_bundle
 # OpenAPI document and its browsable page hold no data and are for tools (a CI job, a client
 # generator) that have no browser session: open to all.
 SIGNED_IN_API_PAGES = frozenset({"api-root"})
+
+# A CI job asks for an assessment through the ingestion API (same token, same document), but
+# starting a run is assessments' and sources stands below it: the site mounts the one on the
+# other.
+ingestion_api.add_router("", assess_router)
 
 
 def _api_urls() -> list[URLPattern]:
@@ -40,19 +49,32 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 urlpatterns = [
     path("", home, name="home"),
-    # One namespace, `releases:`, for the pages of three apps: the addresses and names stay.
+    # One namespace, `releases:`, for the pages of four apps: the addresses and names stay.
     path(
         "",
         include(
             (
-                release_urls.urlpatterns + run_urls.urlpatterns + review_urls.urlpatterns,
+                release_urls.urlpatterns
+                + release_page_urls.urlpatterns
+                + run_urls.urlpatterns
+                + review_urls.urlpatterns,
                 release_urls.app_name,
             )
         ),
     ),
     # Before the ingestion API: one ingestion stored whole or not at all (sources/bundle.py).
     path("api/releases/bundle", post_bundle, name="ingest_bundle"),
-    path("api/", include("releases.api_urls")),
+    # One namespace, `api:`, for the release API: its reads are sources', filing a run's report
+    # is assessments'.
+    path(
+        "api/",
+        include(
+            (
+                release_api_urls.urlpatterns + report_api_urls.urlpatterns,
+                release_api_urls.app_name,
+            )
+        ),
+    ),
     path("api/", include("sources.drilldown.urls")),
     path("api/", include((_api_urls(), "ingest"))),
     path("sources/", include("sources.urls")),

@@ -22,7 +22,7 @@ exactly what the runner meant.
 
 A scenario made of files (`evals/scenario_sources.py`) has a real release behind it, in a
 hidden service of its own: the trial names it (`release_pk`), the summary and the filing are
-judged from it as a real release's are (`verdicts.judge_release`), and the API's other calls
+judged from it as a real release's are (`judging.judge_release`), and the API's other calls
 (the drill-downs) reach it through `trial_release` (installed as `eval_hooks.trial_release`).
 The trial's Conversation does not point at the release itself: trials of one scenario may run
 at once, and a release has one active run at a time.
@@ -41,10 +41,12 @@ from django.db import transaction
 from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
 from agent.tools.release_tools import SUMMARY_RETRY_DELAY_S
+from assessments.filing import REFUSALS_KEY
 from evals.scenario import Scenario
-from releases import services, verdicts
+from releases import verdicts
 from releases.models import Conversation, Release
 from risk import filing
+from sources import judging
 
 EVAL_KEY = "eval"
 REPORT_KEY = "eval_report"
@@ -130,7 +132,7 @@ def _judged_release(pk: int, updated_at: datetime, policy_version: int) -> verdi
     its scenario asks for its summary and files against it, and judging its history (the
     metric judge, the tests' past) took 0.3 s a time under load, in the one thread that serves
     a run's sync views, past a tool's timeout with eight trials at once."""
-    return verdicts.judge_release(Release.objects.select_related("service").get(pk=pk))
+    return judging.judge_release(Release.objects.select_related("service").get(pk=pk))
 
 
 def _data(conversation: Conversation, payload: dict[str, Any]) -> dict[str, Any]:
@@ -194,7 +196,7 @@ def file_report(
     summary: str,
 ) -> JsonResponse:
     """Keep a (validated) report filed by a trial on the trial itself, checked against the
-    policy as a real filing is (`releases.services.file_checked_report`): refused once with
+    policy as a real filing is (`assessments.filing.file_checked_report`): refused once with
     the problems, then kept, marked for review when it has problems."""
     spec = _spec(conversation)
     payload = spec.get("release")
@@ -205,7 +207,7 @@ def file_report(
     with transaction.atomic():
         # The agent's store merges its own metadata into the same row.
         row = Conversation.objects.select_for_update().get(pk=conversation.pk)
-        refusals = list(row.metadata.get(services.REFUSALS_KEY, []))
+        refusals = list(row.metadata.get(REFUSALS_KEY, []))
         decision = filing.decide(
             severity=severity,
             findings=findings,
@@ -218,7 +220,7 @@ def file_report(
         )
         if decision.refused:
             refusals.append({"problems": decision.problems})
-            row.metadata = {**row.metadata, services.REFUSALS_KEY: refusals}
+            row.metadata = {**row.metadata, REFUSALS_KEY: refusals}
             row.save(update_fields=["metadata"])
             return JsonResponse(
                 {"error": decision.refusal_message(), "problems": decision.problems}, status=422

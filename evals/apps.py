@@ -9,8 +9,8 @@ class EvalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # releases may not import evals (evals builds on it): where a run is an eval trial,
-        # it asks these (releases/eval_hooks.py).
+        # The release API and the run page may not import evals (evals builds on them): where a
+        # run is an eval trial, they ask these (releases/eval_hooks.py).
         from evals import api_source, selectors
         from releases import eval_hooks
 

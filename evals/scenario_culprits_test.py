@@ -11,8 +11,8 @@ import pytest
 from evals import scenario_git, scenario_sources
 from evals.evaluators.culprit_named import names_commit
 from evals.scenario import DEFAULT_SUITE_DIR, ScenarioError, Suite, load_suite, parse_scenario
-from releases import verdicts
 from releases.models import Release
+from sources import judging
 from sources.models import Ingestion, TestCase
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,7 @@ def test_ingested_the_policy_names_the_culprit_first_and_it_is_not_the_newest(
     assert failed.count() == failures
     for case in failed:
         assert case.suspects["ranked"][0]["sha"] == culprit.sha, case.name
-    evidence = verdicts.judge_release(release).for_agent()["policy"]["evidence"]
+    evidence = judging.judge_release(release).for_agent()["policy"]["evidence"]
     sentence = [s for s in evidence if where in s]
     assert len(sentence) == 1 and names_commit(sentence[0], culprit) == culprit.sha[:7]
 

@@ -34,8 +34,8 @@ from detective_client import git
 from detective_client.records import CommitRecord, RecordError
 from evals import scenario_git
 from evals.scenario import Culprit, Scenario, SourceRelease, Suite
-from releases import verdicts
 from releases.models import Release, Service
+from sources import judging
 from sources.parsers.openmetrics import MetricsFormatError, parse_metrics_file
 from sources.services import (
     IngestError,
@@ -186,7 +186,7 @@ def ingest_suite(suite: Suite) -> Ingested:
         releases[scenario.id] = release.pk
         # Judged once here, before any trial: its metrics' judge imports scipy.stats, which
         # took longer than a trial's tool timeout when the first summary call paid for it.
-        verdicts.judge_release(release)
+        judging.judge_release(release)
         scenarios.append(
             scenario.with_ingested(release.as_summary(), culprit_of(scenario, release))
         )

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from django.test import Client
 
+from assessments import filing
 from assessments import services as run_services
-from releases import services
 from releases.models import AgentEvent, Conversation, Release, ReviewDecision, RiskReport
 from review import services as review_services
 
@@ -26,7 +26,7 @@ def record(make_release: Callable[..., Release]) -> dict[str, object]:
     )
     run = run_services.start_assessment(release, None)
     event = run_services.append_event(run, kind="run_started", payload={"kind": "run_started"})
-    report = services.file_risk_report(
+    report = filing.file_risk_report(
         release=release, severity="low", findings=["Fine"], conversation=run
     )
     RiskReport.objects.filter(pk=report.pk).update(needs_review=True)
@@ -81,7 +81,7 @@ def test_the_report_list_shows_the_severity_that_counts_beside_the_model_and_the
         test_results={"passed": 9, "failed": 3, "skipped": 0, "failing_tests": ["test_pay"]},
         deployment_metrics={"error_rate": 0.09, "response_time_p95": 300},
     )
-    report = services.file_risk_report(release=release, severity="low", findings=["Fine"])
+    report = filing.file_risk_report(release=release, severity="low", findings=["Fine"])
     RiskReport.objects.filter(pk=report.pk).update(needs_review=True)
     listing = admin_client.get("/admin/releases/riskreport/").content.decode()
     # The report waits for review with model low, policy high: it counts as high.

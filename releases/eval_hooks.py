@@ -1,15 +1,17 @@
-"""Where releases meets an eval trial, without importing evals.
+"""Where a run meets an eval trial, without importing evals.
 
-Why a hook, not an import: a trial is a run, so evals stands above releases and assessments,
+Why a hook, not an import: a trial is a run, so evals stands above sources and assessments,
 yet the API a trial's tools call and the trial's run page answer from its scenario.
 
-evals builds on releases (a trial is a releases `Conversation` whose metadata carries its
-scenario), so releases may not import it. The two places that need the evals app ask these
-hooks instead, which `EvalsConfig.ready` installs (evals/apps.py):
+evals builds on releases, sources and assessments (a trial is a releases `Conversation` whose
+metadata carries its scenario), so none of them may import it. The places that need the evals
+app ask these hooks instead, which `EvalsConfig.ready` installs (evals/apps.py):
 
-- the release API answers a trial's tools from its scenario, never from a real release
-  (`evals/api_source.py`; the drill-downs from the release `trial_release` gives, if any);
-- a run's page says how the trial it was was judged (`evals.selectors.trial_verdict`).
+- the release API (sources/release_api.py, assessments/report_api.py) answers a trial's tools
+  from its scenario, never from a real release (`evals/api_source.py`; the drill-downs from the
+  release `trial_release` gives, if any);
+- a run's page says how the trial it was was judged (`evals.selectors.trial_verdict`, through
+  `assessments.selectors`).
 
 Without the evals app there are no trials.
 """

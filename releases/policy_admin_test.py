@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from assessments import filing
 from releases import services, verdicts
 from releases.models import Release, RiskPolicy
 from risk.policy import PolicySettings
@@ -95,9 +96,9 @@ def test_a_report_records_the_version_it_was_judged_under(
     make_release: Callable[..., Release],
 ) -> None:
     release = make_release("v1.0.0", deployment_metrics={"error_rate": 0.04})
-    first = services.file_risk_report(release=release, severity="medium", findings=["x"])
+    first = filing.file_risk_report(release=release, severity="medium", findings=["x"])
     services.new_policy_version(PolicySettings(error_rate_high_above=0.03), note="stricter")
-    second = services.file_risk_report(release=release, severity="high", findings=["x"])
+    second = filing.file_risk_report(release=release, severity="high", findings=["x"])
     assert (first.policy.version, first.policy_severity) == (1, "medium")
     assert (second.policy.version, second.policy_severity) == (2, "high")
 

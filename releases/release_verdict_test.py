@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from assessments import filing
 from assessments import services as run_services
-from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus
 from releases.selectors import release_verdict
 from review import services as review_services
@@ -31,7 +31,7 @@ def test_waiting_for_a_person_counts_the_policys_high(
     make_release: Callable[..., Release],
 ) -> None:
     release = make_release("v2.0.0", **RISKY)
-    report = services.file_risk_report(release=release, severity="low", findings=["Error rate 9 %"])
+    report = filing.file_risk_report(release=release, severity="low", findings=["Error rate 9 %"])
     RiskReport.objects.filter(pk=report.pk).update(needs_review=True, review_reasons=["below"])
     verdict = release_verdict(release)
     assert (verdict.state, verdict.severity) == ("needs_person", "high")
@@ -45,7 +45,7 @@ def test_waiting_for_a_person_counts_the_policys_high(
 
 def test_a_decision_counts_over_both(make_release: Callable[..., Release]) -> None:
     release = make_release("v2.0.0", **RISKY)
-    report = services.file_risk_report(release=release, severity="low", findings=["x"])
+    report = filing.file_risk_report(release=release, severity="low", findings=["x"])
     RiskReport.objects.filter(pk=report.pk).update(needs_review=True)
     report.refresh_from_db()
     review_services.decide_report(
@@ -62,7 +62,7 @@ def test_a_decision_counts_over_both(make_release: Callable[..., Release]) -> No
 
 def test_running_and_failed(make_release: Callable[..., Release]) -> None:
     release = make_release("v3.0.0")
-    old = services.file_risk_report(
+    old = filing.file_risk_report(
         release=release,
         severity="medium",
         findings=["x"],
@@ -78,7 +78,7 @@ def test_running_and_failed(make_release: Callable[..., Release]) -> None:
 
 def test_assessed_as_filed(make_release: Callable[..., Release]) -> None:
     release = make_release("v4.0.0")
-    services.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
+    filing.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
     verdict = release_verdict(release)
     assert (verdict.state, verdict.severity, verdict.model_severity) == ("assessed", "low", "low")
 

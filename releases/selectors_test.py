@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from releases import services
+from assessments import filing
 from releases.models import Conversation, Release, RiskReport, RunStatus
 from releases.selectors import (
     ReleaseFilters,
@@ -94,7 +94,7 @@ def add_history(make_release: Callable[..., Release], count: int) -> None:
     for index in range(count):
         release = make_release()
         for severity in ["low", "high"][: index % 3]:
-            services.file_risk_report(release=release, severity=severity, findings=["x"])
+            filing.file_risk_report(release=release, severity=severity, findings=["x"])
         for status in statuses[: index % 5]:
             Conversation.objects.create(release=release, status=status, error="e")
 
@@ -116,8 +116,8 @@ def test_a_page_of_releases_takes_two_queries_however_many_rows(
 def test_latest_state_is_the_newest_report_and_run(make_release: Callable[..., Release]) -> None:
     release = make_release("v1")
     now = timezone.now()
-    services.file_risk_report(release=release, severity="high", findings=["x"], filed_at=now)
-    services.file_risk_report(
+    filing.file_risk_report(release=release, severity="high", findings=["x"], filed_at=now)
+    filing.file_risk_report(
         release=release, severity="low", findings=["x"], filed_at=now - timedelta(days=1)
     )
     Conversation.objects.create(release=release, status=RunStatus.FAILED, created_at=now)
@@ -135,8 +135,8 @@ def test_filters(make_release: Callable[..., Release]) -> None:
     a = make_release("v1.0.0", title="Payments", changes=["Added refunds"])
     b = make_release("v2.0.0", title="Search", changes=None)
     make_release("v3.0.0", title="Copy")
-    services.file_risk_report(release=a, severity="high", findings=["x"])
-    services.file_risk_report(release=b, severity="low", findings=["x"])
+    filing.file_risk_report(release=a, severity="high", findings=["x"])
+    filing.file_risk_report(release=b, severity="low", findings=["x"])
     Conversation.objects.create(release=b, status=RunStatus.QUEUED)
 
     def versions(**filters: str) -> list[str]:
@@ -162,7 +162,7 @@ def test_release_detail_takes_five_queries(
         run = Conversation.objects.create(
             release=release, status=RunStatus.SUCCEEDED, created_at=now - timedelta(hours=age)
         )
-        services.file_risk_report(
+        filing.file_risk_report(
             release=release,
             severity="low",
             findings=["x"],
@@ -185,12 +185,12 @@ def test_release_detail_takes_five_queries(
 def test_dashboard(make_release: Callable[..., Release], django_assert_num_queries: Any) -> None:
     now = timezone.now()
     high = make_release("high")
-    services.file_risk_report(release=high, severity="high", findings=["x"])
+    filing.file_risk_report(release=high, severity="high", findings=["x"])
     was_high = make_release("was-high")
-    services.file_risk_report(
+    filing.file_risk_report(
         release=was_high, severity="high", findings=["x"], filed_at=now - timedelta(days=1)
     )
-    services.file_risk_report(release=was_high, severity="low", findings=["x"], filed_at=now)
+    filing.file_risk_report(release=was_high, severity="low", findings=["x"], filed_at=now)
     make_release("unassessed")
     # A failure followed by a success no longer needs attention; an old one neither.
     fixed = Conversation.objects.create(
@@ -246,16 +246,16 @@ def test_latest_high_risk_is_newest_first_limited_and_reads_only_the_latest_repo
     now = timezone.now()
     for n in range(5):
         release = make_release(f"h{n}")
-        services.file_risk_report(
+        filing.file_risk_report(
             release=release, severity="high", findings=["x"], filed_at=now - timedelta(hours=n)
         )
     # Two reports at the same instant: the later one (higher id) is the latest.
     tie = make_release("tie")
-    services.file_risk_report(release=tie, severity="low", findings=["x"], filed_at=now)
-    services.file_risk_report(release=tie, severity="high", findings=["x"], filed_at=now)
+    filing.file_risk_report(release=tie, severity="low", findings=["x"], filed_at=now)
+    filing.file_risk_report(release=tie, severity="high", findings=["x"], filed_at=now)
     untied = make_release("untied")
-    services.file_risk_report(release=untied, severity="high", findings=["x"], filed_at=now)
-    services.file_risk_report(release=untied, severity="low", findings=["x"], filed_at=now)
+    filing.file_risk_report(release=untied, severity="high", findings=["x"], filed_at=now)
+    filing.file_risk_report(release=untied, severity="low", findings=["x"], filed_at=now)
 
     high = latest_high_risk(limit=3)
     assert [r.version for r in high] == ["tie", "h0", "h1"]

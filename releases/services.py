@@ -1,12 +1,12 @@
-"""Writes of releases, reports and the policy. A run's writes (its messages, events and life
-cycle) are in assessments/services.py, a reviewer's decisions in review/services.py.
+"""Writes of releases and the policy. A run's writes (its messages, events and life cycle) are
+in assessments/services.py, its report's in assessments/filing.py (the policy's verdict on a
+stored release reads the sources app's history), a reviewer's decisions in review/services.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,20 +14,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from releases import signals, verdicts
-from releases.models import (
-    Conversation,
-    Release,
-    ReportOrigin,
-    RiskPolicy,
-    RiskReport,
-    Severity,
-)
-from releases.verdicts import Judged
-from risk import filing
-from risk.carried import with_policy_parts
-from risk.figures import numbers_in
-from risk.filing import FilingDecision
+from releases.models import Release, RiskPolicy, RiskReport
 from risk.policy import PolicySettings, threshold_order_problems
 
 
@@ -56,49 +43,6 @@ def create_release(
     return release
 
 
-def file_risk_report(
-    *,
-    release: Release,
-    severity: Severity | str,
-    findings: Sequence[str],
-    summary: str = "",
-    conversation: Conversation | None = None,
-    filed_at: datetime | None = None,
-    judged: Judged | None = None,
-    decision: FilingDecision | None = None,
-    origin: ReportOrigin | str = ReportOrigin.MODEL,
-) -> RiskReport:
-    """Store a risk report for a release (validated: severity, findings), with the policy's
-    verdict on the same data: the policy's judgement is taken now unless given."""
-    judged = judged or verdicts.judge_release(release)
-    # What the model left out of the policy's evidence ends the findings, marked as the
-    # policy's (issue 30: the model adds, never subtracts).
-    added = [s for s in decision.from_policy if s not in findings] if decision else []
-    report = RiskReport(
-        release=release,
-        severity=severity,
-        findings=[*findings, *added],
-        policy_findings=added,
-        summary=summary,
-        conversation=conversation,
-        policy=judged.policy,
-        policy_severity=judged.verdict.severity,
-        signals=[signal.as_dict() for signal in judged.verdict.signals],
-        origin=origin,
-    )
-    if decision is not None:
-        report.grounding = with_policy_parts(decision.grounding.as_list(), added)
-        report.needs_review = decision.needs_review
-        report.review_reasons = decision.review_reasons
-        report.notes = decision.notes
-    if filed_at is not None:
-        report.filed_at = filed_at
-    report.full_clean()
-    report.save()
-    signals.send_on_commit(signals.verdict_filed, RiskReport, report=report)
-    return report
-
-
 def new_policy_version(
     settings: PolicySettings, *, note: str = "", user: AbstractBaseUser | None = None
 ) -> RiskPolicy:
@@ -114,87 +58,6 @@ def new_policy_version(
             note=note,
             created_by=user if user is not None and user.pk else None,
         )
-
-
-REFUSALS_KEY = "policy_refusals"
-
-
-@dataclass(frozen=True, slots=True)
-class CheckedFiling:
-    """A filing checked against the policy: refused (with the message), or stored."""
-
-    decision: FilingDecision
-    report: RiskReport | None = None
-
-
-def file_checked_report(
-    *,
-    release: Release,
-    severity: str,
-    findings: Sequence[str],
-    summary: str = "",
-    conversation: Conversation | None = None,
-    filed_at: datetime | None = None,
-) -> CheckedFiling:
-    """File a report the way the API does: checked against the policy and the data.
-
-    A run's first filing with problems is refused (counted on the run, so that the second
-    is stored for review); a caller without a run gets no second chance to remember, so its
-    filing is stored at once, marked for review when it has problems."""
-    judged = verdicts.judge_release(release)
-    refused_before = conversation is None or bool((conversation.metadata or {}).get(REFUSALS_KEY))
-    decision = filing.decide(
-        severity=severity,
-        findings=findings,
-        summary=summary,
-        data=judged.summary,
-        verdict=judged.verdict,
-        cfg=judged.settings,
-        refused_before=refused_before,
-        shown=judged.for_agent(),
-        summary_read=verdicts.read_the_summary(conversation) if conversation else None,
-        investigated=numbers_in(verdicts.drill_downs_shown(conversation)) if conversation else (),
-    )
-    if decision.refused:
-        assert conversation is not None
-        note_refusal(
-            conversation,
-            decision,
-            filing={"severity": severity, "findings": list(findings), "summary": summary},
-        )
-        return CheckedFiling(decision)
-    report = file_risk_report(
-        release=release,
-        severity=severity,
-        findings=findings,
-        summary=summary,
-        conversation=conversation,
-        filed_at=filed_at,
-        judged=judged,
-        decision=decision,
-    )
-    return CheckedFiling(decision, report)
-
-
-def note_refusal(
-    conversation: Conversation,
-    decision: FilingDecision,
-    *,
-    filing: dict[str, Any] | None = None,
-) -> None:
-    """Count a refused filing on the run (merged into its metadata, which the agent's store
-    also writes), with the filing itself: should the model never correct it, it is what the
-    run stores for a person (`assessments.outcomes`)."""
-    with transaction.atomic():
-        row = Conversation.objects.select_for_update().get(pk=conversation.pk)
-        refusals = list((row.metadata or {}).get(REFUSALS_KEY, []))
-        refusal: dict[str, Any] = {"problems": decision.problems, "at": timezone.now().isoformat()}
-        if filing is not None:
-            refusal["filing"] = filing
-        refusals.append(refusal)
-        row.metadata = {**(row.metadata or {}), REFUSALS_KEY: refusals}
-        row.save(update_fields=["metadata"])
-    conversation.metadata = row.metadata
 
 
 def hash_token(token: str) -> str:

@@ -1,8 +1,8 @@
-"""The risk policy on the Django side: the version in force, and its verdict on a release.
+"""The risk policy on the Django side: the version in force, and its verdict on a summary.
 
 The rules themselves are plain code in `risk/`; this module finds their inputs in the
-database (the policy version, the previous release's p95) and hands the agent its view of a
-release (`summary_for_agent`).
+database (the policy version, the previous release's p95). A stored release is judged with its
+history, which the sources app keeps: `sources.judging.judge_release`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from releases import history_hooks
 from releases.models import Conversation, Message, Release, RiskPolicy
 from releases.release_order import earlier_releases
 from risk.digest import digest
 from risk.history import EMPTY as EMPTY_HISTORY
-from risk.history import History, ReleaseRef
+from risk.history import History
 from risk.policy import PolicySettings, PolicyVerdict, evaluate
 
 
@@ -67,10 +66,10 @@ def previous_p95(release: Release) -> float | None:
         .values_list("deployment_metrics", flat=True)
         .first()
     )
-    return _p95_of(previous)
+    return p95_of(previous)
 
 
-def _p95_of(metrics: Any) -> float | None:
+def p95_of(metrics: Any) -> float | None:
     if not isinstance(metrics, dict):
         return None
     value = metrics.get("response_time_p95")
@@ -88,33 +87,6 @@ def judge_summary(
     policy = current_policy()
     settings = settings_of(policy)
     past = history(settings) if callable(history) else history or History.empty()
-    verdict = evaluate(summary, settings, previous_p95=previous, history=past)
-    return Judged(policy, settings, verdict, summary, past)
-
-
-def judge_release(release: Release) -> Judged:
-    """The policy's verdict on a release with its history: the policy, the earlier releases
-    (with the previous p95 among them) and the history's few queries (sources/history.py),
-    each read once."""
-    policy = current_policy()
-    settings = settings_of(policy)
-    window = settings.history_releases
-    wanted = max(window, 1)
-    rows = list(
-        earlier_releases(release).values_list("id", "version", "order_at", "deployment_metrics")[
-            :wanted
-        ]
-    )
-    measured = [metrics for *_, metrics in rows if metrics is not None]
-    if measured:
-        previous = _p95_of(measured[0])
-    elif len(rows) < wanted:
-        previous = None  # every earlier release was read: none was measured
-    else:
-        previous = previous_p95(release)
-    refs = [ReleaseRef(id=pk, version=version, at=at) for pk, version, at, _ in rows[:window]]
-    past = history_hooks.history_of(release, window=window, refs=refs, settings=settings)
-    summary = release.as_summary()
     verdict = evaluate(summary, settings, previous_p95=previous, history=past)
     return Judged(policy, settings, verdict, summary, past)
 

@@ -1,3 +1,6 @@
+"""The release pages: the dashboard and the list. A release's own page shows the detail the
+sources app keeps, and is served from there (sources/release_page.py)."""
+
 from __future__ import annotations
 
 from django.contrib.auth.decorators import permission_required
@@ -8,7 +11,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from releases import detail_hooks, selectors
+from releases import selectors
 from releases.models import RunStatus, Severity
 from releases.selectors import NONE, SORTS, ReleaseFilters
 
@@ -76,30 +79,3 @@ def release_list(request: HtmxHttpRequest) -> HttpResponse:
         return render(request, "releases/list.html", context)
     response = render(request, "releases/list.html#table", context)
     return push_url(response, f"{request.path}?{query.urlencode()}" if query else request.path)
-
-
-SECTIONS_TARGET = "release-sections"
-
-
-@require_GET
-@view_releases_required
-@vary_on_headers("HX-Request", "HX-Target")  # the same URL answers a page or its sections
-def release_detail(
-    request: HtmxHttpRequest, version: str, service: str | None = None
-) -> HttpResponse:
-    if request.htmx and request.htmx.target == SECTIONS_TARGET:
-        # A tab, a filter or a page of the release's detail: only that part is drawn again.
-        release = selectors.release_or_404(version, service)
-        context = {"release": release, "sections": detail_hooks.sections(release, request.GET)}
-        response = render(request, "releases/detail.html#sections", context)
-        return push_url(response, request.get_full_path())
-    detail = selectors.release_detail(version, service)
-    context = {
-        "detail": detail,
-        "release": detail.release,
-        "sections": detail_hooks.sections(detail.release, request.GET),
-        "can_reassess": request.user.has_perm(RUN_ASSESSMENT),
-        "can_review": request.user.has_perm(REVIEW_REPORT),
-        "severities": Severity.choices,
-    }
-    return render(request, "releases/detail.html", context)

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from releases import services
+from assessments import filing
 from releases.models import Conversation, Release, RunStatus, Service
 from review import services as review_services
 
@@ -30,8 +30,8 @@ def releases(make_release: Callable[..., Release]) -> dict[str, Release]:
         changes=["Added payment processing", "Fixed authentication bug"],
         created_at=now - timedelta(days=3),
     )
-    services.file_risk_report(release=risky, severity="low", findings=["old"])
-    services.file_risk_report(release=risky, severity="high", findings=["2 failing tests"])
+    filing.file_risk_report(release=risky, severity="low", findings=["old"])
+    filing.file_risk_report(release=risky, severity="high", findings=["2 failing tests"])
     Conversation.objects.create(release=risky, status=RunStatus.FAILED, error="Provider down")
     unknown = make_release(
         "v2.2.0",
@@ -42,7 +42,7 @@ def releases(make_release: Callable[..., Release]) -> dict[str, Release]:
         created_at=now - timedelta(days=2),
     )
     calm = make_release("v2.3.0", title="Copy fixes", created_at=now - timedelta(days=1))
-    services.file_risk_report(release=calm, severity="low", findings=["text only"])
+    filing.file_risk_report(release=calm, severity="low", findings=["text only"])
     Conversation.objects.create(release=calm, status=RunStatus.RUNNING)
     return {"risky": risky, "unknown": unknown, "calm": calm}
 
@@ -185,7 +185,7 @@ def test_the_list_query_count_does_not_grow_with_releases(
     def add(count: int) -> None:
         for _ in range(count):
             release = make_release()
-            services.file_risk_report(release=release, severity="medium", findings=["x"])
+            filing.file_risk_report(release=release, severity="medium", findings=["x"])
             Conversation.objects.create(release=release, status=RunStatus.SUCCEEDED)
 
     add(3)
@@ -220,7 +220,7 @@ def test_the_detail_shows_release_data_and_the_latest_report(
         started_at=timezone.now() - timedelta(seconds=9.4),
         finished_at=timezone.now(),
     )
-    services.file_risk_report(
+    filing.file_risk_report(
         release=release,
         severity="medium",
         findings=["p95 drifted up", "two failing tests"],
@@ -301,7 +301,7 @@ def test_release_data_and_reports_are_escaped(
     run = Conversation.objects.create(
         release=release, status=RunStatus.FAILED, model=SCRIPT, error=SCRIPT
     )
-    services.file_risk_report(
+    filing.file_risk_report(
         release=release, severity="high", findings=[SCRIPT], summary=SCRIPT, conversation=run
     )
     pages = [
@@ -374,7 +374,7 @@ def test_the_detail_query_count_does_not_grow_with_history(
     def add(count: int) -> None:
         for _ in range(count):
             run = Conversation.objects.create(release=release, status=RunStatus.SUCCEEDED)
-            services.file_risk_report(
+            filing.file_risk_report(
                 release=release, severity="low", findings=["x"], conversation=run
             )
 
@@ -448,7 +448,7 @@ def test_home_query_count_is_constant(
     def add(count: int) -> None:
         for _ in range(count):
             release = make_release()
-            services.file_risk_report(release=release, severity="high", findings=["x"])
+            filing.file_risk_report(release=release, severity="high", findings=["x"])
             Conversation.objects.create(release=release, status=RunStatus.FAILED, error="boom")
 
     add(2)
@@ -470,10 +470,10 @@ def test_the_release_list_sorts_by_risk_error_rate_p95_and_assessment(
     slow = make_release("slow", deployment_metrics={"error_rate": 0.01, "response_time_p95": 900})
     risky = make_release("risky", deployment_metrics={"error_rate": 0.07, "response_time_p95": 300})
     make_release("unknown", deployment_metrics=None)
-    services.file_risk_report(
+    filing.file_risk_report(
         release=slow, severity="low", findings=["x"], filed_at=now - timedelta(hours=1)
     )
-    report = services.file_risk_report(release=risky, severity="low", findings=["x"], filed_at=now)
+    report = filing.file_risk_report(release=risky, severity="low", findings=["x"], filed_at=now)
     # A person's override counts: risky is high, whatever the model filed.
     review_services.decide_report(
         report, None, decision="override", severity="high", reason="Errors."

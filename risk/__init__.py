@@ -14,6 +14,6 @@
 - `filing`: the decision on a filed report: accepted, refused once with the reasons, or
   stored for a person to review.
 
-Nothing here imports Django: the API (`releases/api.py`, through `releases/services.py`) and
-the evals (`evals/evaluators/figures.py`) call the same functions.
+Nothing here imports Django: the API (`assessments/report_api.py`, through
+`assessments/filing.py`) and the evals (`evals/evaluators/figures.py`) call the same functions.
 """

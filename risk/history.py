@@ -2,9 +2,9 @@
 policy read these, and the agent's drill-downs show them.
 
 Plain Python (no Django): `sources.history` computes a `History` from the detail tables (commits,
-test cases, metric samples) and the releases app asks for it through `releases.history_hooks`.
-A release without detail, or a site without the sources app, has `History.empty()`, and the
-policy then reads the summary alone, as it did before histories existed.
+test cases, metric samples), and `sources.judging.judge_release` hands it to the policy. A
+release without detail has `History.empty()`, and the policy then reads the summary alone, as
+it did before histories existed.
 
 "Earlier releases" are the same service's, by deploy order (creation order for a release that
 was never deployed), most recent first; "recent" means the last `window` of them (the policy's

@@ -17,14 +17,11 @@ from typing import Annotated, Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
 from ninja import Field, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
-from assessments import assessing
-from assessments import tasks as releases_tasks
 from detective_client.records import CommitRecord, HeadRecord, RecordError
 from releases import selectors as releases_selectors
 from releases.validation import VERSION_PATTERN
@@ -129,7 +126,9 @@ def _other_token_kind(request: HttpRequest) -> str:
     return ""
 
 
-def _origin(request: HttpRequest) -> Origin:
+def origin_of(request: HttpRequest) -> Origin:
+    """Who sent this call: the ingestion token the API authenticated (the assess endpoint
+    records it too, assessments/assess_api.py)."""
     return Origin("api", token=request.auth)  # type: ignore[attr-defined]
 
 
@@ -180,7 +179,7 @@ class ReleaseOut(Schema):
 )
 def put_release(request: HttpRequest, body: ReleaseIn) -> Status[dict[str, Any]]:
     fields = body.fields()
-    release, created = services.upsert_release(fields, _origin(request))
+    release, created = services.upsert_release(fields, origin_of(request))
     out = {
         "service": release.service.slug,
         "version": release.version,
@@ -287,12 +286,12 @@ class CommitsIn(Schema):
 def post_commits(
     request: HttpRequest, version: Version, body: CommitsIn, query: Query[ReleaseQuery]
 ) -> Status[dict[str, Any]]:
-    release = services.release_for(version, query.service, _origin(request))
+    release = services.release_for(version, query.service, origin_of(request))
     try:
         commits, head = body.records()
     except RecordError as exc:
         raise IngestError(f"Invalid commit: {exc}.", 422) from None
-    result = services.ingest_commits(release, commits, _origin(request), head=head)
+    result = services.ingest_commits(release, commits, origin_of(request), head=head)
     return _ingested(result)
 
 
@@ -345,11 +344,11 @@ TEXT_BODY = {
 def post_junit(
     request: HttpRequest, version: Version, query: Query[FileQuery]
 ) -> Status[dict[str, Any]]:
-    release = services.release_for(version, query.service, _origin(request))
+    release = services.release_for(version, query.service, origin_of(request))
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > junit.MAX_BYTES:
         raise IngestError(f"The body is larger than {junit.MAX_BYTES:,} bytes.", 413)
-    result = services.ingest_junit(release, request, query.filename, _origin(request))
+    result = services.ingest_junit(release, request, query.filename, origin_of(request))
     return _ingested(result)
 
 
@@ -381,72 +380,14 @@ class MetricsQuery(ReleaseQuery):
 def post_metrics(
     request: HttpRequest, version: Version, query: Query[MetricsQuery]
 ) -> Status[dict[str, Any]]:
-    release = services.release_for(version, query.service, _origin(request))
+    release = services.release_for(version, query.service, origin_of(request))
     data = _raw_body(request, METRICS_MAX_BYTES)
     try:
         samples = parse_metrics(data, source=query.filename)
     except MetricsFormatError as exc:
         raise IngestError(f"Refused: {exc}.", 400) from None
     results = services.ingest_metrics_file(
-        release, samples, _origin(request), window=query.window, file_names=[query.filename]
+        release, samples, origin_of(request), window=query.window, file_names=[query.filename]
     )
     # The release window's ingestion (or the only one) answers; its counts name the window.
     return _ingested(results[0])
-
-
-# ---- assessing ---------------------------------------------------------------------------------
-
-
-class AssessmentOut(Schema):
-    run: str
-    status: str = Field(
-        description="queued or running: a worker does it; ask for the verdict. When `kept`, "
-        "the status of the run whose verdict stands."
-    )
-    url: str = Field(description="The run's page.")
-    kept: bool = Field(
-        False,
-        description="True: the release's data has not changed since the verdict that stands "
-        "(same commits, reports and metrics), so it stands, a person's decision included; "
-        "nothing was queued. Send force=true to assess again anyway.",
-    )
-    message: str = Field("", description="When kept, why, in one sentence.")
-
-
-class AssessQuery(ReleaseQuery):
-    force: bool = Field(
-        False,
-        description="Assess even when the data has not changed since the verdict that stands "
-        "(recorded on the run with the token that asked).",
-    )
-
-
-@api.post(
-    "/releases/{version}/assess",
-    response={200: AssessmentOut, 202: AssessmentOut, **ERRORS},
-    summary="Assess the release (queued for a worker; the run already queued or running, if "
-    "any; 200 with `kept` when the verdict stands on unchanged data)",
-)
-def assess_release(
-    request: HttpRequest, version: Version, query: Query[AssessQuery]
-) -> Status[dict[str, Any]]:
-    origin = _origin(request)
-    release = services.release_for(version, query.service, origin)
-    asked_by = f"token {origin.token.name}" if origin.token is not None else "the API"
-    outcome = assessing.assess_unless_unchanged(
-        release,
-        None,
-        force=query.force,
-        asked_by=asked_by,
-        enqueue=releases_tasks.enqueue_assessment,
-    )
-    run = outcome.run
-    page = request.build_absolute_uri(reverse("releases:run", args=[run.pk]))
-    body = {
-        "run": str(run.pk),
-        "status": run.status,
-        "url": page,
-        "kept": outcome.kept,
-        "message": outcome.message,
-    }
-    return Status(200 if outcome.kept else 202, body)

@@ -3,7 +3,7 @@
 Each pair of consecutive tags of a git checkout is a release (the older tag to the newer,
 oldest first), ingested as `manage.py ingest` would ingest it (its commits, and its JUnit XML
 and metrics files when given, named after the tag) through the same services, then judged by
-the same function as every report (`releases.verdicts.judge_release`), history included: the
+the same function as every report (`sources.judging.judge_release`), history included: the
 history of release N is releases 1 .. N-1 of the replay.
 
 Where it is stored: in a transaction that is rolled back at the end (`replay(keep=False)`),
@@ -37,10 +37,10 @@ from django.db import transaction
 
 from detective_client import git
 from releases.models import Release, Service
-from releases.verdicts import judge_release
 from risk.settings import LEVEL_RANK
 from risk.signal import PolicyVerdict, severity_of
 from sources import services
+from sources.judging import judge_release
 from sources.parsers.openmetrics import MetricsFormatError, parse_metrics_file
 from sources.services import IngestError, Origin, ReleaseFields
 

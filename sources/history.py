@@ -3,8 +3,7 @@
 Every read is a fixed number of queries, whatever the number of tests, commits or releases
 (no query per test or per release), and each is bounded: at most MAX_TESTS tests get a history,
 at most MAX_MESSAGES commit messages and MAX_SAMPLES samples per metric and window are kept.
-`SourcesConfig.ready` installs `read_history` as the releases app's history reader
-(releases/history_hooks.py).
+The policy's verdict on a stored release reads it through `sources.judging.judge_release`.
 
 The parts are public for the agent's drill-downs: `earlier`, `test_histories`, `change_facts`,
 `metric_series`.

@@ -11,11 +11,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from detective_client.records import CommitRecord, FileChangeRecord
-from releases import history_hooks
 from releases.models import Release
-from releases.verdicts import judge_release, previous_p95
+from releases.verdicts import previous_p95
 from sources import services
 from sources.history import change_facts, read_history
+from sources.judging import judge_release
 from sources.parsers.records import MetricSampleRecord
 from sources.services import Origin, ReleaseFields
 
@@ -260,7 +260,7 @@ def test_the_summary_the_agent_reads_takes_six_queries(checkout: list[Release]) 
 def test_a_release_without_detail_has_an_empty_history_and_the_same_verdict() -> None:
     bare = release("checkout", "v3.0.0", 1)
     assert read_history(bare).is_empty
-    assert history_hooks.history_of(bare, window=10).is_empty
+    assert judge_release(bare).history.is_empty
 
 
 def test_the_previous_p95_is_the_same_services_by_deploy_order() -> None:

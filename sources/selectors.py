@@ -11,12 +11,11 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.http import QueryDict
 
-from releases import verdicts
 from releases.models import Release
-from releases.token_hooks import TokenScope
 from risk.history_signals import judge_metrics
 from risk.judge import Judgement, MetricJudgement, MetricSettings, judge_metric, written
 from risk.settings import LEVEL_RANK
+from sources import judging
 from sources.models import (
     ChangeType,
     Commit,
@@ -46,8 +45,18 @@ def token_for(token: str) -> IngestionToken | None:
     )
 
 
+@dataclass(frozen=True)
+class TokenScope:
+    """What a bearer token may read of the release API (sources/release_api.py)."""
+
+    name: str  # what the token is called, for an error message
+    service_id: int | None  # the one service it may read; None: every service
+    service_name: str = ""
+
+
 def token_scope(token: str) -> TokenScope | None:
-    """An ingestion token's scope for releases' verdict API (releases/token_hooks.py)."""
+    """An ingestion token's scope for the verdict API: a CI job reads its release's verdict
+    with the token it sent the release with."""
     found = token_for(token)
     if found is None:
         return None
@@ -58,7 +67,7 @@ def token_scope(token: str) -> TokenScope | None:
     )
 
 
-# ---- a release's detail, for its page (releases/detail_hooks.py) -------------------------------
+# ---- a release's detail, for its page (sources/release_page.py) -----------------------------
 
 TABS = ("tests", "commits", "metrics")
 TAB_LABELS = {"tests": "Test cases", "commits": "Commits", "metrics": "Metrics"}
@@ -276,7 +285,7 @@ def metric_rows(release: Release) -> tuple[MetricsView | None, list[MetricRow]]:
     says."""
     if not MetricSample.objects.filter(release=release).exists():
         return None, []
-    judged = verdicts.judge_release(release)
+    judged = judging.judge_release(release)
     cfg = judged.settings
     judgement = judge_metrics(judged.history, cfg)
     settings = cfg.judge_settings()

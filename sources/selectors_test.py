@@ -1,5 +1,5 @@
 """The release page's detail from the sources: tabs, filters, pages, the metric judge's words,
-and release text escaped (sources/selectors.py through releases/detail_hooks.py)."""
+and release text escaped (sources/selectors.py, shown by sources/release_page.py)."""
 
 from __future__ import annotations
 

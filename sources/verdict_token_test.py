@@ -1,4 +1,4 @@
-"""A CI job reads its release's verdict with its ingestion token (releases/token_hooks.py):
+"""A CI job reads its release's verdict with its ingestion token (sources/release_api.py):
 the service's release by `?service=`, never another service's, never the agent's calls."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from releases import services as releases_services
+from assessments import filing
 from releases.models import Release, Service
 from sources import services
 
@@ -35,7 +35,7 @@ def test_an_ingestion_token_reads_its_services_verdict(
     client: Client, shop_release: Release
 ) -> None:
     _, token = services.create_token("CI of shop", shop_release.service)
-    releases_services.file_risk_report(release=shop_release, severity="high", findings=["x"])
+    filing.file_risk_report(release=shop_release, severity="high", findings=["x"])
     for name in ("shop", "Shop"):
         response = get(client, f"/api/releases/v2.1.0/verdict?service={name}", token)
         assert response.status_code == 200

@@ -17,9 +17,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from assessments import filing
 from detective_site.asgi import application
 from evals.models import EvalRun
-from releases import services
 from releases.models import Conversation, Release, RunStatus
 from review import services as review_services
 
@@ -47,7 +47,7 @@ def staff(django_user_model: type[User]) -> User:
 def _objects(make_release: Callable[..., Release], owner: User) -> dict[str, Any]:
     release = make_release("v-perm")
     run = Conversation.objects.create(release=release, status=RunStatus.RUNNING)
-    report = services.file_risk_report(
+    report = filing.file_risk_report(
         release=release, severity="high", findings=["a finding"], summary="s", conversation=run
     )
     decision = review_services.decide_report(report, owner, decision="accept")

@@ -26,8 +26,9 @@ from django.db import DatabaseError, connection, transaction
 from django.test import Client
 from django.urls import reverse
 
-from releases import services, verdicts
+from releases import services
 from releases.models import Release
+from sources import judging
 from tests.hostile_values import DEEP, HOSTILE
 
 pytestmark = pytest.mark.django_db
@@ -197,7 +198,7 @@ def test_an_old_row_holding_any_hostile_value_breaks_no_page_and_counts_as_missi
             broken.append((field, text[:60], statuses))
         fresh = Release.objects.get(pk=release.pk)
         # The policy reads it without raising, and the agent's summary encodes.
-        json.dumps(verdicts.judge_release(fresh).for_agent(), allow_nan=False)
+        json.dumps(judging.judge_release(fresh).for_agent(), allow_nan=False)
     assert broken == []
     assert stored + refused_by_database == 39
     assert stored >= (20 if connection.vendor == "postgresql" else 30)
@@ -217,7 +218,7 @@ def test_an_unreadable_figure_shows_as_missing_and_the_policy_says_missing(
     assert fresh.deployment_metrics == {"error_rate": 0.5, "response_time_p95": None}
     page = admin_client.get(reverse("releases:detail", args=[release.version])).content.decode()
     assert re.search(r"p95 latency</dt><dd><span class=\"missing\">missing", page)
-    signals = verdicts.judge_release(fresh).verdict.signals
+    signals = judging.judge_release(fresh).verdict.signals
     assert "missing_deployment_metrics_response_time_p95" in [signal.name for signal in signals]
 
 

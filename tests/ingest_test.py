@@ -273,9 +273,9 @@ def test_a_commit_touching_only_a_generated_file_is_no_change_size(tmp_path: Pat
     """idna's shape: a Unicode update regenerates thousands of lines of tables, nothing else;
     the tables are said apart as generated, and the change has no size. A public API file
     deleted in the next release is a breaking change naming the file and its commit."""
-    from releases.verdicts import judge_release
     from sources.drilldown.changes import code_changes
     from sources.drilldown.paging import PageBounds
+    from sources.judging import judge_release
 
     repo = tmp_path / "idna"
     (repo / "idna").mkdir(parents=True)

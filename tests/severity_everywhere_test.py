@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from releases import services
+from assessments import filing
 from releases.models import Conversation, Release, RiskReport, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +40,7 @@ def waiting(make_release: Callable[..., Release]) -> RiskReport:
         finished_at=now,
         outcome="kept_refused",
     )
-    report = services.file_risk_report(
+    report = filing.file_risk_report(
         release=release, severity="low", findings=["The release looks fine."], conversation=run
     )
     RiskReport.objects.filter(pk=report.pk).update(

@@ -12,9 +12,9 @@ from django.test import Client
 
 from detective_client.verdict import markdown
 from releases.release_verdict import suspects_said
-from releases.verdicts import judge_release
 from releases.views_test import viewer_with_view_permissions
 from sources.history import read_history
+from sources.judging import judge_release
 from sources.models import CommitFile, TestCase
 from tests.ingest_test import git, ingest
 

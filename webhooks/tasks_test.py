@@ -15,8 +15,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from assessments import filing
 from assessments import services as run_services
-from releases import services as releases_services
 from releases.models import Release, Service
 from releases.selectors import release_verdict
 from review import services as review_services
@@ -56,7 +56,7 @@ def run_queued(result: DBTaskResult) -> str:
 
 def file_report(release: Release, capture: Any, severity: str = "high") -> None:
     with capture(execute=True):
-        releases_services.file_risk_report(
+        filing.file_risk_report(
             release=release, severity=severity, findings=["Checkout errors tripled"], summary="Bad"
         )
 

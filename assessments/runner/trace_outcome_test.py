@@ -4,8 +4,8 @@ from collections.abc import Callable
 
 import pytest
 
+from assessments import filing
 from assessments.runner.trace_outcome import release_input, run_trace_outcome
-from releases import services
 from releases.models import (
     AssessmentOutcome,
     Conversation,
@@ -35,7 +35,7 @@ def test_a_stored_verdict_and_its_state_are_the_output(
 ) -> None:
     release = make_release()
     run = Conversation.objects.create(release=release)
-    report = services.file_risk_report(
+    report = filing.file_risk_report(
         release=release, severity="medium", findings=["0 failed tests"], conversation=run
     )
     output, error = run_trace_outcome(run.pk, RunStatus.SUCCEEDED)
@@ -59,7 +59,7 @@ def test_a_kept_refused_filing_says_so_and_counts_as_the_higher_severity(
 ) -> None:
     release = make_release()
     run = Conversation.objects.create(release=release)
-    report = services.file_risk_report(
+    report = filing.file_risk_report(
         release=release,
         severity="low",
         findings=["0 failed tests"],

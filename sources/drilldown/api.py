@@ -5,7 +5,7 @@
 - `GET /api/releases/<version>/metrics/<metric>/history`
 - `GET /api/releases/<version>/suspects?test=` (one failed test's suspect commits)
 
-Callers authenticate as for the summary (`releases.api.caller_release`: a run's token reads
+Callers authenticate as for the summary (`sources.release_api.caller_release`: a run's token reads
 its own release alone, the API key any release). Every answer is JSON, errors included
 (`{"error": ...}`, 400 for a query that cannot be read), and bounded: pages of at most
 `MAX_LIMIT` entries with the offset of the next (`next_offset`, null on the last page).
@@ -22,10 +22,10 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from releases.api import api_error, caller_release
 from releases.models import Release
 from sources.drilldown import changes, metrics, suspects, tests
 from sources.drilldown.paging import PageBounds, QueryError, choice, text_filter
+from sources.release_api import api_error, caller_release
 
 
 def _answer(request: HttpRequest, version: str, read: Callable[[Release], Any]) -> HttpResponseBase:

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import Browser, expect
 
+from assessments import filing
 from assessments import services as run_services
-from releases import services
 from releases.models import Conversation, Release, RunStatus
 from review import services as review_services
 from tests.browser.chromium import DESKTOP, PHONE, log_in, password_hash, screenshots
@@ -42,7 +42,7 @@ def test_the_page_says_the_decision_was_about_earlier_data(
     run = run_services.start_assessment(release, manager)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     run.refresh_from_db()
-    report = services.file_risk_report(
+    report = filing.file_risk_report(
         release=release,
         severity="high",
         findings=["The checkout error rate tripled after the deploy"],

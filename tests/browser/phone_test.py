@@ -21,12 +21,12 @@ from django.core.management import call_command
 from django.db import connections
 from playwright.sync_api import Browser, Page
 
+from assessments import filing, tasks
 from assessments import services as run_services
-from assessments import tasks
+from assessments.management.commands import seed_demo
 from evals.models import EvalResult
 from releases import services
 from releases.models import Conversation, Release, RunStatus
-from sources.management.commands import seed_demo
 from tests.browser.chromium import PHONE, log_in, password_hash, screenshots
 from tests.eval_data import make_run, suite
 from tests.live_site import LiveSite
@@ -81,7 +81,7 @@ def _pages(django_user_model: type[User]) -> dict[str, str]:
         },
         deployment_metrics={"error_rate": 0.031, "response_time_p95": 1840},
     )
-    services.file_checked_report(
+    filing.file_checked_report(
         release=long,
         severity="low",
         findings=[f"1 failing test: {LONG_TEST}", "Error rate 0.4 %"],

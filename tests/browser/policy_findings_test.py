@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import Browser, expect
 
+from assessments import filing
 from assessments import services as run_services
-from releases import services
 from releases.models import Conversation, Release, RunStatus
 from tests.browser.chromium import DESKTOP, PHONE, log_in, password_hash, screenshots
 from tests.live_site import LiveSite
@@ -53,7 +53,7 @@ def test_the_policys_sentences_the_model_left_out_are_marked_on_the_release_page
     run = run_services.start_assessment(release, manager)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
     run.refresh_from_db()
-    checked = services.file_checked_report(
+    checked = filing.file_checked_report(
         release=release,
         severity="high",
         findings=["Error rate 6.4 % after the deploy, above the 5 % limit"],

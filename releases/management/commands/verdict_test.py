@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from assessments import filing
 from assessments import services as run_services
-from releases import services
 from releases.models import Conversation, Release, RiskReport, RunStatus, Service
 from review import services as review_services
 
@@ -31,9 +31,7 @@ def verdict(*args: str) -> tuple[int, str]:
 
 def waiting_low_high(make_release: Callable[..., Release]) -> Release:
     release = make_release("v2.0.0", **RISKY)
-    report = services.file_risk_report(
-        release=release, severity="low", findings=["Looks <b>ok</b>"]
-    )
+    report = filing.file_risk_report(release=release, severity="low", findings=["Looks <b>ok</b>"])
     RiskReport.objects.filter(pk=report.pk).update(
         needs_review=True, review_reasons=["severity low is below the policy's high"]
     )
@@ -42,19 +40,19 @@ def waiting_low_high(make_release: Callable[..., Release]) -> Release:
 
 def test_below_the_bar_exits_0(make_release: Callable[..., Release]) -> None:
     release = make_release("v1.0.0")
-    services.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
+    filing.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
     code, out = verdict("v1.0.0")
     assert code == 0 and "Low risk" in out and "Below high" in out
     # Medium is below high, and at or above medium.
     other = make_release("v1.1.0")
-    services.file_risk_report(release=other, severity="medium", findings=["1 failed test"])
+    filing.file_risk_report(release=other, severity="medium", findings=["1 failed test"])
     assert verdict("v1.1.0")[0] == 0
     assert verdict("v1.1.0", "--fail-on", "medium")[0] == 1
 
 
 def test_at_or_above_the_bar_exits_1(make_release: Callable[..., Release]) -> None:
     release = make_release("v3.0.0", **RISKY)
-    services.file_risk_report(release=release, severity="high", findings=["Error rate 9 %"])
+    filing.file_risk_report(release=release, severity="high", findings=["Error rate 9 %"])
     code, out = verdict("v3.0.0", "--fail-on", "high")
     assert code == 1 and "High risk" in out and "At or above high" in out
 
@@ -117,10 +115,10 @@ def test_the_service_picks_which_release_of_that_version(
     make_release: Callable[..., Release],
 ) -> None:
     # The same version in two services: the default one is low, the payments one high.
-    services.file_risk_report(release=make_release("v5.0.0"), severity="low", findings=["ok"])
+    filing.file_risk_report(release=make_release("v5.0.0"), severity="low", findings=["ok"])
     payments = Service.objects.create(name="Payments", slug="payments")
     other = Release.objects.create(version="v5.0.0", service=payments, **RISKY)
-    services.file_risk_report(release=other, severity="high", findings=["Error rate 9 %"])
+    filing.file_risk_report(release=other, severity="high", findings=["Error rate 9 %"])
     assert verdict("v5.0.0")[0] == 0
     code, out = verdict("v5.0.0", "--service", "payments", "--json")
     assert code == 1
@@ -197,7 +195,7 @@ def test_the_policys_findings_the_model_left_out_are_marked_in_json_and_markdown
     make_release: Callable[..., Release],
 ) -> None:
     make_release("v4.0.0", **RISKY)
-    checked = services.file_checked_report(
+    checked = filing.file_checked_report(
         release=Release.objects.get(version="v4.0.0"), severity="high", findings=["Error rate 9 %"]
     )
     assert checked.report is not None and checked.report.policy_findings

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from releases import services
+from assessments import filing
 from releases.models import Release, RiskReport
 from review.views_test import reviewer_client
 
@@ -29,7 +29,7 @@ def waiting(client: Client, version: str, token: str = API_KEY, **query: str) ->
 @pytest.fixture
 def needs_person(make_release: Callable[..., Release]) -> RiskReport:
     release = make_release("v2.0.0")
-    report = services.file_risk_report(release=release, severity="low", findings=["ok"])
+    report = filing.file_risk_report(release=release, severity="low", findings=["ok"])
     RiskReport.objects.filter(pk=report.pk).update(
         needs_review=True, review_reasons=["the model and the policy disagree"]
     )
@@ -62,7 +62,7 @@ def test_a_report_that_needs_no_person_is_left_alone(
 ) -> None:
     settings.DETECTIVE_API_KEY = API_KEY
     release = make_release("v3.0.0")
-    report = services.file_risk_report(release=release, severity="low", findings=["ok"])
+    report = filing.file_risk_report(release=release, severity="low", findings=["ok"])
     answer = waiting(client, "v3.0.0")
     assert answer.status_code == 200
     assert answer.json()["waiting_since"] is None

@@ -16,19 +16,20 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from releases import selectors, services, token_hooks
-from releases.api import _bearer, api_error, named_release
+from releases import selectors, services
 from releases.release_verdict import VerdictState
+from sources.release_api import api_error, bearer, named_release
+from sources.selectors import TokenScope, token_scope
 
 
-def _scope(request: HttpRequest) -> token_hooks.TokenScope | JsonResponse:
-    token = _bearer(request)
+def _scope(request: HttpRequest) -> TokenScope | JsonResponse:
+    token = bearer(request)
     if not token:
         return api_error(401, "Authentication required: send Authorization: Bearer <token>.")
     key = settings.DETECTIVE_API_KEY
     if key and hmac.compare_digest(token.encode(), key.encode()):
-        return token_hooks.TokenScope(name="the API key", service_id=None)
-    scope = token_hooks.scope_for(token)
+        return TokenScope(name="the API key", service_id=None)
+    scope = token_scope(token)
     if scope is None:
         return api_error(401, "Invalid or expired token: send an ingestion token.")
     return scope

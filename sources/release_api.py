@@ -1,71 +1,43 @@
-"""The release API the agent's tools call: a release's summary, and filing a risk report.
+"""The release API the agent's tools and pipelines call: a release's summary and its verdict,
+and who may call it (`caller_release`, for the drill-downs beside it too).
 
-`GET /api/releases/<version>/summary` and `POST /api/risk-reports`, JSON in and out
-(`?view=brief` gives the summary without the policy's signals and the drill-downs: the small
-prompt profile's view, `risk.digest`); and
+`GET /api/releases/<version>/summary`, JSON (`?view=brief` gives the summary without the
+policy's signals and the drill-downs: the small prompt profile's view, `risk.digest`); and
 `GET /api/releases/<version>/verdict`, the release's verdict for pipelines (and for a signed-in
-user with the permission to view releases, in the browser).
+user with the permission to view releases, in the browser). Filing a report,
+`POST /api/risk-reports`, is a run's: assessments/report_api.py, with the same callers.
 
 Callers authenticate with `Authorization: Bearer <token>`:
 - a run's own token (issued when the run starts, valid while it is active, for its release
   alone: a report for another release is refused with 403);
-- or the site's API key (`DETECTIVE_API_TOKEN`), for callers outside the site.
+- or the site's API key (`DETECTIVE_API_TOKEN`), for callers outside the site;
+- for the verdict, also an ingestion token (a CI job's, `sources.selectors.token_scope`).
 A browser session is not enough (nor needed): these views are exempt from the login
 requirement and from CSRF, and look at the bearer token only.
+
+Here, not in releases: the summary is the policy's verdict with the release's history
+(`sources.judging`), and the verdict takes this app's ingestion tokens.
 """
 
 from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from django.views.decorators.http import require_GET
 
-from releases import (
-    eval_hooks,
-    selectors,
-    services,
-    token_hooks,
-    validation,
-    verdicts,
-)
-from releases.models import Conversation, Release, RiskReport
-from risk.filing import FilingDecision
+from releases import eval_hooks, selectors, validation
+from releases.models import Conversation, Release
+from sources import judging
+from sources.selectors import TokenScope, token_scope
 
 VIEW_RELEASE = "releases.view_release"
-NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-MAX_FINDINGS = 50
-MAX_FINDING_CHARS = 1_000
-MAX_SUMMARY_CHARS = 4_000
-Version = Annotated[
-    str,
-    StringConstraints(
-        strip_whitespace=True,
-        max_length=validation.VERSION_MAX_LENGTH,
-        pattern=rf"^{validation.VERSION_PATTERN}$",
-    ),
-]
-Finding = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FINDING_CHARS)
-]
-
-
-class RiskReportIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    release_id: Version
-    severity: Literal["high", "medium", "low"]
-    findings: list[Finding] = Field(min_length=1, max_length=MAX_FINDINGS)
-    summary: str = Field(default="", max_length=MAX_SUMMARY_CHARS)
-
-
 BRIEF_VIEW = "brief"
 
 
@@ -104,13 +76,13 @@ def api_error(status: int, message: str, **extra: Any) -> JsonResponse:
     return response
 
 
-def _bearer(request: HttpRequest) -> str:
+def bearer(request: HttpRequest) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def authenticate(request: HttpRequest) -> Caller | JsonResponse:
-    token = _bearer(request)
+    token = bearer(request)
     if not token:
         return api_error(401, "Authentication required: send Authorization: Bearer <token>.")
     key = settings.DETECTIVE_API_KEY
@@ -118,7 +90,7 @@ def authenticate(request: HttpRequest) -> Caller | JsonResponse:
         return Caller()
     run = selectors.run_for_api_token(token)
     if run is None:
-        scope = token_hooks.scope_for(token)
+        scope = token_scope(token)
         if scope is not None:
             # A real token, of another kind: say what it is for, not "invalid".
             return api_error(
@@ -154,17 +126,17 @@ def caller_release(request: HttpRequest, version: str) -> tuple[Caller, Release]
         if scenario_release is None:
             return api_error(404, f"No detail of release {version!r} in this eval scenario.")
         return caller, scenario_release
-    release = _own_release(caller, version, _service(request))
+    release = _own_release(caller, version, named_service(request))
     return release if isinstance(release, JsonResponse) else (caller, release)
 
 
-def _service(request: HttpRequest) -> str | None:
+def named_service(request: HttpRequest) -> str | None:
     """The service `?service=` names (its slug or name); None: the default service."""
     return request.GET.get("service", "").strip() or None
 
 
 def named_release(
-    request: HttpRequest, version: str, scope: token_hooks.TokenScope | None
+    request: HttpRequest, version: str, scope: TokenScope | None
 ) -> Release | JsonResponse:
     """The release a pipeline's call names (`?service=`), or a 404; a token scoped to one
     service may read that service's releases only (403)."""
@@ -211,13 +183,13 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
             asynchronous=isinstance(request, ASGIRequest),
             brief=wants_brief(request),
         )
-    release = _own_release(caller, version, _service(request))
+    release = _own_release(caller, version, named_service(request))
     if isinstance(release, JsonResponse):
         return release
     # The data as it is, and beside it the policy's signals (the model reads them instead of
     # computing them), for a long change list a compact form of it, and what the drill-downs
     # have to show.
-    return JsonResponse(verdicts.judge_release(release).for_agent(brief=wants_brief(request)))
+    return JsonResponse(judging.judge_release(release).for_agent(brief=wants_brief(request)))
 
 
 def wants_brief(request: HttpRequest) -> bool:
@@ -230,7 +202,7 @@ def wants_brief(request: HttpRequest) -> bool:
 def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
     """The release's verdict (`selectors.release_verdict`), with the link to its page: of the
     service `?service=` names (its slug or name; the default service when absent). A bearer
-    token as for the other calls, an ingestion token (a CI job's, `token_hooks`; one made for
+    token as for the other calls, an ingestion token (a CI job's, `token_scope`; one made for
     a service reads that service only), or a signed-in user who may view releases."""
     user = getattr(request, "user", None)
     browsing = (
@@ -239,14 +211,14 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
         and user.is_authenticated
         and user.has_perm(VIEW_RELEASE)
     )
-    scope: token_hooks.TokenScope | None = None
+    scope: TokenScope | None = None
     if not browsing:
         caller = authenticate(request)
         if isinstance(caller, JsonResponse):
-            scope = token_hooks.scope_for(_bearer(request))
+            scope = token_scope(bearer(request))
             if scope is None:
                 return caller
-        elif not caller.may_touch(version) or not caller.may_touch_service(_service(request)):
+        elif not caller.may_touch(version) or not caller.may_touch_service(named_service(request)):
             return api_error(403, f"This token is for release {caller.run.release.version} only.")  # type: ignore[union-attr]
     release = named_release(request, version, scope)
     if isinstance(release, JsonResponse):
@@ -255,90 +227,3 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
     return JsonResponse(
         {**selectors.release_verdict(release).as_json(), "url": request.build_absolute_uri(page)}
     )
-
-
-@login_not_required
-@csrf_exempt
-@require_POST
-def file_risk_report(request: HttpRequest) -> JsonResponse:
-    caller = authenticate(request)
-    if isinstance(caller, JsonResponse):
-        return caller
-    try:
-        body = validation.parse_json_body(request.body)
-    except validation.BodyError as exc:
-        return api_error(400, f"Invalid body: {exc}.")
-    try:
-        report = RiskReportIn.model_validate(body)
-    except ValidationError as exc:
-        problems = [_problem(error) for error in exc.errors(include_url=False)]
-        return api_error(
-            400, "Invalid risk report: " + "; ".join(problems) + ".", problems=problems
-        )
-    trials = eval_hooks.trial_api(caller.run)
-    if trials is not None and caller.run is not None:
-        fields = report.model_dump()
-        fields["summary"] = report.summary.strip()
-        return trials.file_report(caller.run, **fields)
-    service = _service(request)
-    if not caller.may_touch(report.release_id) or not caller.may_touch_service(service):
-        version = caller.run.release.version  # type: ignore[union-attr]
-        return api_error(
-            403,
-            f"This token may file a report for release {version} only, not {report.release_id}.",
-        )
-    release = caller.release(report.release_id, service)
-    if release is None:
-        of = f" of the service {service!r}" if service else ""
-        return api_error(404, f"No release {report.release_id!r}{of}.")
-    checked = services.file_checked_report(
-        release=release,
-        severity=report.severity,
-        findings=report.findings,
-        summary=report.summary.strip(),
-        conversation=caller.run,
-    )
-    return filing_response(checked.decision, checked.report)
-
-
-def filing_response(decision: FilingDecision, report: RiskReport | None) -> JsonResponse:
-    """422 with every problem when a filing is refused; 201 with the policy's view when not."""
-    if report is None:
-        return api_error(422, decision.refusal_message(), problems=decision.problems)
-    return JsonResponse(
-        {
-            "report_id": report.pk,
-            "release_id": report.release.version,
-            "severity": report.severity,
-            "findings": report.findings,
-            # The policy's evidence the model's findings left out, which the findings end with.
-            "policy_findings": report.policy_findings,
-            "summary": report.summary,
-            "filed_at": report.filed_at.isoformat(),
-            **decision_fields(decision),
-        },
-        status=201,
-    )
-
-
-def decision_fields(decision: FilingDecision) -> dict[str, Any]:
-    return {
-        "policy_severity": decision.policy_severity,
-        "needs_review": decision.needs_review,
-        "review_reasons": decision.review_reasons,
-        "notes": decision.notes,
-    }
-
-
-def _problem(error: Any) -> str:
-    where = ".".join(str(part) for part in error["loc"]) or "body"
-    message = str(error["msg"])
-    if error["type"] == "model_type":
-        return "the body must be a JSON object"
-    if error["type"] == "missing":
-        return f"{where} is required"
-    if error["type"] == "extra_forbidden":
-        return f"{where} is not a field of a risk report"
-    if error["type"] == "string_pattern_mismatch":
-        return f"{where} is not a release version ({validation.VERSION_FORMAT})"
-    return f"{where}: {message}"

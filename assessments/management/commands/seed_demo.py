@@ -21,9 +21,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from assessments import filing
 from assessments import services as run_services
 from detective_client import git
-from releases import services as release_services
 from releases.models import Conversation, Message, Release, RiskReport, RunStatus, Severity
 from sources import demo_files, services
 from sources.demo_files import DemoFiles
@@ -368,7 +368,7 @@ def _file_reports(release: Release, demo: DemoRelease) -> None:
     for report in demo.reports:
         # Judged as the API judges a filing, so that the demo shows what a release manager
         # would see: some reports need a person.
-        release_services.file_checked_report(
+        filing.file_checked_report(
             release=release,
             severity=report.severity,
             findings=report.findings,

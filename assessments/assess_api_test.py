@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django_tasks_db.models import DBTaskResult
 
+from assessments import filing
 from releases.models import Conversation, Release, RunStatus, Service
 from sources import services
 
@@ -63,7 +64,6 @@ def test_a_rerun_job_keeps_the_decision_and_force_assesses_again(
 ) -> None:
     from django.contrib.auth.models import User
 
-    from releases import services as releases_services
     from review import services as review_services
 
     _, token = services.create_token("CI of shop", shop_release.service)
@@ -73,7 +73,7 @@ def test_a_rerun_job_keeps_the_decision_and_force_assesses_again(
     run = Conversation.objects.get(pk=body["run"])
     assert run.metadata["asked_by"] == "token CI of shop"
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
-    report = releases_services.file_risk_report(
+    report = filing.file_risk_report(
         release=shop_release, severity="high", findings=["Errors tripled"], conversation=run
     )
     manager = User.objects.create_user("rm", password="pw-123456789")

@@ -1,0 +1,43 @@
+"""The policy's verdict on a stored release, with its history: what every report, the agent's
+summary, the release page and the backtest read (`judge_release`).
+
+The policy and its plain-data verdict are releases' (`releases.verdicts`); the history it
+weighs (earlier releases' tests, commits and metric samples) is read from this app's tables
+(`sources.history.read_history`), which is why the judging of a release lives here.
+"""
+
+from __future__ import annotations
+
+from releases.models import Release
+from releases.release_order import earlier_releases
+from releases.verdicts import Judged, current_policy, p95_of, previous_p95, settings_of
+from risk.history import ReleaseRef
+from risk.policy import evaluate
+from sources.history import read_history
+
+
+def judge_release(release: Release) -> Judged:
+    """The policy's verdict on a release with its history: the policy, the earlier releases
+    (with the previous p95 among them) and the history's few queries (sources/history.py),
+    each read once."""
+    policy = current_policy()
+    settings = settings_of(policy)
+    window = settings.history_releases
+    wanted = max(window, 1)
+    rows = list(
+        earlier_releases(release).values_list("id", "version", "order_at", "deployment_metrics")[
+            :wanted
+        ]
+    )
+    measured = [metrics for *_, metrics in rows if metrics is not None]
+    if measured:
+        previous = p95_of(measured[0])
+    elif len(rows) < wanted:
+        previous = None  # every earlier release was read: none was measured
+    else:
+        previous = previous_p95(release)
+    refs = [ReleaseRef(id=pk, version=version, at=at) for pk, version, at, _ in rows[:window]]
+    past = read_history(release, window=window, refs=refs, settings=settings)
+    summary = release.as_summary()
+    verdict = evaluate(summary, settings, previous_p95=previous, history=past)
+    return Judged(policy, settings, verdict, summary, past)
