@@ -48,6 +48,10 @@ SpanDict = dict[str, Any]
 _EncodedSpan = tuple[tuple[int, str], str]
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+# What `json.dumps(span, ensure_ascii=False)` writes, without building an encoder per span
+# (dumps makes a new one whenever an option differs from its defaults). No circular check:
+# a span is dicts, lists and scalars we built, never a cycle.
+_SPAN_JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 LOCK_FILE = ".lock"
 DEFAULT_CACHED_TRACES = 64
 
@@ -145,7 +149,7 @@ def _encode(span: SpanDict, resource_json: str | None = None) -> _EncodedSpan:
     # One line per span, so the file is the concatenation of spans each encoded once,
     # however many batches come. Not indented: `indent` makes `json` fall back from its C
     # encoder to pure Python, which cost the exporter thread more than half of its time.
-    text = json.dumps(span, ensure_ascii=False)
+    text = _SPAN_JSON.encode(span)
     if resource_json is not None:  # the same for every span of a process: encoded once
         text = f'{text[:-1]}, "resource": {resource_json}}}'
     return _start_key(span), "  " + text

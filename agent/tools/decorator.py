@@ -79,6 +79,11 @@ class Tool(Generic[P, R]):
         return self._timeout_s
 
     @property
+    def handler_is_async(self) -> bool:
+        """Whether `handler` is a coroutine function (it is when the function is)."""
+        return self._is_async
+
+    @property
     def handler(self) -> Callable[..., Any]:
         """What the registry runs: validates and converts the arguments, then calls."""
         return self._handler

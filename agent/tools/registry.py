@@ -110,6 +110,8 @@ _TOOL_TYPES: set[type] = set()
 # id(schema) -> (schema, its validator); the schema kept alive, so that its id is not reused.
 _validator_of_schema: dict[int, tuple[dict[str, Any], Validator]] = {}
 _VALIDATORS_KEPT = 256
+# id(definition) -> (definition, its validator): definitions that passed validate_definition.
+_checked_definitions: dict[int, tuple[ToolDefinition, Validator]] = {}
 
 
 class ToolRegistry:
@@ -125,7 +127,17 @@ class ToolRegistry:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        validator = validate_definition(definition)
+        self._add(definition, handler, timeout_s, is_async=None)
+
+    def _add(
+        self,
+        definition: ToolDefinition,
+        handler: Callable[..., Any],
+        timeout_s: float,
+        *,
+        is_async: bool | None,
+    ) -> None:
+        validator = _checked_definition(definition)
         if definition.name in self._tools:
             raise ToolDefinitionError(f"a tool named {definition.name!r} is already registered")
         if not callable(handler):
@@ -136,8 +148,7 @@ class ToolRegistry:
             definition=definition,
             handler=handler,
             timeout_s=timeout_s,
-            is_async=inspect.iscoroutinefunction(handler)
-            or inspect.iscoroutinefunction(type(handler).__call__),
+            is_async=_handler_is_async(handler) if is_async is None else is_async,
             validator=validator,
         )
 
@@ -154,10 +165,13 @@ class ToolRegistry:
             # A protocol's isinstance walks the class's attributes every time (0.1 ms):
             # a class that passed once is remembered.
             _TOOL_TYPES.add(type(function))
-        self.register(
+        self._add(
             function.definition,
             function.handler,
-            timeout_s=function.timeout_s if timeout_s is None else timeout_s,
+            function.timeout_s if timeout_s is None else timeout_s,
+            # `@tool` knows whether its handler is async; inspect would unwrap it to find out,
+            # for each of a run's tools.
+            is_async=getattr(function, "handler_is_async", None),
         )
 
     def get_tools(self) -> list[ToolDefinition]:
@@ -257,6 +271,26 @@ class ToolRegistry:
             + f"\nCall {name!r} again with corrected arguments. "
             + describe_parameters(tool.definition.parameters)
         )
+
+
+def _handler_is_async(handler: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        type(handler).__call__
+    )
+
+
+def _checked_definition(definition: ToolDefinition) -> Validator:
+    # `@tool` keeps one definition per function, registered anew for every run: a definition
+    # object that passed once is not checked again (it is frozen; kept alive, so that its id
+    # is not reused).
+    known = _checked_definitions.get(id(definition))
+    if known is not None and known[0] is definition:
+        return known[1]
+    validator = validate_definition(definition)
+    _checked_definitions[id(definition)] = (definition, validator)
+    if len(_checked_definitions) > _VALIDATORS_KEPT:
+        _checked_definitions.pop(next(iter(_checked_definitions)))
+    return validator
 
 
 def validate_definition(definition: ToolDefinition) -> Validator:
