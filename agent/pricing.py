@@ -79,16 +79,38 @@ def is_local(model: str, provider: str | None = None) -> bool:
     return bool(sep) and head in LOCAL_PROVIDERS
 
 
-def price_for(model: str, provider: str | None = None) -> ModelPrice | None:
-    """The price of `model`, or None when the table does not know it."""
-    if is_local(model, provider):
-        return FREE
-    model_id = normalise_model_id(model)
+# normalised model id -> the PRICES key it falls under (None: none), with the size of
+# PRICES it was found at: every model call is priced twice (the run's tally and its span),
+# and the scan of the table was most of that. A key added (or taken back) changes the size,
+# which drops what was found; a price changed in place is read from PRICES anew anyway.
+_price_keys: dict[str, str | None] = {}
+_price_keys_size = -1
+_PRICE_KEYS_KEPT = 256
+
+
+def _price_key(model_id: str) -> str | None:
+    global _price_keys_size
+    if _price_keys_size != len(PRICES) or len(_price_keys) >= _PRICE_KEYS_KEPT:
+        _price_keys.clear()
+        _price_keys_size = len(PRICES)
+    try:
+        return _price_keys[model_id]
+    except KeyError:
+        pass
     best: str | None = None
     for key in PRICES:
         if model_id.startswith(key) and (best is None or len(key) > len(best)):
             best = key
-    return PRICES[best] if best is not None else None
+    _price_keys[model_id] = best
+    return best
+
+
+def price_for(model: str, provider: str | None = None) -> ModelPrice | None:
+    """The price of `model`, or None when the table does not know it."""
+    if is_local(model, provider):
+        return FREE
+    best = _price_key(normalise_model_id(model))
+    return PRICES.get(best) if best is not None else None
 
 
 def estimate_cost(model: str, usage: Usage, provider: str | None = None) -> float | None:
