@@ -285,17 +285,6 @@ class HttpChannel:
             secrets=self._secrets,
         )
 
-    @asynccontextmanager
-    async def _deadline(self, url: str) -> AsyncIterator[None]:
-        """The whole call's deadline, around everything inside (the caller's reading of a
-        stream too: it runs in the same task)."""
-        total = self.deadlines.total
-        try:
-            async with asyncio.timeout(total):
-                yield
-        except TimeoutError:
-            raise deadline_error(self.provider, url, "total", total or 0.0) from None
-
     async def _send(self, request: httpx.Request, url: str) -> httpx.Response:
         """Send, and wait for the response's start at most the first-byte deadline."""
         try:
@@ -318,14 +307,20 @@ class HttpChannel:
         request = self._client.build_request(
             method, url, json=payload, headers=self._headers, timeout=self._timeout
         )
-        async with self._deadline(url):
-            response = await self._send(request, url)
-            try:
-                await response.aread()
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc, url) from exc
-            finally:
-                await response.aclose()
+        # The whole call's deadline, inline: a context manager of our own around it was
+        # one more generator and frame pair per model call.
+        total = self.deadlines.total
+        try:
+            async with asyncio.timeout(total):
+                response = await self._send(request, url)
+                try:
+                    await response.aread()
+                except httpx.HTTPError as exc:
+                    raise self._transport_error(exc, url) from exc
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise deadline_error(self.provider, url, "total", total or 0.0) from None
         if response.status_code >= 400:
             raise self._translate_error(response)
         try:
@@ -347,21 +342,27 @@ class HttpChannel:
         request = self._client.build_request(
             "POST", url, json=payload, headers=self._headers, timeout=self._timeout
         )
-        async with self._deadline(url):
-            response = await self._send(request, url)
-            try:
-                if response.status_code >= 400:
-                    try:
-                        await response.aread()
-                    except httpx.HTTPError as exc:
-                        raise self._transport_error(exc, url) from exc
-                    raise self._translate_error(response)
+        # The whole call's deadline, around the caller's reading of the stream too (it runs
+        # in the same task); inline, as in request_json.
+        total = self.deadlines.total
+        try:
+            async with asyncio.timeout(total):
+                response = await self._send(request, url)
                 try:
-                    yield response
-                except httpx.HTTPError as exc:
-                    raise self._transport_error(exc, url, during_stream=True) from exc
-            finally:
-                await response.aclose()
+                    if response.status_code >= 400:
+                        try:
+                            await response.aread()
+                        except httpx.HTTPError as exc:
+                            raise self._transport_error(exc, url) from exc
+                        raise self._translate_error(response)
+                    try:
+                        yield response
+                    except httpx.HTTPError as exc:
+                        raise self._transport_error(exc, url, during_stream=True) from exc
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise deadline_error(self.provider, url, "total", total or 0.0) from None
 
     async def aclose(self) -> None:
         if self._owns_client:
