@@ -424,7 +424,9 @@ class _StreamState:
             if delta.get("content"):
                 self.text.append(delta["content"])
                 events.append(StreamTextDelta(text=delta["content"]))
-            events.extend(self._tool_delta(raw) for raw in delta.get("tool_calls") or [])
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:  # not a generator per chunk for the text chunks' missing calls
+                events.extend([self._tool_delta(raw) for raw in tool_calls])
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         return events
