@@ -202,27 +202,51 @@ class ServerSentEvent:
     data: str
 
 
-async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEvent]:
-    """Server-Sent Events from the lines of a body: `event:` and `data:` fields, a blank
-    line ends an event, `:` starts a comment (OpenRouter sends keep-alive comments)."""
-    event = ""
-    data: list[str] = []
-    async for line in lines:
+class SseParser:
+    """Server-Sent Events from the lines of a body, one line at a time: `event:` and
+    `data:` fields, a blank line ends an event, `:` starts a comment (OpenRouter sends
+    keep-alive comments). Fed by the reader's own loop: a generator in between was one more
+    layer for every streamed chunk."""
+
+    __slots__ = ("_data", "_event")
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> ServerSentEvent | None:
+        """The event this line ends, if it ends one."""
         if not line:
-            if data:
-                yield ServerSentEvent(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
+            data = self._data
+            event = self._event
+            self._event, self._data = "", []
+            return ServerSentEvent(event or "message", "\n".join(data)) if data else None
         if line.startswith(":"):
-            continue
+            return None
         field, _, value = line.partition(":")
         value = value.removeprefix(" ")
         if field == "event":
-            event = value
+            self._event = value
         elif field == "data":
-            data.append(value)
-    if data:
-        yield ServerSentEvent(event or "message", "\n".join(data))
+            self._data.append(value)
+        return None
+
+    def end(self) -> ServerSentEvent | None:
+        """The last event, when the body ended without its blank line."""
+        data, self._data = self._data, []
+        return ServerSentEvent(self._event or "message", "\n".join(data)) if data else None
+
+
+async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEvent]:
+    """Server-Sent Events from the lines of a body (see `SseParser`)."""
+    parser = SseParser()
+    async for line in lines:
+        sse = parser.feed(line)
+        if sse is not None:
+            yield sse
+    last = parser.end()
+    if last is not None:
+        yield last
 
 
 async def iter_ndjson(lines: AsyncIterable[str], *, provider: str) -> AsyncIterator[dict[str, Any]]:
