@@ -11,26 +11,31 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from agent.messages import ToolCall, ToolResult, Usage, utcnow
+
+
+def _finite_or_zero(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+# Every figure in an event is finite: a NaN or infinity (a provider's header, a division by
+# zero) becomes 0.0 in a required field, None in one that may be missing. The saved event is
+# JSON, which has neither, and the database's JSON check refuses them. On the float fields
+# alone: a validator on every field ("*") was a Python call per field of every event.
+RequiredFigure = Annotated[float, AfterValidator(_finite_or_zero)]
+OptionalFigure = Annotated[float, AfterValidator(_finite_or_none)]
 
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     timestamp: datetime = Field(default_factory=utcnow)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _finite(cls, value: Any, info: ValidationInfo) -> Any:
-        """Every figure in an event is finite: a NaN or infinity (a provider's header, a
-        division by zero) becomes None where the field may be missing, else 0.0. The saved
-        event is JSON, which has neither, and the database's JSON check refuses them."""
-        if isinstance(value, float) and not math.isfinite(value):
-            field = cls.model_fields.get(info.field_name or "")
-            return 0.0 if field is not None and field.is_required() else None
-        return value
 
 
 class RunStarted(_Event):
@@ -66,7 +71,7 @@ class ModelResponded(_Event):
     tool_call_count: int
     finish_reason: str | None = None
     response_model: str | None = None
-    duration_ms: float = 0.0
+    duration_ms: OptionalFigure = 0.0
 
 
 class ToolCallRequested(_Event):
@@ -89,14 +94,14 @@ class ContextTrimmed(_Event):
     tokens_before: int
     tokens_after: int
     budget: int
-    utilisation: float
+    utilisation: RequiredFigure
 
 
 class RetryScheduled(_Event):
     kind: Literal["retry_scheduled"] = "retry_scheduled"
     attempt: int  # the attempt that failed, counting from 1
     max_attempts: int
-    delay_s: float
+    delay_s: RequiredFigure
     reason: str
     error_type: str
     # True when a stream had already produced output that the retry throws away.
@@ -108,7 +113,7 @@ class UsageReported(_Event):
     step: int
     usage: Usage
     total: Usage
-    estimated_cost_usd: float | None = None
+    estimated_cost_usd: OptionalFigure | None = None
 
 
 class ReportFiled(_Event):

@@ -2,10 +2,18 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 
-from agent.events import RetryScheduled, UsageReported, dump_event, parse_event
+from agent.events import (
+    ContextTrimmed,
+    ModelResponded,
+    RetryScheduled,
+    UsageReported,
+    dump_event,
+    parse_event,
+)
 from agent.messages import Usage
 
 
@@ -28,3 +36,30 @@ def test_an_optional_figure_that_is_not_finite_is_saved_as_missing(bad: float) -
 def test_finite_figures_are_kept() -> None:
     event = RetryScheduled(attempt=1, max_attempts=3, delay_s=1.5, reason="429", error_type="x")
     assert dump_event(event)["delay_s"] == 1.5
+
+
+@pytest.mark.parametrize(
+    ("event", "field", "saved"),
+    [
+        (
+            ModelResponded(step=1, text="", tool_call_count=0, duration_ms=math.nan),
+            "duration_ms",
+            None,
+        ),
+        (
+            ContextTrimmed(
+                strategy="truncation",
+                messages_before=3,
+                messages_after=2,
+                tokens_before=10,
+                tokens_after=5,
+                budget=8,
+                utilisation=math.inf,
+            ),
+            "utilisation",
+            0.0,
+        ),
+    ],
+)
+def test_every_figure_of_every_event_is_finite(event: Any, field: str, saved: float | None) -> None:
+    assert dump_event(event)[field] == saved

@@ -539,7 +539,7 @@ class Agent:
             self.store.append_message(self.conversation.id, message)
 
     def _save(self, event: AgentEvent) -> AgentEvent:
-        if not isinstance(event, RunFinished | RunFailed | RunCancelled):
+        if not isinstance(event, _TERMINAL_EVENTS):
             self._events_saved += 1
             if self._events_saved > self.config.max_events:
                 raise RunLimitExceeded(
@@ -561,6 +561,10 @@ class Agent:
                 self.store.update_metadata(self.conversation.id, **self.conversation.metadata)
             except AgentError:
                 logger.warning("could not save the conversation's metadata")
+
+
+# A tuple, not `A | B | C`: that builds a union object on every call (every event here).
+_TERMINAL_EVENTS = (RunFinished, RunFailed, RunCancelled)
 
 
 def _check(cancel: CancelToken | None) -> None:

@@ -79,16 +79,42 @@ def is_local(model: str, provider: str | None = None) -> bool:
     return bool(sep) and head in LOCAL_PROVIDERS
 
 
-def price_for(model: str, provider: str | None = None) -> ModelPrice | None:
-    """The price of `model`, or None when the table does not know it."""
+# (model, provider) -> the PRICES key its price is under (None: none; _LOCAL: free), with
+# the size of PRICES it was found at: every model call is priced twice (the run's tally and
+# its span), and the normalising and the scan of the table were most of that. A key added
+# (or taken back) changes the size, which drops what was found; a price changed in place is
+# read from PRICES anew anyway.
+_LOCAL = "\x00local"
+_price_keys: dict[tuple[str, str | None], str | None] = {}
+_price_keys_size = -1
+_PRICE_KEYS_KEPT = 256
+
+
+def _price_key(model: str, provider: str | None) -> str | None:
     if is_local(model, provider):
-        return FREE
+        return _LOCAL
     model_id = normalise_model_id(model)
     best: str | None = None
     for key in PRICES:
         if model_id.startswith(key) and (best is None or len(key) > len(best)):
             best = key
-    return PRICES[best] if best is not None else None
+    return best
+
+
+def price_for(model: str, provider: str | None = None) -> ModelPrice | None:
+    """The price of `model`, or None when the table does not know it."""
+    global _price_keys_size
+    if _price_keys_size != len(PRICES) or len(_price_keys) >= _PRICE_KEYS_KEPT:
+        _price_keys.clear()
+        _price_keys_size = len(PRICES)
+    asked = (model, provider)
+    try:
+        key = _price_keys[asked]
+    except KeyError:
+        key = _price_keys[asked] = _price_key(model, provider)
+    if key is None:
+        return None
+    return FREE if key is _LOCAL else PRICES.get(key)
 
 
 def estimate_cost(model: str, usage: Usage, provider: str | None = None) -> float | None:

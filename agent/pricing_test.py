@@ -94,3 +94,17 @@ def test_cached_input_without_a_cached_rate_uses_the_input_rate(
     monkeypatch.setitem(pricing.PRICES, "plain-model", ModelPrice(1.0, 2.0))
     usage = Usage(input_tokens=1_000_000, output_tokens=0, cached_input_tokens=500_000)
     assert estimate_cost("plain-model", usage) == pytest.approx(1.0)
+
+
+def test_a_price_added_or_changed_after_a_lookup_is_the_one_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent import pricing
+
+    assert price_for("house-model-7") is None
+    monkeypatch.setitem(pricing.PRICES, "house-model", ModelPrice(1.0, 2.0))
+    assert price_for("house-model-7") == ModelPrice(1.0, 2.0)
+    monkeypatch.setitem(pricing.PRICES, "house-model", ModelPrice(3.0, 4.0))
+    assert price_for("house-model-7") == ModelPrice(3.0, 4.0)
+    monkeypatch.undo()
+    assert price_for("house-model-7") is None

@@ -63,6 +63,8 @@ from agent.providers.protocol import (
 
 JITTER_FRACTION = 0.25
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# Output the caller has seen (a tuple: `A | B` would build a union on every chunk).
+_PARTIAL_OUTPUT = (StreamTextDelta, StreamToolCallDelta)
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ class RetryingProvider:
             inner = self.inner.stream(request)
             try:
                 async for event in inner:
-                    if isinstance(event, StreamTextDelta | StreamToolCallDelta):
+                    if isinstance(event, _PARTIAL_OUTPUT):
                         partial = True
                     yield event
                 return

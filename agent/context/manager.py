@@ -310,9 +310,9 @@ class WindowManager:
                 budget,
                 extra={"context_strategy": strategy, "context_budget": budget},
             )
-        # model_construct: these are validated Message objects already, and validating
+        # No validation: these are validated Message objects already, and validating
         # thousands of them again on every step would be the slowest part of a fit.
-        return ContextFit.model_construct(
+        return ContextFit(
             messages=sent,
             tokens=tokens,
             budget=budget,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
-
-from pydantic import BaseModel, ConfigDict
 
 from agent.messages import Message
 
@@ -13,10 +12,12 @@ from agent.messages import Message
 HistoryProcessor = Callable[[list[Message]], list[Message]]
 
 
-class ContextFit(BaseModel):
+# A plain frozen dataclass, not a pydantic model: made by the window manager on every step
+# from messages that are validated already, and read by the loop; never parsed from outside.
+# (pydantic's model_construct cost a tenth of a model call's own agent work.)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextFit:
     """The messages to send, and what fitting them cost."""
-
-    model_config = ConfigDict(frozen=True)
 
     messages: list[Message]
     tokens: int  # estimated prompt tokens of `messages` (system prompt included)

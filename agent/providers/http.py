@@ -202,27 +202,51 @@ class ServerSentEvent:
     data: str
 
 
-async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEvent]:
-    """Server-Sent Events from the lines of a body: `event:` and `data:` fields, a blank
-    line ends an event, `:` starts a comment (OpenRouter sends keep-alive comments)."""
-    event = ""
-    data: list[str] = []
-    async for line in lines:
+class SseParser:
+    """Server-Sent Events from the lines of a body, one line at a time: `event:` and
+    `data:` fields, a blank line ends an event, `:` starts a comment (OpenRouter sends
+    keep-alive comments). Fed by the reader's own loop: a generator in between was one more
+    layer for every streamed chunk."""
+
+    __slots__ = ("_data", "_event")
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> ServerSentEvent | None:
+        """The event this line ends, if it ends one."""
         if not line:
-            if data:
-                yield ServerSentEvent(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
+            data = self._data
+            event = self._event
+            self._event, self._data = "", []
+            return ServerSentEvent(event or "message", "\n".join(data)) if data else None
         if line.startswith(":"):
-            continue
+            return None
         field, _, value = line.partition(":")
         value = value.removeprefix(" ")
         if field == "event":
-            event = value
+            self._event = value
         elif field == "data":
-            data.append(value)
-    if data:
-        yield ServerSentEvent(event or "message", "\n".join(data))
+            self._data.append(value)
+        return None
+
+    def end(self) -> ServerSentEvent | None:
+        """The last event, when the body ended without its blank line."""
+        data, self._data = self._data, []
+        return ServerSentEvent(self._event or "message", "\n".join(data)) if data else None
+
+
+async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEvent]:
+    """Server-Sent Events from the lines of a body (see `SseParser`)."""
+    parser = SseParser()
+    async for line in lines:
+        sse = parser.feed(line)
+        if sse is not None:
+            yield sse
+    last = parser.end()
+    if last is not None:
+        yield last
 
 
 async def iter_ndjson(lines: AsyncIterable[str], *, provider: str) -> AsyncIterator[dict[str, Any]]:
@@ -285,17 +309,6 @@ class HttpChannel:
             secrets=self._secrets,
         )
 
-    @asynccontextmanager
-    async def _deadline(self, url: str) -> AsyncIterator[None]:
-        """The whole call's deadline, around everything inside (the caller's reading of a
-        stream too: it runs in the same task)."""
-        total = self.deadlines.total
-        try:
-            async with asyncio.timeout(total):
-                yield
-        except TimeoutError:
-            raise deadline_error(self.provider, url, "total", total or 0.0) from None
-
     async def _send(self, request: httpx.Request, url: str) -> httpx.Response:
         """Send, and wait for the response's start at most the first-byte deadline."""
         try:
@@ -318,14 +331,20 @@ class HttpChannel:
         request = self._client.build_request(
             method, url, json=payload, headers=self._headers, timeout=self._timeout
         )
-        async with self._deadline(url):
-            response = await self._send(request, url)
-            try:
-                await response.aread()
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc, url) from exc
-            finally:
-                await response.aclose()
+        # The whole call's deadline, inline: a context manager of our own around it was
+        # one more generator and frame pair per model call.
+        total = self.deadlines.total
+        try:
+            async with asyncio.timeout(total):
+                response = await self._send(request, url)
+                try:
+                    await response.aread()
+                except httpx.HTTPError as exc:
+                    raise self._transport_error(exc, url) from exc
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise deadline_error(self.provider, url, "total", total or 0.0) from None
         if response.status_code >= 400:
             raise self._translate_error(response)
         try:
@@ -347,21 +366,27 @@ class HttpChannel:
         request = self._client.build_request(
             "POST", url, json=payload, headers=self._headers, timeout=self._timeout
         )
-        async with self._deadline(url):
-            response = await self._send(request, url)
-            try:
-                if response.status_code >= 400:
-                    try:
-                        await response.aread()
-                    except httpx.HTTPError as exc:
-                        raise self._transport_error(exc, url) from exc
-                    raise self._translate_error(response)
+        # The whole call's deadline, around the caller's reading of the stream too (it runs
+        # in the same task); inline, as in request_json.
+        total = self.deadlines.total
+        try:
+            async with asyncio.timeout(total):
+                response = await self._send(request, url)
                 try:
-                    yield response
-                except httpx.HTTPError as exc:
-                    raise self._transport_error(exc, url, during_stream=True) from exc
-            finally:
-                await response.aclose()
+                    if response.status_code >= 400:
+                        try:
+                            await response.aread()
+                        except httpx.HTTPError as exc:
+                            raise self._transport_error(exc, url) from exc
+                        raise self._translate_error(response)
+                    try:
+                        yield response
+                    except httpx.HTTPError as exc:
+                        raise self._transport_error(exc, url, during_stream=True) from exc
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise deadline_error(self.provider, url, "total", total or 0.0) from None
 
     async def aclose(self) -> None:
         if self._owns_client:

@@ -30,10 +30,10 @@ from agent.messages import Message, ToolCall, ToolDefinition, Usage, new_id
 from agent.providers.http import (
     HttpChannel,
     ModelDeadlines,
+    SseParser,
     decode_object,
     error_for_status,
     error_from_response,
-    iter_sse,
 )
 from agent.providers.protocol import (
     ModelRequest,
@@ -322,7 +322,21 @@ class OpenAICompatProvider:
         payload = self.build_payload(request, stream=True)
         async with self._http.stream("/chat/completions", payload) as response:
             state = _StreamState(request_id=response.headers.get("x-request-id"))
-            async for sse in iter_sse(response.aiter_lines()):
+            parser = SseParser()
+            ended = False
+            lines = response.aiter_lines()
+            while not ended:
+                # The lines parsed here rather than through iter_sse: one generator less
+                # per chunk.
+                try:
+                    line = await anext(lines)
+                except StopAsyncIteration:
+                    sse = parser.end()
+                    ended = True
+                else:
+                    sse = parser.feed(line)
+                if sse is None:
+                    continue
                 if sse.data.strip() == "[DONE]":
                     state.done = True
                     break
@@ -424,7 +438,9 @@ class _StreamState:
             if delta.get("content"):
                 self.text.append(delta["content"])
                 events.append(StreamTextDelta(text=delta["content"]))
-            events.extend(self._tool_delta(raw) for raw in delta.get("tool_calls") or [])
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:  # not a generator per chunk for the text chunks' missing calls
+                events.extend([self._tool_delta(raw) for raw in tool_calls])
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         return events

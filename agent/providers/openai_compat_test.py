@@ -485,6 +485,16 @@ async def test_stream_without_done_is_an_error_even_after_finish(router: respx.M
         await collect(openai())
 
 
+@pytest.mark.asyncio
+async def test_a_stream_whose_last_event_has_no_blank_line_after_it_still_ends(
+    router: respx.MockRouter,
+) -> None:
+    stream_route(router, chunk({"content": "x"}) + chunk({}, "stop") + "data: [DONE]")
+    events = await collect(openai())
+    assert isinstance(events[-1], StreamEnd)
+    assert events[-1].response.message.content == "x"
+
+
 def test_request_translation_details() -> None:
     request = simple_request(
         system="",

@@ -43,8 +43,11 @@ def order_tool_results(messages: Sequence[Message]) -> list[Message]:
     run: list[Message] = []
 
     def flush() -> None:
-        unknown = len(call_order)
-        run.sort(key=lambda m: call_order.get(m.tool_call_id or "", unknown))
+        if not run:  # most messages: no results waiting
+            return
+        if len(run) > 1:
+            unknown = len(call_order)
+            run.sort(key=lambda m: call_order.get(m.tool_call_id or "", unknown))
         ordered.extend(run)
         run.clear()
 

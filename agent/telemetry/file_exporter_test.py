@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from agent.telemetry.file_exporter import (
     FileSpanExporter,
     TraceFileProcessor,
+    _iso,
     read_trace,
     trace_path,
 )
@@ -390,3 +393,18 @@ def test_an_unfinished_trace_is_written_after_the_delay(tmp_path: Path) -> None:
     assert [s["name"] for s in read_trace(tmp_path, trace_id)] == ["a long run", "first call"]
     assert not processor._thread.is_alive()
     assert processor.force_flush() is True  # after shutdown: nothing to do, no waiting
+
+
+def test_timestamps_read_as_datetime_writes_them() -> None:
+    # `_iso` builds the text itself; it must be datetime's to the character, rounding
+    # (half to even on the float), whole seconds without a fraction, and carries included.
+    rng = random.Random(7)
+    now = 1_795_781_887_863_235_865
+    cases = [0, 1, 999, 1000, 500, 1500, 2500, 999_999_500, 999_999_999, now]
+    cases += [now - now % 1_000_000_000 + k for k in (0, 500, 1500, 999_999_499, 999_999_501)]
+    cases += [rng.randrange(0, 4_102_444_800_000_000_000) for _ in range(20_000)]
+    cases += [now + rng.randrange(0, 10**10) for _ in range(20_000)]
+    for ns in cases:
+        assert _iso(ns) == datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(), ns
+    assert _iso(None) is None
+    assert _iso(-1_500) == datetime.fromtimestamp(-1_500 / 1e9, tz=UTC).isoformat()

@@ -42,6 +42,8 @@ from agent.telemetry.wrapping import (
 )
 
 _provider_log = get_logger("agent.provider")
+# A tuple: `A | B` would build a union on every chunk.
+_CHUNKS = (StreamTextDelta, StreamToolCallDelta)
 
 
 class TracedProvider(Delegating):
@@ -131,7 +133,7 @@ class TracedProvider(Delegating):
                 if retry_span is not None:
                     retry_span.end()
                     retry_span = None
-                if isinstance(event, StreamTextDelta | StreamToolCallDelta):
+                if isinstance(event, _CHUNKS):
                     if first_chunk:
                         first_chunk = False
                         span.set_attribute(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import NoOpMeter
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, ExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
@@ -329,10 +330,20 @@ def configure_telemetry(
         config=config,
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
-        metrics=AgentMetrics(meter_provider.get_meter(TRACER_NAME)),
+        metrics=AgentMetrics(_agent_meter(meter_provider, readers)),
         file_exporter=file_exporter,
     )
     return _active
+
+
+def _agent_meter(meter_provider: MeterProvider, readers: Sequence[MetricReader]) -> metrics.Meter:
+    """The meter the agent's instruments live on. With no reader nothing could ever collect a
+    measurement (a MeterProvider takes its readers when built, none later), so the API's no-op
+    meter: recording 19 points an assessment into the SDK cost 0.6 M instructions (a fifth of
+    the telemetry's) for nothing. A process that exports metrics records them as before."""
+    if not readers:
+        return NoOpMeter(TRACER_NAME)
+    return meter_provider.get_meter(TRACER_NAME)
 
 
 def active_telemetry() -> Telemetry | None:

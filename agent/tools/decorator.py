@@ -25,6 +25,7 @@ import contextlib
 import functools
 import inspect
 import re
+import types
 import typing
 import weakref
 from collections.abc import Callable
@@ -79,6 +80,11 @@ class Tool(Generic[P, R]):
         return self._timeout_s
 
     @property
+    def handler_is_async(self) -> bool:
+        """Whether `handler` is a coroutine function (it is when the function is)."""
+        return self._is_async
+
+    @property
     def handler(self) -> Callable[..., Any]:
         """What the registry runs: validates and converts the arguments, then calls."""
         return self._handler
@@ -96,6 +102,22 @@ class Tool(Generic[P, R]):
             return function(**self.convert_arguments(arguments))
 
         return run
+
+    def rebound(self, function: Callable[P, R]) -> Tool[P, R]:
+        """This tool over `function`, the same function bound to another instance (another
+        run's release tools): the arguments model, the definition and the wrapper's
+        attributes are this tool's, not derived again."""
+        mine = self._function
+        if type(function) is not type(mine) or getattr(function, "__func__", function) is not (
+            getattr(mine, "__func__", mine)
+        ):
+            raise ValueError(f"{function!r} is not the function of {self!r}")
+        other: Tool[P, R] = object.__new__(Tool)
+        other.__dict__.update(self.__dict__)
+        other._function = function
+        other.__wrapped__ = function  # type: ignore[attr-defined]
+        other._handler = other._make_handler()
+        return other
 
     def convert_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -147,6 +169,32 @@ def tool(
         return Tool(f, name=name, description=description, timeout_s=timeout_s)
 
     return decorate if function is None else decorate(function)
+
+
+# Bound to no instance: the template of a method's tool is never run, only rebound.
+_NO_INSTANCE = object()
+# (function, name, timeout) -> the template of a method's tool (`method_tool`).
+_method_tools: dict[tuple[Any, ...], Tool[..., Any]] = {}
+_METHOD_TOOLS_KEPT = 256
+
+
+def method_tool(method: Callable[P, R], *, name: str, timeout_s: float) -> Tool[P, R]:
+    """`tool(name=name, timeout_s=timeout_s)(method)` for a bound method, made once a process
+    for its function and rebound to each instance: the release tools are made for every run,
+    and making a tool (its wrapper's attributes, its definition found again) was most of
+    building a run's agent. The template is bound to no instance, so it keeps none alive."""
+    function = getattr(method, "__func__", None)
+    if function is None:
+        raise ValueError(f"{method!r} is not a bound method")
+    key = (function, name, timeout_s)
+    template = _method_tools.get(key)
+    if template is None:
+        if len(_method_tools) >= _METHOD_TOOLS_KEPT:
+            _method_tools.clear()
+        template = _method_tools[key] = Tool(
+            types.MethodType(function, _NO_INSTANCE), name=name, timeout_s=timeout_s
+        )
+    return template.rebound(method)
 
 
 _Spec = tuple[type[BaseModel], dict[str, str], ToolDefinition]

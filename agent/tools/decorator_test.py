@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from agent.errors import InvalidArgumentsError
 from agent.messages import ToolCall
-from agent.tools.decorator import Tool, parse_docstring, tool
+from agent.tools.decorator import Tool, method_tool, parse_docstring, tool
 from agent.tools.registry import ToolDefinitionError, ToolRegistry
 
 
@@ -306,3 +306,40 @@ def test_a_tool_that_cannot_be_derived_fails_every_time() -> None:
     for _ in range(2):
         with pytest.raises(ToolDefinitionError, match="needs a description"):
             tool(undocumented)
+
+
+class _Counter:
+    def __init__(self, start: int) -> None:
+        self.start = start
+
+    async def add(self, amount: int) -> int:
+        """Add to the counter's start.
+
+        Args:
+            amount: How much to add.
+        """
+        return self.start + amount
+
+
+async def test_a_method_tool_is_made_once_and_runs_on_each_instance_its_own_way() -> None:
+    one, two = _Counter(1), _Counter(100)
+    first = method_tool(one.add, name="add", timeout_s=5)
+    second = method_tool(two.add, name="add", timeout_s=5)
+    assert first.definition is second.definition
+    assert second.definition == tool(name="add", timeout_s=5)(two.add).definition
+    assert (second.__name__, second.__doc__, second.__wrapped__) == (
+        "add",
+        two.add.__doc__,
+        two.add,
+    )
+    assert await first.handler(amount=2) == 3
+    assert await second.handler(amount=2) == 102
+    assert await second(5) == 105
+
+
+def test_a_tool_is_rebound_only_to_its_own_function() -> None:
+    counter = _Counter(1)
+    with pytest.raises(ValueError, match="not the function"):
+        method_tool(counter.add, name="add", timeout_s=5).rebound(counter.__init__)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not a bound method"):
+        method_tool(compare_releases, name="compare", timeout_s=5)  # type: ignore[arg-type]

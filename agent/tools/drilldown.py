@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 from pydantic import Field
 
 from agent.errors import InvalidArgumentsError
-from agent.tools.decorator import Tool, tool
+from agent.tools.decorator import Tool, method_tool
 from agent.tools.registry import ToolOutcome, ToolRegistry
 from agent.tools.release_tools import ReleaseTools, path_segment
 from agent.tools.untrusted import encode_data
@@ -49,10 +49,10 @@ class DrillDownTools:
     def tools(self) -> list[Tool[..., Any]]:
         deadline = self.release_tools.deadline_s
         return [
-            tool(name="get_test_details", timeout_s=deadline)(self.get_test_details),
-            tool(name="get_code_changes", timeout_s=deadline)(self.get_code_changes),
-            tool(name="get_metric_history", timeout_s=deadline)(self.get_metric_history),
-            tool(name="get_failure_suspects", timeout_s=deadline)(self.get_failure_suspects),
+            method_tool(self.get_test_details, name="get_test_details", timeout_s=deadline),
+            method_tool(self.get_code_changes, name="get_code_changes", timeout_s=deadline),
+            method_tool(self.get_metric_history, name="get_metric_history", timeout_s=deadline),
+            method_tool(self.get_failure_suspects, name="get_failure_suspects", timeout_s=deadline),
         ]
 
     def register(self, registry: ToolRegistry) -> None:

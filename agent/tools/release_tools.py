@@ -35,7 +35,7 @@ from pydantic import Field
 
 from agent.errors import InvalidArgumentsError, ToolExecutionError, redact
 from agent.tls import async_client
-from agent.tools.decorator import Tool, tool
+from agent.tools.decorator import Tool, method_tool
 from agent.tools.registry import ToolOutcome, ToolRegistry
 from agent.tools.untrusted import encode_data, neutralise
 
@@ -144,9 +144,11 @@ class ReleaseTools:
     def tools(self) -> list[Tool[..., Any]]:
         deadline = self.deadline_s
         return [
-            tool(name=SUMMARY_TOOL, timeout_s=deadline)(self.get_release_summary),
-            tool(name="file_risk_report", timeout_s=deadline)(
-                self.file_risk_report if self.with_summary else self.file_risk_report_brief
+            method_tool(self.get_release_summary, name=SUMMARY_TOOL, timeout_s=deadline),
+            method_tool(
+                self.file_risk_report if self.with_summary else self.file_risk_report_brief,
+                name="file_risk_report",
+                timeout_s=deadline,
             ),
         ]
 
