@@ -40,7 +40,6 @@ from agent.errors import (
     ToolTimeoutError,
 )
 from agent.messages import ToolCall, ToolDefinition, ToolResult
-from agent.tools.quick_check import QuickCheck, compile_quick_check
 
 logger = logging.getLogger("agent.tools")
 
@@ -104,8 +103,6 @@ class RegisteredTool:
     timeout_s: float
     is_async: bool
     validator: Validator
-    # True only for arguments the validator would find no error in (None: no quick check).
-    quick_check: QuickCheck | None = None
 
 
 # Classes whose instances passed the RegistrableTool check.
@@ -114,14 +111,7 @@ _TOOL_TYPES: set[type] = set()
 _validator_of_schema: dict[int, tuple[dict[str, Any], Validator]] = {}
 _VALIDATORS_KEPT = 256
 # id(definition) -> (definition, its validator): definitions that passed validate_definition.
-# Drafts whose exclusiveMinimum/exclusiveMaximum are numbers, as the quick check reads them.
-_NUMERIC_EXCLUSIVE_DRAFTS = (
-    jsonschema.Draft6Validator,
-    jsonschema.Draft7Validator,
-    jsonschema.Draft201909Validator,
-    jsonschema.Draft202012Validator,
-)
-_checked_definitions: dict[int, tuple[ToolDefinition, Validator, QuickCheck | None]] = {}
+_checked_definitions: dict[int, tuple[ToolDefinition, Validator]] = {}
 
 
 class ToolRegistry:
@@ -147,7 +137,7 @@ class ToolRegistry:
         *,
         is_async: bool | None,
     ) -> None:
-        validator, quick_check = _checked_definition(definition)
+        validator = _checked_definition(definition)
         if definition.name in self._tools:
             raise ToolDefinitionError(f"a tool named {definition.name!r} is already registered")
         if not callable(handler):
@@ -160,7 +150,6 @@ class ToolRegistry:
             timeout_s=timeout_s,
             is_async=_handler_is_async(handler) if is_async is None else is_async,
             validator=validator,
-            quick_check=quick_check,
         )
 
     def register_function(
@@ -269,9 +258,6 @@ class ToolRegistry:
                 f"Received: {_clip(raw)}\nCall {name!r} again with a JSON object. "
                 f"{describe_parameters(tool.definition.parameters)}"
             )
-        quick_check = tool.quick_check
-        if quick_check is not None and quick_check(arguments):
-            return None  # certainly valid: jsonschema is asked only for the messages
         errors = sorted(tool.validator.iter_errors(arguments), key=lambda e: list(e.path))
         if not errors:
             return None
@@ -293,24 +279,18 @@ def _handler_is_async(handler: Callable[..., Any]) -> bool:
     )
 
 
-def _checked_definition(definition: ToolDefinition) -> tuple[Validator, QuickCheck | None]:
+def _checked_definition(definition: ToolDefinition) -> Validator:
     # `@tool` keeps one definition per function, registered anew for every run: a definition
     # object that passed once is not checked again (it is frozen; kept alive, so that its id
     # is not reused).
     known = _checked_definitions.get(id(definition))
     if known is not None and known[0] is definition:
-        return known[1], known[2]
+        return known[1]
     validator = validate_definition(definition)
-    quick_check = (
-        compile_quick_check(definition.parameters)
-        if isinstance(validator, _NUMERIC_EXCLUSIVE_DRAFTS)
-        and getattr(validator, "format_checker", None) is None
-        else None
-    )
-    _checked_definitions[id(definition)] = (definition, validator, quick_check)
+    _checked_definitions[id(definition)] = (definition, validator)
     if len(_checked_definitions) > _VALIDATORS_KEPT:
         _checked_definitions.pop(next(iter(_checked_definitions)))
-    return validator, quick_check
+    return validator
 
 
 def validate_definition(definition: ToolDefinition) -> Validator:
