@@ -108,6 +108,10 @@ EXPECTED: dict[str, str] = {
     "DETECTIVE_RUN_DEADLINE": (
         "seconds an assessment may take in all before it is stopped and marked failed (10 or more)"
     ),
+    "DETECTIVE_RUN_DATABASE_WAIT": (
+        "seconds a running assessment waits for its database to answer again before it is "
+        "marked failed (1 or more; keep it below DETECTIVE_RUN_STALE_SECONDS)"
+    ),
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
     ),
@@ -213,6 +217,12 @@ class DetectiveConfig(BaseSettings):
         """DEBUG=false set explicitly: a public site behind a proxy that terminates TLS."""
         return not self.debug and not self._local_site
 
+    run_database_wait: float = Field(
+        default=20.0,
+        ge=1,
+        validation_alias="DETECTIVE_RUN_DATABASE_WAIT",
+        description=EXPECTED["DETECTIVE_RUN_DATABASE_WAIT"],
+    )
     run_deadline: float = Field(
         default=900.0,
         ge=10,

@@ -106,6 +106,10 @@ CHANNEL_LAYERS = CONFIG.channel_layers()
 DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None
 DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
+# How long a run's database calls are retried while the database does not answer
+# (assessments/runner/database.py); under the stale limit, so the sweep never takes a run
+# that is only waiting for its database.
+DETECTIVE_RUN_DATABASE_WAIT = CONFIG.run_database_wait
 # The whole assessment's deadline (each model call has its own: agent/config.py).
 DETECTIVE_RUN_DEADLINE = CONFIG.run_deadline
 # Webhooks go outward only, except to these networks (webhooks/targets.py); one delivery

@@ -201,6 +201,13 @@ def test_redis_stopped_for_10_s_mid_run_the_open_page_shows_every_event_by_the_e
         else:
             redis.start()
         back_at = page.evaluate("Date.now()")
+        # Live again: more than ten events at the model's pace from 3 s after (what is
+        # asserted below); then the rest of the stream, some 20 s at this delay, comes at once.
+        page.wait_for_function(
+            f"window.__times.filter(([, t]) => t > {back_at + 3_000}).length > 10",
+            timeout=60_000,
+        )
+        llm.configure(delay=0)
 
         status = page.locator("#run-status")
         expect(status).to_have_attribute(

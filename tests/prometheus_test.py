@@ -29,6 +29,10 @@ from sources.parsers.prometheus import (
 )
 from tests.prometheus_server import free_port, silent_server
 
+# A Prometheus server and the metrics client, no database or Redis: the same in both of CI's
+# passes.
+pytestmark = pytest.mark.backend_independent
+
 # Two days back, on the hour: well inside the server's retention, clear of "now".
 DEPLOY = (datetime.now(tz=UTC) - timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
 PREVIOUS_DEPLOY = DEPLOY - timedelta(hours=2)

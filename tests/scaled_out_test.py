@@ -73,7 +73,9 @@ def test_a_burst_of_reassess_requests_on_three_workers_runs_each_release_once(
     for user in users:
         user.user_permissions.add(*may_assess)
     with (
-        ScriptedLLM(delay=0.02, narration=30) as llm,
+        # A piece a second until the run pages' sockets are open (the runs start at the
+        # clicks, before them), then the model's pace: most events must arrive live.
+        ScriptedLLM(delay=1.0, narration=30) as llm,
         LiveSite(tmp_path, llm.environment(), workers=WORKERS) as site,
     ):
         clients = [site.client(user) for user in users]
@@ -95,7 +97,14 @@ def test_a_burst_of_reassess_requests_on_three_workers_runs_each_release_once(
 
         cookie = f"sessionid={clients[0].cookies['sessionid']}"
         try:
-            frames = asyncio.run(watch_all(site, cookie, [run.pk for run in runs.values()]))
+            frames = asyncio.run(
+                watch_all(
+                    site,
+                    cookie,
+                    [run.pk for run in runs.values()],
+                    opened=lambda: llm.configure(delay=0.02),
+                )
+            )
         except TimeoutError:
             states = {
                 str(run.pk): (run.status, run.events.count()) for run in Conversation.objects.all()
@@ -126,7 +135,7 @@ def test_a_burst_of_reassess_requests_on_three_workers_runs_each_release_once(
         delivered = [seq for frame in per_frame for seq in frame]
         assert delivered == list(range(1, len(kinds) + 1)), delivered
         # ... and most of them live, one per message, from a worker through Redis (the
-        # socket was open before the run started; a replay would come in one message).
+        # model waited for the sockets; a replay would come in one message).
         assert sum(len(frame) == 1 for frame in per_frame) >= len(kinds) // 2
         task = DBTaskResult.objects.get(pk=run.task_id)
         assert task.status == TaskResultStatus.SUCCESSFUL
@@ -149,15 +158,22 @@ async def test_a_page_waiting_longer_than_the_redis_blocking_pop_keeps_its_socke
     assert await asyncio.wait_for(layer.receive(channel), timeout=5) == {"type": "still.there"}
 
 
-async def watch_all(site: LiveSite, cookie: str, run_ids: list[object]) -> list[list[str]]:
+async def watch_all(
+    site: LiveSite, cookie: str, run_ids: list[object], opened: Callable[[], None]
+) -> list[list[str]]:
     """Open a run page's websocket for each run, as the page does, and record what each
-    receives until the server closes it after the run's end."""
+    receives until the server closes it after the run's end; `opened()` once all are open."""
+    waiting = len(run_ids)
 
     async def watch(run_id: object) -> list[str]:
+        nonlocal waiting
         socket = await WebSocket.connect(
             f"{site.ws_url}/ws/runs/{run_id}/", origin=site.url, cookie=cookie
         )
         await socket.send_text(json.dumps({"last_seq": 0}))
+        waiting -= 1
+        if waiting == 0:
+            opened()
         await socket.listen()
         assert socket.close_code == 1000, socket.close_code
         return [message.text for message in socket.messages]

@@ -5,9 +5,9 @@ A PostgreSQL restart (`pg_ctl restart`, a failover) breaks every open connection
 new ones for a second or two. A run in flight would fail on its next write and its worker
 with it; instead each of the run's database calls (saving an event, a message, the verdict,
 the heartbeat) is tried again on a new connection, with a back-off, for up to
-`RUN_DATABASE_WAIT_S`: a restart costs the run a pause, not its life. A database away for
-longer fails the run with `DatabaseUnavailable`, whose message says so ("The database was
-unavailable: ...") on the run page once the database is back.
+`DETECTIVE_RUN_DATABASE_WAIT` seconds (20 by default): a restart costs the run a pause, not
+its life. A database away for longer fails the run with `DatabaseUnavailable`, whose message
+says so ("The database was unavailable: ...") on the run page once the database is back.
 
 The wait stays under the heartbeat's stale limit (30 s by default), so that the sweep never
 takes a run that is only waiting for its database for a dead one.
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from agent.errors import AgentError
@@ -29,14 +30,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-RUN_DATABASE_WAIT_S = 20.0
 FIRST_DELAY_S = 0.2
 MAX_DELAY_S = 2.0
 DATABASE_ERRORS = (OperationalError, InterfaceError)
 
 
 class DatabaseUnavailable(AgentError):
-    """The database did not answer for `RUN_DATABASE_WAIT_S`: the run fails, saying so."""
+    """The database did not answer for the run's wait: the run fails, saying so."""
 
 
 def unavailable_message(error: BaseException) -> str:
@@ -46,13 +46,16 @@ def unavailable_message(error: BaseException) -> str:
 def retrying(
     call: Callable[[], T],
     *,
-    wait: float = RUN_DATABASE_WAIT_S,
+    wait: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """`call()`, called again on a new connection while the database does not answer, for up
-    to `wait` seconds; then DatabaseUnavailable. Inside a transaction nothing is retried (the
-    transaction is lost with its connection): the error goes to whoever opened it."""
+    to `wait` seconds (the DETECTIVE_RUN_DATABASE_WAIT setting when None); then
+    DatabaseUnavailable. Inside a transaction nothing is retried (the transaction is lost with
+    its connection): the error goes to whoever opened it."""
+    if wait is None:
+        wait = float(settings.DETECTIVE_RUN_DATABASE_WAIT)
     since: float | None = None
     delay = FIRST_DELAY_S
     while True:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from django.db import InterfaceError, OperationalError, transaction
+from pytest_django.fixtures import Settings
 
 from assessments.runner.database import DatabaseUnavailable, retrying
 
@@ -60,6 +61,14 @@ def test_a_database_away_for_too_long_fails_the_call_saying_so() -> None:
     assert str(raised.value) == "The database was unavailable: OperationalError: connection refused"
     assert 5 <= clock.now < 8
     assert max(clock.slept) == 2.0
+
+
+def test_the_wait_is_the_setting_when_none_is_given(settings: Settings) -> None:
+    settings.DETECTIVE_RUN_DATABASE_WAIT = 3
+    clock = Clock()
+    with pytest.raises(DatabaseUnavailable):
+        retrying(flaky([OperationalError("refused")] * 100), sleep=clock.sleep, clock=clock)
+    assert 3 <= clock.now < 5
 
 
 def test_other_errors_are_not_retried() -> None:
