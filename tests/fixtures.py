@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +47,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # Password hashing is deliberately slow; tests do not need that.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer() -> Iterator[None]:
+    """Each test meets a channel layer of its own.
+
+    pytest-asyncio gives every async test its own event loop, but Channels keeps one layer
+    object per process. channels_redis's layer holds asyncio locks per channel, bound to the loop
+    that first took them: a consumer test whose receive was still waiting when its loop closed
+    leaves such a lock held, and the next test's consumer on that layer dies with "is bound to a
+    different event loop" (seen in .ci/run's PostgreSQL + Redis pass, evals/live_test.py).
+    """
+    yield
+    layers = sys.modules.get("channels.layers")
+    if layers is not None:
+        layers.channel_layers.backends.clear()
 
 
 @pytest.fixture
