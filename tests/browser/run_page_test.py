@@ -383,7 +383,10 @@ def test_while_the_model_thinks_the_page_says_so_with_the_time(
     manager: User,
     release: Release,
 ) -> None:
-    llm.configure(delay=1.0, narration=2)  # a second before each streamed piece
+    # Four seconds before each streamed piece after the first (the role, no text): the page
+    # must load and subscribe within that window to see the step wait, and on a busy CI
+    # machine one second was sometimes gone before it had (PostgreSQL + Redis pass).
+    llm.configure(delay=4.0, narration=2)
     run_page = open_page(manager)
     page = run_page.page
     reassess(page, release)
@@ -393,4 +396,4 @@ def test_while_the_model_thinks_the_page_says_so_with_the_time(
     # Once the model's text arrives, the step shows it instead.
     expect(page.locator("#step-1-text")).not_to_be_empty(timeout=10_000)
     expect(waiting).to_be_hidden()
-    # (Each streamed piece takes a second: the fixture cancels the rest of the run.)
+    # (Each streamed piece takes four seconds: the fixture cancels the rest of the run.)
