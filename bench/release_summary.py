@@ -33,7 +33,7 @@ django.setup()
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from releases import verdicts
+from sources import judging
 from releases.models import Release
 
 rounds = int(sys.argv[1])
