@@ -291,6 +291,15 @@ class PolicySettings(BaseModel):
     # an entry of its own); each service's names are tried before the exporters' defaults.
     metric_names: dict[str, MetricNames] = Field(default_factory=dict, max_length=200)
 
+    # ---- What the running version does, from its OTLP traces (risk/trace_signals.py) ----
+
+    # An error group never seen in the service's earlier releases nor in this release's
+    # baseline; high from this share of its route's requests (critical: it alone may make a
+    # release high, as the error rate does).
+    new_error_group_level: Level = "medium"
+    new_error_group_high_share_at_or_above: float | None = Field(0.05, ge=0, le=1)
+    new_error_group_critical: bool = True
+
     def metric_names_for(self, service: str) -> MetricNames:
         return self.metric_names.get(service) or self.metric_names.get(EVERY_SERVICE, MetricNames())
 

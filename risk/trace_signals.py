@@ -1,0 +1,104 @@
+"""The risk policy's signal from what the running version does (its OTLP traces, issue 36): a
+new error group, one the service never showed in its earlier releases nor this release in its
+baseline (the minutes before its deploy time), is medium; high when it hits a share of its
+route's requests (`new_error_group_high_share_at_or_above`).
+
+Plain facts in (`TraceFacts`, read from the `traces` app's tables by `traces.history`), one
+signal out, whose sentence names the exception, its innermost in-app frame, the route and the
+counts, and the first suspect commit where the frames run through the release's changed lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from risk.settings import PolicySettings
+from risk.signal import Signal, pct, plural
+from risk.suspects import Suspect
+
+__all__ = ["NEW_ERROR_GROUPS", "ErrorGroupFacts", "TraceFacts", "new_error_groups", "sentence"]
+
+NEW_ERROR_GROUPS = "new_error_groups"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorGroupFacts:
+    fingerprint: str
+    exception_type: str
+    # The innermost in-app frame, as the repository names it where it could be matched.
+    path: str
+    function: str
+    # Occurrences since the deploy time, and before it (the release's baseline).
+    count: int
+    baseline_count: int
+    # Seen in any earlier release of the service.
+    seen_before: bool
+    # The route it hit most, and that route's requests and errors since the deploy time.
+    route: str
+    route_requests: int
+    suspect: Suspect | None = None
+
+    @property
+    def is_new(self) -> bool:
+        return self.count > 0 and self.baseline_count == 0 and not self.seen_before
+
+    @property
+    def share(self) -> float | None:
+        return self.count / self.route_requests if self.route_requests else None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceFacts:
+    version: str
+    groups: tuple[ErrorGroupFacts, ...] = ()
+
+
+def sentence(group: ErrorGroupFacts, version: str) -> str:
+    where = f" in {group.path} `{group.function}`" if group.path else ""
+    if group.route_requests and group.route:
+        counted = f"{group.count:,} of {plural(group.route_requests, 'request')} of {group.route}"
+    elif group.route:
+        counted = f"{plural(group.count, 'time')} in {group.route}"
+    else:
+        counted = plural(group.count, "time")
+    text = f"{group.exception_type}{where}: {counted} since {version} (none before); new in this release"
+    if group.suspect is not None:
+        s = group.suspect
+        text += f"; first suspect {s.sha[:7]} '{s.subject}' ({s.author}), whose change is " + (
+            "on that line" if s.distance == 0 else "near that line" if s.line else "in that file"
+        )
+    return text
+
+
+def new_error_groups(facts: TraceFacts | None, cfg: PolicySettings) -> list[Signal]:
+    if facts is None:
+        return []
+    new = sorted((g for g in facts.groups if g.is_new), key=lambda g: (-g.count, g.fingerprint))
+    if not new:
+        return []
+    high_at = cfg.new_error_group_high_share_at_or_above
+    shares = [g.share for g in new if g.share is not None]
+    top_share = max(shares, default=None)
+    level = cfg.new_error_group_level
+    if high_at is not None and top_share is not None and top_share >= high_at:
+        level = "high"
+    sentences: Sequence[str] = [sentence(g, facts.version) for g in new[:3]]
+    detail = "; ".join(sentences)
+    if len(new) > 3:
+        detail += f"; and {len(new) - 3} more new error groups"
+    threshold = "any new error group is " + cfg.new_error_group_level
+    if high_at is not None:
+        threshold += f"; high from {pct(high_at)} of its route's requests"
+    return [
+        Signal(
+            name=NEW_ERROR_GROUPS,
+            label="New errors in production",
+            level=level,
+            critical=cfg.new_error_group_critical,
+            figure=len(new),
+            threshold=threshold,
+            detail=detail,
+            areas=(),
+        )
+    ]

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from risk.settings import PolicySettings
+from risk.suspects import Suspect
+from risk.trace_signals import ErrorGroupFacts, TraceFacts, new_error_groups
+
+
+def group(**changed: object) -> ErrorGroupFacts:
+    fields: dict[str, object] = {
+        "fingerprint": "f1",
+        "exception_type": "ZeroDivisionError",
+        "path": "shop/pricing.py",
+        "function": "line_total",
+        "count": 100,
+        "baseline_count": 0,
+        "seen_before": False,
+        "route": "GET /cart/{cart_id}/total",
+        "route_requests": 600,
+    }
+    fields.update(changed)
+    return ErrorGroupFacts(**fields)  # type: ignore[arg-type]
+
+
+def test_a_new_group_past_the_share_is_high_and_its_sentence_carries_the_figures() -> None:
+    [signal] = new_error_groups(TraceFacts("1.1.0", (group(),)), PolicySettings())
+    assert signal.level == "high" and signal.counts_as == "high"
+    assert signal.detail == (
+        "ZeroDivisionError in shop/pricing.py `line_total`: 100 of 600 requests of "
+        "GET /cart/{cart_id}/total since 1.1.0 (none before); new in this release"
+    )
+
+
+def test_a_rare_new_group_is_medium() -> None:
+    [signal] = new_error_groups(TraceFacts("1.1.0", (group(count=3),)), PolicySettings())
+    assert signal.level == "medium"
+
+
+def test_a_group_seen_before_or_in_the_baseline_is_not_new() -> None:
+    known = (group(seen_before=True), group(fingerprint="f2", baseline_count=4))
+    assert new_error_groups(TraceFacts("1.1.0", known), PolicySettings()) == []
+    assert new_error_groups(None, PolicySettings()) == []
+
+
+def test_the_first_suspect_is_named() -> None:
+    suspect = Suspect("a1b2c3d4e5", "Round prices per line", "Ana Lima", "on the path",
+                      "shop/pricing.py", 12, 0, "its change is on that line")  # fmt: skip
+    [signal] = new_error_groups(TraceFacts("1.1.0", (group(suspect=suspect),)), PolicySettings())
+    assert signal.detail.endswith(
+        "; first suspect a1b2c3d 'Round prices per line' (Ana Lima), whose change is on that line"
+    )
+
+
+def test_the_level_and_the_share_are_settings() -> None:
+    cfg = PolicySettings(new_error_group_high_share_at_or_above=None, new_error_group_level="low")
+    [signal] = new_error_groups(TraceFacts("1.1.0", (group(),)), cfg)
+    assert signal.level == "low"
