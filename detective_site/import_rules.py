@@ -88,6 +88,26 @@ ROOMS: dict[str, Room] = {
         frozenset({"detective_client"}),
         django=False,
     ),
+    "traces": Room(
+        "what the running version does: OTLP traces in (`/otlp/v1/traces`), per-route minutes "
+        "and error groups, their signal's facts for the policy",
+        frozenset(
+            {
+                "risk",
+                "releases",
+                "sources",
+                "traces.otlp",
+                "detective_client",
+                "detective_site.settings",
+            }
+        ),
+    ),
+    # Plain Python inside the traces app: the OTLP body read, checked, grouped and folded.
+    "traces.otlp": Room(
+        "OTLP traces decoded, each span checked, exceptions grouped, figures folded",
+        frozenset({"sources.parsers"}),
+        django=False,
+    ),
     "assessments": Room(
         "a run: its task, the seam that runs the agent (runner/), its live stream and pages, "
         "filing its report, the assess endpoint, the demo (`seed_demo`)",
@@ -138,6 +158,7 @@ ROOMS: dict[str, Room] = {
                 "review",
                 "evals",
                 "sources",
+                "traces",
             }
         ),
     ),
@@ -153,6 +174,7 @@ ROOMS: dict[str, Room] = {
                 "review",
                 "evals",
                 "sources",
+                "traces",
                 "detective_site",
                 "detective_client",
             }

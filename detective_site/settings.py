@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "evals",
     "webhooks",
     "sources",
+    "traces",
     # For its commands: `up`, `local_model`.
     "detective_site",
     "bench",  # `manage.py bench`

@@ -62,7 +62,8 @@ def sentence(group: ErrorGroupFacts, version: str) -> str:
         counted = f"{plural(group.count, 'time')} in {group.route}"
     else:
         counted = plural(group.count, "time")
-    text = f"{group.exception_type}{where}: {counted} since {version} (none before); new in this release"
+    text = f"{group.exception_type}{where}: {counted} since {version} (none before)"
+    text += "; new in this release"
     if group.suspect is not None:
         s = group.suspect
         text += f"; first suspect {s.sha[:7]} '{s.subject}' ({s.author}), whose change is " + (

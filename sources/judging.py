@@ -13,7 +13,9 @@ from releases.release_order import earlier_releases
 from releases.verdicts import Judged, current_policy, p95_of, previous_p95, settings_of
 from risk.history import ReleaseRef
 from risk.policy import evaluate
+from risk.signal import PolicyVerdict, severity_of
 from sources.history import read_history
+from sources.judging_hooks import extra_signals
 
 
 def judge_release(release: Release) -> Judged:
@@ -40,4 +42,7 @@ def judge_release(release: Release) -> Judged:
     past = read_history(release, window=window, refs=refs, settings=settings)
     summary = release.as_summary()
     verdict = evaluate(summary, settings, previous_p95=previous, history=past)
+    if extra := extra_signals(release, settings, past):
+        signals = (*verdict.signals, *extra)
+        verdict = PolicyVerdict(severity=severity_of(signals), signals=signals)
     return Judged(policy, settings, verdict, summary, past)

@@ -1,0 +1,79 @@
+"""A release's error groups as the policy reads them (`risk.trace_signals.TraceFacts`): each
+group's occurrences since the deploy time and before it, whether an earlier release of the
+service showed it, and its busiest route with that route's requests; and the signal they give,
+which `sources.judging.judge_release` adds to the verdict through its hook
+(sources/judging_hooks.py, installed by `TracesConfig.ready`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Sum
+
+from releases.models import Release
+from releases.release_order import earlier_releases
+from risk.history import History
+from risk.settings import PolicySettings
+from risk.signal import Signal
+from risk.trace_signals import ErrorGroupFacts, TraceFacts, new_error_groups
+from traces.models import ErrorGroup, ErrorMinute, RouteMinute, Window
+from traces.suspects import suspect_for
+
+
+def trace_facts(release: Release) -> TraceFacts | None:
+    """None for a release no span was sent for: the policy then says nothing of traces."""
+    counts = (
+        ErrorMinute.objects.filter(release=release)
+        .values("group_id", "route", "window")
+        .annotate(total=Sum("count"))
+    )
+    per_group: dict[int, dict[str, int]] = defaultdict(lambda: {"baseline": 0, "release": 0})
+    routes: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in counts:
+        per_group[row["group_id"]][row["window"]] += row["total"]
+        if row["window"] == Window.RELEASE:
+            routes[row["group_id"]][row["route"]] += row["total"]
+    if not per_group:
+        return None
+    earlier = earlier_releases(release).values("id")
+    seen_before = set(
+        ErrorMinute.objects.filter(group_id__in=per_group, release_id__in=earlier)
+        .values_list("group_id", flat=True)
+        .distinct()
+    )
+    requests = dict(
+        RouteMinute.objects.filter(release=release, window=Window.RELEASE)
+        .values("route")
+        .annotate(total=Sum("requests"))
+        .values_list("route", "total")
+    )
+    groups = []
+    for group in ErrorGroup.objects.filter(pk__in=per_group):
+        by_route = routes.get(group.pk, {})
+        route = max(by_route, key=lambda r: (by_route[r], r), default="")
+        culprit = group.frames[-1] if group.frames else None
+        groups.append(
+            ErrorGroupFacts(
+                fingerprint=group.fingerprint,
+                exception_type=group.exception_type,
+                path=_shown_path(culprit[0]) if culprit else "",
+                function=culprit[2] if culprit else "",
+                count=per_group[group.pk]["release"],
+                baseline_count=per_group[group.pk]["baseline"],
+                seen_before=group.pk in seen_before,
+                route=route,
+                route_requests=requests.get(route, 0),
+                suspect=suspect_for(release, group),
+            )
+        )
+    return TraceFacts(version=release.version, groups=tuple(groups))
+
+
+def _shown_path(path: str) -> str:
+    # A deployed path's directory is the host's, not the repository's (`/srv/app/shop/x.py`).
+    parts = [p for p in path.replace("\\", "/").split("/") if p]
+    return "/".join(parts[-2:])
+
+
+def trace_signals(release: Release, settings: PolicySettings, past: History) -> list[Signal]:
+    return new_error_groups(trace_facts(release), settings)

@@ -1,0 +1,92 @@
+"""`POST /otlp/v1/traces`: what an OpenTelemetry SDK's or Collector's OTLP/HTTP exporter sends
+(`OTEL_EXPORTER_OTLP_ENDPOINT=https://detective.example.com/otlp`, the ingestion token in
+`OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer …`).
+
+Answers as the OTLP specification says, in the request's own encoding (protobuf or JSON): 200
+with an `ExportTraceServiceResponse` whose `partial_success` counts the refused spans and says
+why; 400 for a body it cannot read, 401/403 for the token, 413 past a bound, 415 for another
+type; a failure's body is a `google.rpc.Status` with the reason. A token API: no session, no
+CSRF.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
+
+from sources import api as ingestion_api
+from sources import selectors as sources_selectors
+from traces import services
+from traces.otlp.reading import MAX_BODY_BYTES, BodyError, decode_traces, is_json
+from traces.otlp.spans import read_spans
+
+# google.rpc.Code: what each HTTP status means to a gRPC-minded client.
+_CODES = {400: 3, 401: 16, 403: 7, 413: 8, 415: 3}
+
+
+def _answer(request: HttpRequest, message: Message, status: int) -> HttpResponse:
+    if is_json(request.content_type or ""):
+        body = json_format.MessageToJson(message, indent=None).encode()
+        return HttpResponse(body, status=status, content_type="application/json")
+    return HttpResponse(
+        message.SerializeToString(), status=status, content_type="application/x-protobuf"
+    )
+
+
+def _refused(request: HttpRequest, status: int, reason: str) -> HttpResponse:
+    response = _answer(request, Status(code=_CODES.get(status, 2), message=reason), status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="detective"'
+    return response
+
+
+def _body(request: HttpRequest) -> bytes:
+    length = request.META.get("CONTENT_LENGTH") or "0"
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise BodyError(413, f"The body is larger than {MAX_BODY_BYTES:,} bytes.")
+    # Read past Django's in-memory bound for form data, but never past ours.
+    data = request.read(MAX_BODY_BYTES + 1)
+    if len(data) > MAX_BODY_BYTES:
+        raise BodyError(413, f"The body is larger than {MAX_BODY_BYTES:,} bytes.")
+    return data
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+def export_traces(request: HttpRequest) -> HttpResponse:
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    token = sources_selectors.token_for(secret.strip()) if scheme.lower() == "bearer" else None
+    if token is None:
+        if kind := ingestion_api._other_token_kind(request):
+            return _refused(request, 403, f"{kind} cannot send spans: use an ingestion token.")
+        return _refused(
+            request, 401, "Authentication required: send Authorization: Bearer <ingestion token>."
+        )
+    try:
+        decoded = decode_traces(
+            _body(request),
+            request.content_type or "",
+            request.headers.get("Content-Encoding", ""),
+        )
+    except BodyError as exc:
+        return _refused(request, exc.status, f"{exc.message} Nothing of it was stored.")
+    read = read_spans(decoded)
+    services.ingest(token, read)
+    response = ExportTraceServiceResponse()
+    if read.rejected_count:
+        response.partial_success.CopyFrom(
+            ExportTracePartialSuccess(
+                rejected_spans=read.rejected_count, error_message=read.message()
+            )
+        )
+    return _answer(request, response, 200)

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.test import Client
+from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from releases.models import Release, Service
+from sources import services as sources_services
+from tests.otlp_requests import request, span
+from traces.models import ErrorGroup, ErrorMinute, RouteMinute, TraceIntake
+from traces.otlp.grouping_test import stack
+from traces.services import load_sketch
+
+pytestmark = pytest.mark.django_db
+PROTOBUF = "application/x-protobuf"
+NOW = time.time_ns() - 600 * 10**9
+
+
+@pytest.fixture
+def shop() -> Service:
+    service = Service.objects.create(name="shop", slug="shop")
+    Release.objects.create(
+        service=service, version="1.1.0", deployed_at=datetime.fromtimestamp(NOW / 1e9, UTC)
+    )
+    return service
+
+
+@pytest.fixture
+def token(shop: Service) -> str:
+    return sources_services.create_token("otel", shop)[1]
+
+
+def post(body: bytes, token: str, content_type: str = PROTOBUF, **headers: str):  # type: ignore[no-untyped-def]
+    return Client().post(
+        "/otlp/v1/traces",
+        body,
+        content_type=content_type,
+        headers={"Authorization": f"Bearer {token}", **headers},
+    )
+
+
+def answer(response) -> ExportTraceServiceResponse:  # type: ignore[no-untyped-def]
+    message = ExportTraceServiceResponse()
+    message.ParseFromString(response.content)
+    return message
+
+
+ERROR = ("ZeroDivisionError", "division by zero", stack())
+
+
+def test_protobuf_spans_become_route_minutes_and_an_error_group(token: str) -> None:
+    spans = [span(n, NOW + n * 10**8, exception=ERROR if n % 6 == 0 else None) for n in range(12)]
+    spans.append(span(99, NOW - 120 * 10**9, route="/health"))  # before the deploy: baseline
+    response = post(request("shop", "1.1.0", spans).SerializeToString(), token)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == PROTOBUF
+    assert not answer(response).HasField("partial_success")
+    row = RouteMinute.objects.get(route="GET /cart/{cart_id}/total")
+    assert (row.requests, row.errors, row.window) == (12, 2, "release")
+    assert load_sketch(row.sketch).count == 12  # type: ignore[attr-defined]
+    assert RouteMinute.objects.get(route="GET /health").window == "baseline"
+    group = ErrorGroup.objects.get()
+    assert group.exception_type == "ZeroDivisionError"
+    assert group.frames[-1][2] == "line_total"
+    assert sum(ErrorMinute.objects.values_list("count", flat=True)) == 2
+    assert TraceIntake.objects.get().spans == 13
+    # The same again adds up: one row per route and minute, counts doubled.
+    post(request("shop", "1.1.0", spans).SerializeToString(), token)
+    row.refresh_from_db()
+    assert row.requests == 24 and load_sketch(row.sketch).count == 24  # type: ignore[attr-defined]
+
+
+def test_json_with_hex_ids_gzip_and_a_json_answer(token: str) -> None:
+    message = request("shop", "1.1.0", [span(1, NOW, exception=ERROR)])
+    document = json_format.MessageToDict(message)
+    trace = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    trace["traceId"], trace["spanId"] = "0" * 31 + "2", "0" * 15 + "2"
+    trace["kind"] = 2  # enums as integers, as OTLP/JSON writes them
+    body = gzip.compress(json.dumps(document).encode())
+    response = post(body, token, "application/json", **{"Content-Encoding": "gzip"})
+    assert response.status_code == 200, response.content
+    assert response.json() == {}
+    assert RouteMinute.objects.get().requests == 1
+
+
+def test_unknown_versions_and_services_are_refused_with_the_reason(token: str) -> None:
+    body = request("shop", "9.9.9", [span(1, NOW), span(2, NOW)]).SerializeToString()
+    partial = answer(post(body, token)).partial_success
+    assert partial.rejected_spans == 2
+    assert "no release of their service.version yet" in partial.error_message
+    other = request("billing", "1.0.0", [span(1, NOW)]).SerializeToString()
+    assert (
+        "no service of that service.name"
+        in answer(post(other, token)).partial_success.error_message
+    )
+    assert not RouteMinute.objects.exists()
+
+
+def test_a_token_of_another_service_sends_nothing_of_this_one(shop: Service) -> None:
+    billing = Service.objects.create(name="billing", slug="billing")
+    secret = sources_services.create_token("billing", billing)[1]
+    body = request("shop", "1.1.0", [span(1, NOW)]).SerializeToString()
+    partial = answer(post(body, secret)).partial_success
+    assert partial.rejected_spans == 1 and "may not send" in partial.error_message
+    assert not RouteMinute.objects.exists()
+
+
+def test_tokens(token: str, settings) -> None:  # type: ignore[no-untyped-def]
+    body = request("shop", "1.1.0", [span(1, NOW)]).SerializeToString()
+    missing = Client().post("/otlp/v1/traces", body, content_type=PROTOBUF)
+    assert missing.status_code == 401 and missing["WWW-Authenticate"]
+    status = Status()
+    status.ParseFromString(missing.content)
+    assert "ingestion token" in status.message
+    assert post(body, "wrong").status_code == 401
+    settings.DETECTIVE_API_KEY = "k" * 40
+    assert post(body, "k" * 40).status_code == 403
+    assert Client().get("/otlp/v1/traces").status_code == 405
+    assert not RouteMinute.objects.exists()
+
+
+def test_the_deploy_time_splits_baseline_from_release(token: str, shop: Service) -> None:
+    release = Release.objects.get(version="1.1.0")
+    release.deployed_at = datetime.fromtimestamp(NOW / 1e9, UTC) + timedelta(minutes=5)
+    release.save()
+    post(request("shop", "1.1.0", [span(1, NOW, exception=ERROR)]).SerializeToString(), token)
+    assert ErrorMinute.objects.get().window == "baseline"
