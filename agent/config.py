@@ -74,6 +74,7 @@ from agent.telemetry.setup import TelemetryConfig
 from agent.telemetry.tool_calls import TracedToolExecutor
 from agent.telemetry.trace_context import current_traceparent
 from agent.tools.drilldown import register_drill_down_tools
+from agent.tools.observability import register_observability_tools
 from agent.tools.registry import ToolRegistry
 from agent.tools.release_tools import DEFAULT_TIMEOUT_S, SUMMARY_TOOL, register_release_tools
 
@@ -296,6 +297,7 @@ def build_agent(
     )
     if profile.drill_down:
         register_drill_down_tools(registry, release_tools)
+        register_observability_tools(registry, release_tools)
     tools = TracedToolExecutor(registry, capture_content=capture)
 
     config = AgentConfig(

@@ -142,6 +142,7 @@ def test_build_agent_composes_the_layers() -> None:
         "get_code_changes",
         "get_metric_history",
         "get_failure_suspects",
+        "get_observability_traces",
         "file_risk_report",
     }
     assert isinstance(inner.context._inner, WindowManager)

@@ -76,6 +76,7 @@ urlpatterns = [
         ),
     ),
     path("api/", include("sources.drilldown.urls")),
+    path("api/", include("traces.api_urls")),
     path("api/", include((_api_urls(), "ingest"))),
     path("sources/", include("sources.urls")),
     # OTLP/HTTP's own paths under the base an exporter is given (`…/otlp` + `/v1/traces`).

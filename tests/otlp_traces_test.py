@@ -11,7 +11,9 @@ import importlib.util
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import httpx
 import pytest
 from django.db.models import Sum
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -30,6 +32,7 @@ from tests.live_site import LiveSite
 from traces.models import ErrorGroup, ErrorRelease, RouteMinute
 
 pytestmark = pytest.mark.django_db(transaction=True)
+API_KEY = "k" * 40
 
 PRICING = (
     "def line_total(price, quantity):\n"
@@ -96,6 +99,17 @@ def export(site: LiveSite, token: str, spans: list, monkeypatch: pytest.MonkeyPa
         exporter.shutdown()
 
 
+def drill(site: LiveSite, version: str) -> dict[str, Any]:
+    answer = httpx.get(
+        f"{site.url}/api/releases/{version}/traces",
+        params={"service": "shop"},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
 def release(service: Service, version: str, deployed: datetime) -> Release:
     return Release.objects.create(
         service=service,
@@ -133,9 +147,18 @@ def test_real_sdk_spans_make_a_new_exception_the_verdict(
     before = release(shop, "1.0.0", now - timedelta(days=2))
     after = release(shop, "1.1.0", now - timedelta(hours=1))
     sha = culprit_commit(after)
-    with LiveSite(tmp_path / "logs", {}, workers=0) as site:
+    with LiveSite(tmp_path / "logs", {"DETECTIVE_API_TOKEN": API_KEY}, workers=0) as site:
         export(site, token, serve("1.0.0", pricing, failing=False), monkeypatch)
         export(site, token, serve("1.1.0", pricing, failing=True), monkeypatch)
+        drilled = drill(site, "1.1.0")
+        assert drill(site, "1.0.0")["error_groups"] == []
+    [new] = drilled["error_groups"]
+    assert (new["status"], new["exception_type"], new["count"]) == ("new", "ZeroDivisionError", 10)
+    assert new["routes"] == {CART: 10}
+    assert new["suspect"]["sha"] == sha and new["suspect"]["subject"] == "Round prices per line"
+    cart = next(r for r in drilled["routes"] if r["route"] == CART)
+    assert cart["release"]["requests"] == 60 and cart["release"]["errors"] == 10
+    assert cart["release"]["p95_ms"] is not None and cart["baseline"] is None
 
     def figures(version: str, route: str) -> tuple[int, int]:
         totals = RouteMinute.objects.filter(release__version=version, route=route).aggregate(

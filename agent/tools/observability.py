@@ -1,0 +1,96 @@
+"""The observability tool: what the running version did, from its OpenTelemetry traces
+(`GET /api/releases/<id>/traces`, the design's `/observability-traces`).
+
+`get_observability_traces` shows the release's error groups (new, regressed, ongoing) with
+their counts, routes, innermost in-app frame and first suspect commit, and its routes with the
+baseline's and the release's requests, errors and latency. It reads through the drill-downs'
+path (`DrillDownTools._read`: the same token, checks and untrusted-data encoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agent.tools.decorator import Tool, method_tool
+from agent.tools.drilldown import DrillDownTools, ReleaseId
+from agent.tools.registry import ToolOutcome, ToolRegistry
+from agent.tools.release_tools import ReleaseTools
+
+__all__ = ["ObservabilityTools", "register_observability_tools", "trace_lines"]
+
+
+class ObservabilityTools(DrillDownTools):
+    def __repr__(self) -> str:
+        return f"ObservabilityTools({self.release_tools!r})"
+
+    def tools(self) -> list[Tool[..., Any]]:
+        deadline = self.release_tools.deadline_s
+        return [
+            method_tool(
+                self.get_observability_traces,
+                name="get_observability_traces",
+                timeout_s=deadline,
+            )
+        ]
+
+    async def get_observability_traces(self, release_id: ReleaseId) -> ToolOutcome:
+        """What the release does in production, from its traces: its error groups (new in
+        this release first, then regressed, then ongoing), each with its exception, the
+        innermost frame of the service's own code, its count and routes, and the first
+        suspect commit whose changed lines the frames run through; and its routes with
+        requests, errors and p95 before the deploy (baseline) and since.
+
+        Use it when the summary names a new error group, or the error rate or latency rose,
+        to say which route and which exception, and which commit. Cite the exception, the
+        route and the figures as shown.
+
+        Args:
+            release_id: The release under assessment, for example "v2.1.0".
+        """
+        return await self._read(
+            release_id, "traces", {}, "The error groups and routes", trace_lines
+        )
+
+
+def trace_lines(body: Mapping[str, Any]) -> list[str]:
+    groups = body.get("error_groups") or []
+    lines = [
+        f"{body.get('error_groups_total', len(groups))} error groups; {body.get('spans', 0)} spans"
+    ]
+    for group in groups:
+        frame = group.get("frame") or {}
+        where = f" in {frame.get('path')} `{frame.get('function')}`" if frame else ""
+        routes = ", ".join(f"{route} ({n})" for route, n in (group.get("routes") or {}).items())
+        line = f"{group.get('status')}: {group.get('exception_type')}{where}"
+        line += f", {group.get('count')} times"
+        if routes:
+            line += f" on {routes}"
+        suspect = group.get("suspect")
+        if suspect:
+            line += (
+                f"; first suspect {str(suspect.get('sha', ''))[:7]} '{suspect.get('subject')}' "
+                f"({suspect.get('author')})"
+            )
+        lines.append(line)
+    for route in (body.get("routes") or [])[:10]:
+        now, before = route.get("release") or {}, route.get("baseline") or {}
+        line = (
+            f"{route.get('route')}: {now.get('errors', 0)} errors of {now.get('requests', 0)} "
+            f"requests, p95 {now.get('p95_ms')} ms"
+        )
+        if before:
+            line += (
+                f" (baseline: {before.get('errors', 0)} of {before.get('requests', 0)}, "
+                f"p95 {before.get('p95_ms')} ms)"
+            )
+        lines.append(line)
+    return lines
+
+
+def register_observability_tools(
+    registry: ToolRegistry, release_tools: ReleaseTools
+) -> ObservabilityTools:
+    tools = ObservabilityTools(release_tools)
+    tools.register(registry)
+    return tools

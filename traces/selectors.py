@@ -1,0 +1,140 @@
+"""Reads of a release's traces: what the drill-down (`GET /api/releases/<v>/traces`), the
+agent's `get_observability_traces` and the release page show. Error groups new, regressed or
+ongoing with their counts and routes; the routes with the baseline's and the release's figures
+(requests, errors, error rate, p50/p95/p99 from the minutes' merged sketches); what the caps
+dropped."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Sum
+
+from releases.models import Release
+from releases.release_order import earlier_releases
+from traces.models import ErrorGroup, ErrorMinute, ErrorRelease, RouteMinute, TraceIntake, Window
+from traces.otlp.aggregate import new_sketch
+from traces.services import load_sketch
+from traces.suspects import suspect_for
+
+MAX_GROUPS_SHOWN = 20
+MAX_ROUTES_SHOWN = 50
+MAX_STACK_SHOWN = 4_000
+STATUS_ORDER = {"new": 0, "regressed": 1, "ongoing": 2}
+
+
+def _figures(requests: int, errors: int, sketch: Any) -> dict[str, Any]:
+    def quantile(q: float) -> float | None:
+        value = sketch.get_quantile_value(q) if sketch.count else None
+        return round(value, 1) if value is not None else None
+
+    return {
+        "requests": requests,
+        "errors": errors,
+        "error_rate": round(errors / requests, 4) if requests else None,
+        "p50_ms": quantile(0.5),
+        "p95_ms": quantile(0.95),
+        "p99_ms": quantile(0.99),
+    }
+
+
+def route_figures(release: Release) -> list[dict[str, Any]]:
+    merged: dict[tuple[str, str], list[Any]] = {}
+    for route, window, requests, errors, sketch in RouteMinute.objects.filter(
+        release=release
+    ).values_list("route", "window", "requests", "errors", "sketch"):
+        found = merged.setdefault((route, window), [0, 0, new_sketch()])
+        found[0] += requests
+        found[1] += errors
+        found[2].merge(load_sketch(sketch))
+    routes = sorted({route for route, _ in merged})
+    rows = []
+    for route in routes:
+        row: dict[str, Any] = {"route": route}
+        for window in (Window.BASELINE, Window.RELEASE):
+            found = merged.get((route, window))
+            row[str(window)] = _figures(*found) if found else None
+        rows.append(row)
+    rows.sort(key=lambda r: -((r["release"] or {}).get("error_rate") or 0))
+    return rows[:MAX_ROUTES_SHOWN]
+
+
+def _status(group_id: int, baseline: int, earlier: list[int], seen: dict[int, set[int]]) -> str:
+    where = seen.get(group_id, set())
+    if not where and not baseline:
+        return "new"
+    if where and earlier and earlier[0] not in where:
+        return "regressed"
+    return "ongoing"
+
+
+def release_traces(release: Release, *, with_suspects: bool = True) -> dict[str, Any]:
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: {"baseline": 0, "release": 0})
+    routes: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in (
+        ErrorMinute.objects.filter(release=release)
+        .values("group_id", "route", "window")
+        .annotate(total=Sum("count"))
+    ):
+        counts[row["group_id"]][row["window"]] += row["total"]
+        routes[row["group_id"]][row["route"] or "(no route)"] += row["total"]
+    earlier = list(earlier_releases(release).values_list("id", flat=True)[:50])
+    seen: dict[int, set[int]] = defaultdict(set)
+    for group_id, release_id in (
+        ErrorMinute.objects.filter(group_id__in=counts, release_id__in=earlier)
+        .values_list("group_id", "release_id")
+        .distinct()
+    ):
+        seen[group_id].add(release_id)
+    exemplars = dict(
+        ErrorRelease.objects.filter(release=release).values_list("group_id", "exemplars")
+    )
+    groups = []
+    for group in ErrorGroup.objects.filter(pk__in=counts):
+        culprit = group.frames[-1] if group.frames else None
+        suspect = suspect_for(release, group) if with_suspects else None
+        groups.append(
+            {
+                "fingerprint": group.fingerprint,
+                "status": _status(group.pk, counts[group.pk]["baseline"], earlier, seen),
+                "exception_type": group.exception_type,
+                "message": group.message[:300],
+                "frame": (
+                    {"path": culprit[0], "line": culprit[1], "function": culprit[2]}
+                    if culprit
+                    else None
+                ),
+                "count": counts[group.pk]["release"],
+                "baseline_count": counts[group.pk]["baseline"],
+                "routes": dict(sorted(routes[group.pk].items(), key=lambda kv: -kv[1])[:10]),
+                "first_seen": group.first_seen.isoformat(),
+                "last_seen": group.last_seen.isoformat(),
+                "exemplar_trace_ids": exemplars.get(group.pk, []),
+                "stacktrace": group.stacktrace[:MAX_STACK_SHOWN],
+                "suspect": (
+                    {
+                        "sha": suspect.sha,
+                        "subject": suspect.subject,
+                        "author": suspect.author,
+                        "path": suspect.path,
+                        "line": suspect.line,
+                        "reason": suspect.reason,
+                    }
+                    if suspect
+                    else None
+                ),
+            }
+        )
+    groups.sort(key=lambda g: (STATUS_ORDER[g["status"]], -g["count"]))
+    intake = TraceIntake.objects.filter(release=release).first()
+    return {
+        "release": release.version,
+        "service": release.service.slug,
+        "error_groups": groups[:MAX_GROUPS_SHOWN],
+        "error_groups_total": len(groups),
+        "routes": route_figures(release),
+        "spans": intake.spans if intake else 0,
+        "routes_dropped": intake.routes_dropped if intake else 0,
+        "groups_dropped": intake.groups_dropped if intake else 0,
+    }
