@@ -81,6 +81,7 @@ urlpatterns = [
     path("sources/", include("sources.urls")),
     # OTLP/HTTP's own paths under the base an exporter is given (`…/otlp` + `/v1/traces`).
     path("otlp/", include("traces.urls")),
+    path("traces/", include("traces.page_urls")),
     path("evals/", include("evals.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
