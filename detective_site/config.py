@@ -112,6 +112,9 @@ EXPECTED: dict[str, str] = {
         "seconds a running assessment waits for its database to answer again before it is "
         "marked failed (1 or more; keep it below DETECTIVE_RUN_STALE_SECONDS)"
     ),
+    "DETECTIVE_TRACE_RETENTION_DAYS": (
+        "days the per-minute figures of OTLP traces are kept (1 to 3650)"
+    ),
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
     ),
@@ -189,6 +192,15 @@ class DetectiveConfig(BaseSettings):
     # their own per run; this is for anything else (the agent's CLI sends DETECTIVE_API_TOKEN).
     api_key: SecretStr | None = _env("DETECTIVE_API_TOKEN")
     api_url: str | None = _env("DETECTIVE_API_URL")
+    # How long the per-minute figures of OTLP traces are kept (`manage.py purge_traces`);
+    # error groups and which releases they were seen in are kept with their releases.
+    trace_retention_days: int = Field(
+        default=90,
+        ge=1,
+        le=3650,
+        validation_alias="DETECTIVE_TRACE_RETENTION_DAYS",
+        description=EXPECTED["DETECTIVE_TRACE_RETENTION_DAYS"],
+    )
     run_stale_seconds: float = Field(
         default=30.0,
         ge=5,

@@ -107,6 +107,7 @@ CHANNEL_LAYERS = CONFIG.channel_layers()
 DETECTIVE_API_KEY = CONFIG.api_key.get_secret_value() if CONFIG.api_key else None
 DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
+DETECTIVE_TRACE_RETENTION_DAYS = CONFIG.trace_retention_days
 # How long a run's database calls are retried while the database does not answer
 # (assessments/runner/database.py); under the stale limit, so the sweep never takes a run
 # that is only waiting for its database.

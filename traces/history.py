@@ -16,7 +16,7 @@ from risk.history import History
 from risk.settings import PolicySettings
 from risk.signal import Signal
 from risk.trace_signals import ErrorGroupFacts, TraceFacts, new_error_groups
-from traces.models import ErrorGroup, ErrorMinute, RouteMinute, Window
+from traces.models import ErrorGroup, ErrorMinute, ErrorRelease, RouteMinute, Window
 from traces.suspects import suspect_for
 
 
@@ -36,8 +36,9 @@ def trace_facts(release: Release) -> TraceFacts | None:
     if not per_group:
         return None
     earlier = earlier_releases(release).values("id")
+    # ErrorRelease, not the minutes: it outlives the minutes' retention.
     seen_before = set(
-        ErrorMinute.objects.filter(group_id__in=per_group, release_id__in=earlier)
+        ErrorRelease.objects.filter(group_id__in=per_group, release_id__in=earlier)
         .values_list("group_id", flat=True)
         .distinct()
     )

@@ -81,11 +81,9 @@ def release_traces(release: Release, *, with_suspects: bool = True) -> dict[str,
         routes[row["group_id"]][row["route"] or "(no route)"] += row["total"]
     earlier = list(earlier_releases(release).values_list("id", flat=True)[:50])
     seen: dict[int, set[int]] = defaultdict(set)
-    for group_id, release_id in (
-        ErrorMinute.objects.filter(group_id__in=counts, release_id__in=earlier)
-        .values_list("group_id", "release_id")
-        .distinct()
-    ):
+    for group_id, release_id in ErrorRelease.objects.filter(
+        group_id__in=counts, release_id__in=earlier
+    ).values_list("group_id", "release_id"):
         seen[group_id].add(release_id)
     exemplars = dict(
         ErrorRelease.objects.filter(release=release).values_list("group_id", "exemplars")

@@ -168,3 +168,11 @@ def _merge(release: Release, batch: ReleaseAggregate) -> None:
                 row.count += count
                 row.save(update_fields=["count"])
     intake.save()
+
+
+def purge(before: datetime) -> tuple[int, int]:
+    """Deletes the per-minute figures older than `before`: (route minutes, error minutes).
+    Error groups and the releases they were seen in stay, so an old group never reads as new."""
+    routes, _ = RouteMinute.objects.filter(minute__lt=before).delete()
+    errors, _ = ErrorMinute.objects.filter(minute__lt=before).delete()
+    return routes, errors
