@@ -91,37 +91,62 @@ def ingest(token: IngestionToken, read: Read) -> Stored:
     return Stored(accepted=accepted)
 
 
-@transaction.atomic
-def _merge(release: Release, batch: ReleaseAggregate) -> None:
-    Release.objects.select_for_update().filter(pk=release.pk).first()
-    intake, _ = TraceIntake.objects.get_or_create(release=release)
-    intake.spans += batch.spans
+def _merge_routes(release: Release, batch: ReleaseAggregate, intake: TraceIntake) -> None:
+    """The batch's route minutes into the release's: the rows it touches read in one query,
+    new ones created and the others updated in bulk (a request of 512 spans over 20 routes
+    is 3 queries, not 40)."""
     routes = set(
         RouteMinute.objects.filter(release=release).values_list("route", flat=True).distinct()
     )
+    kept = {}
     for (route, minute, window), figures in batch.routes.items():
         if route not in routes and len(routes) >= MAX_ROUTES:
             intake.routes_dropped += figures.requests
             continue
         routes.add(route)
-        row, created = RouteMinute.objects.get_or_create(
-            release=release,
-            route=route,
-            minute=_minute(minute),
-            window=window,
-            defaults={
-                "requests": figures.requests,
-                "errors": figures.errors,
-                "sketch": dump_sketch(figures.sketch),
-            },
+        kept[(route, _minute(minute), window)] = figures
+    if not kept:
+        return
+    minutes = {minute for _, minute, _ in kept}
+    existing = {
+        (row.route, row.minute, row.window): row
+        for row in RouteMinute.objects.filter(
+            release=release, route__in={r for r, _, _ in kept}, minute__in=minutes
         )
-        if not created:
-            sketch = load_sketch(row.sketch)
-            sketch.merge(figures.sketch)  # type: ignore[attr-defined]
-            row.requests += figures.requests
-            row.errors += figures.errors
-            row.sketch = dump_sketch(sketch)
-            row.save(update_fields=["requests", "errors", "sketch"])
+    }
+    created, updated = [], []
+    for key, figures in kept.items():
+        row = existing.get(key)
+        if row is None:
+            route, minute, window = key
+            created.append(
+                RouteMinute(
+                    release=release,
+                    route=route,
+                    minute=minute,
+                    window=window,
+                    requests=figures.requests,
+                    errors=figures.errors,
+                    sketch=dump_sketch(figures.sketch),
+                )
+            )
+            continue
+        sketch = load_sketch(row.sketch)
+        sketch.merge(figures.sketch)  # type: ignore[attr-defined]
+        row.requests += figures.requests
+        row.errors += figures.errors
+        row.sketch = dump_sketch(sketch)
+        updated.append(row)
+    RouteMinute.objects.bulk_create(created)
+    RouteMinute.objects.bulk_update(updated, ["requests", "errors", "sketch"])
+
+
+@transaction.atomic
+def _merge(release: Release, batch: ReleaseAggregate) -> None:
+    Release.objects.select_for_update().filter(pk=release.pk).first()
+    intake, _ = TraceIntake.objects.get_or_create(release=release)
+    intake.spans += batch.spans
+    _merge_routes(release, batch, intake)
     groups_here = ErrorRelease.objects.filter(release=release).count()
     for fingerprint, found in batch.errors.items():
         group = ErrorGroup.objects.filter(service=release.service, fingerprint=fingerprint).first()
