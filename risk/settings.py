@@ -299,6 +299,8 @@ class PolicySettings(BaseModel):
     new_error_group_level: Level = "medium"
     new_error_group_high_share_at_or_above: float | None = Field(0.05, ge=0, le=1)
     new_error_group_critical: bool = True
+    # A group an earlier release showed, the previous one did not, back in this one.
+    regressed_error_group_level: Level = "medium"
 
     def metric_names_for(self, service: str) -> MetricNames:
         return self.metric_names.get(service) or self.metric_names.get(EVERY_SERVICE, MetricNames())

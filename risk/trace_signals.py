@@ -17,9 +17,18 @@ from risk.settings import PolicySettings
 from risk.signal import Signal, pct, plural
 from risk.suspects import Suspect
 
-__all__ = ["NEW_ERROR_GROUPS", "ErrorGroupFacts", "TraceFacts", "new_error_groups", "sentence"]
+__all__ = [
+    "NEW_ERROR_GROUPS",
+    "REGRESSED_ERROR_GROUPS",
+    "ErrorGroupFacts",
+    "TraceFacts",
+    "new_error_groups",
+    "regressed_error_groups",
+    "sentence",
+]
 
 NEW_ERROR_GROUPS = "new_error_groups"
+REGRESSED_ERROR_GROUPS = "regressed_error_groups"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +47,17 @@ class ErrorGroupFacts:
     route: str
     route_requests: int
     suspect: Suspect | None = None
+    # Seen in the service's previous release (the one deployed just before this one).
+    seen_in_previous: bool = False
 
     @property
     def is_new(self) -> bool:
         return self.count > 0 and self.baseline_count == 0 and not self.seen_before
+
+    @property
+    def is_regressed(self) -> bool:
+        """Seen in an earlier release, absent from the previous one, back in this one."""
+        return self.count > 0 and self.seen_before and not self.seen_in_previous
 
     @property
     def share(self) -> float | None:
@@ -101,5 +117,36 @@ def new_error_groups(facts: TraceFacts | None, cfg: PolicySettings) -> list[Sign
             threshold=threshold,
             detail=detail,
             areas=(),
+        )
+    ]
+
+
+def regressed_error_groups(facts: TraceFacts | None, cfg: PolicySettings) -> list[Signal]:
+    """A group an earlier release showed, the previous one did not, and this one does again:
+    a fixed exception come back (`regressed_error_group_level`, medium by default)."""
+    if facts is None:
+        return []
+    back = sorted(
+        (g for g in facts.groups if g.is_regressed), key=lambda g: (-g.count, g.fingerprint)
+    )
+    if not back:
+        return []
+    sentences = []
+    for group in back[:3]:
+        where = f" in {group.path} `{group.function}`" if group.path else ""
+        on = f" of {group.route}" if group.route else ""
+        sentences.append(
+            f"{group.exception_type}{where}: {plural(group.count, 'time')}{on} since "
+            f"{facts.version}; seen in an earlier release, not in the previous one: regressed"
+        )
+    return [
+        Signal(
+            name=REGRESSED_ERROR_GROUPS,
+            label="Errors back in production",
+            level=cfg.regressed_error_group_level,
+            critical=False,
+            figure=len(back),
+            threshold=f"any regressed error group is {cfg.regressed_error_group_level}",
+            detail="; ".join(sentences),
         )
     ]

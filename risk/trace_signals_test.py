@@ -2,7 +2,12 @@ from __future__ import annotations
 
 from risk.settings import PolicySettings
 from risk.suspects import Suspect
-from risk.trace_signals import ErrorGroupFacts, TraceFacts, new_error_groups
+from risk.trace_signals import (
+    ErrorGroupFacts,
+    TraceFacts,
+    new_error_groups,
+    regressed_error_groups,
+)
 
 
 def group(**changed: object) -> ErrorGroupFacts:
@@ -54,3 +59,16 @@ def test_the_level_and_the_share_are_settings() -> None:
     cfg = PolicySettings(new_error_group_high_share_at_or_above=None, new_error_group_level="low")
     [signal] = new_error_groups(TraceFacts("1.1.0", (group(),)), cfg)
     assert signal.level == "low"
+
+
+def test_a_group_back_after_a_release_without_it_is_regressed() -> None:
+    back = group(seen_before=True, seen_in_previous=False, count=4)
+    [signal] = regressed_error_groups(TraceFacts("1.2.0", (back,)), PolicySettings())
+    assert (signal.name, signal.level) == ("regressed_error_groups", "medium")
+    assert signal.detail == (
+        "ZeroDivisionError in shop/pricing.py `line_total`: 4 times of GET /cart/{cart_id}/total "
+        "since 1.2.0; seen in an earlier release, not in the previous one: regressed"
+    )
+    ongoing = group(seen_before=True, seen_in_previous=True)
+    assert regressed_error_groups(TraceFacts("1.2.0", (ongoing,)), PolicySettings()) == []
+    assert new_error_groups(TraceFacts("1.2.0", (back,)), PolicySettings()) == []

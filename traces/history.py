@@ -15,7 +15,12 @@ from releases.release_order import earlier_releases
 from risk.history import History
 from risk.settings import PolicySettings
 from risk.signal import Signal
-from risk.trace_signals import ErrorGroupFacts, TraceFacts, new_error_groups
+from risk.trace_signals import (
+    ErrorGroupFacts,
+    TraceFacts,
+    new_error_groups,
+    regressed_error_groups,
+)
 from traces.models import ErrorGroup, ErrorMinute, ErrorRelease, RouteMinute, Window
 from traces.suspects import suspect_for
 
@@ -35,13 +40,14 @@ def trace_facts(release: Release) -> TraceFacts | None:
             routes[row["group_id"]][row["route"]] += row["total"]
     if not per_group:
         return None
-    earlier = earlier_releases(release).values("id")
+    earlier = list(earlier_releases(release).values_list("id", flat=True)[:200])
     # ErrorRelease, not the minutes: it outlives the minutes' retention.
-    seen_before = set(
-        ErrorRelease.objects.filter(group_id__in=per_group, release_id__in=earlier)
-        .values_list("group_id", flat=True)
-        .distinct()
-    )
+    seen: dict[int, set[int]] = defaultdict(set)
+    for group_id, release_id in ErrorRelease.objects.filter(
+        group_id__in=per_group, release_id__in=earlier
+    ).values_list("group_id", "release_id"):
+        seen[group_id].add(release_id)
+    previous = earlier[0] if earlier else None
     requests = dict(
         RouteMinute.objects.filter(release=release, window=Window.RELEASE)
         .values("route")
@@ -61,7 +67,8 @@ def trace_facts(release: Release) -> TraceFacts | None:
                 function=culprit[2] if culprit else "",
                 count=per_group[group.pk]["release"],
                 baseline_count=per_group[group.pk]["baseline"],
-                seen_before=group.pk in seen_before,
+                seen_before=bool(seen.get(group.pk)),
+                seen_in_previous=previous in seen.get(group.pk, set()),
                 route=route,
                 route_requests=requests.get(route, 0),
                 suspect=suspect_for(release, group),
@@ -77,4 +84,5 @@ def _shown_path(path: str) -> str:
 
 
 def trace_signals(release: Release, settings: PolicySettings, past: History) -> list[Signal]:
-    return new_error_groups(trace_facts(release), settings)
+    facts = trace_facts(release)
+    return new_error_groups(facts, settings) + regressed_error_groups(facts, settings)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from releases.models import Release, Service
+from risk.settings import PolicySettings
+from sources import services as sources_services
+from sources.history import read_history
+from sources.selectors import token_for
+from tests.otlp_requests import request, span
+from traces import services
+from traces.history import trace_signals
+from traces.otlp.grouping_test import stack
+from traces.otlp.spans import read_spans
+
+pytestmark = pytest.mark.django_db
+ERROR = ("KeyError", "'sku'", stack())
+
+
+def test_new_then_gone_then_back_is_new_then_nothing_then_regressed() -> None:
+    shop = Service.objects.create(name="shop", slug="shop")
+    token = token_for(sources_services.create_token("otel", shop)[1])
+    now = time.time_ns() - 60 * 10**9
+    start = datetime.fromtimestamp(now / 1e9, UTC)
+    said = {}
+    for days_ago, version, failing in ((3, "1.0.0", True), (2, "1.1.0", False), (1, "1.2.0", True)):
+        release = Release.objects.create(
+            service=shop, version=version, deployed_at=start - timedelta(days=days_ago)
+        )
+        spans = [
+            span(n, now + n, exception=ERROR if failing and n == 0 else None) for n in range(3)
+        ]
+        services.ingest(token, read_spans(request("shop", version, spans)))  # type: ignore[arg-type]
+        said[version] = {
+            s.name: s.level for s in trace_signals(release, PolicySettings(), read_history(release))
+        }
+    assert said == {
+        "1.0.0": {"new_error_groups": "high"},
+        "1.1.0": {},
+        "1.2.0": {"regressed_error_groups": "medium"},
+    }
