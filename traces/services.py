@@ -30,6 +30,9 @@ from traces.otlp.spans import Read, SpanFacts
 MAX_ROUTES = 200
 MAX_GROUPS = 100
 MAX_EXEMPLARS = 5
+# Releases one request may name: a Collector batches one service or a few; a body naming
+# thousands would cost a lookup each.
+MAX_RELEASES_A_REQUEST = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,13 @@ def ingest(token: IngestionToken, read: Read) -> Stored:
     for span in read.spans:
         by_release[(span.service, span.version)].append(span)
     accepted = 0
-    for (service_name, version), spans in by_release.items():
+    for index, ((service_name, version), spans) in enumerate(by_release.items()):
+        if index >= MAX_RELEASES_A_REQUEST:
+            read.reject(
+                f"spans refused: more than {MAX_RELEASES_A_REQUEST} releases in one request",
+                len(spans),
+            )
+            continue
         release = _release_for(token, service_name, version, read, len(spans))
         if release is None:
             continue

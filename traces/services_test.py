@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from releases.models import Release, Service
 from sources import services as sources_services
@@ -53,3 +54,15 @@ def test_the_caps_count_what_they_drop(token: object, monkeypatch: pytest.Monkey
     # 5 routes of 2 requests each (/r0 to /r3, and the cart's two failures): 3 past the cap.
     assert (intake.spans, intake.routes_dropped, intake.groups_dropped) == (10, 6, 1)
     assert timezone.now() - ErrorGroup.objects.get().first_seen < timedelta(minutes=5)
+
+
+def test_a_request_naming_many_releases_is_refused_past_twenty(token: object) -> None:
+    message = ExportTraceServiceRequest()
+    for n in range(25):
+        message.resource_spans.extend(
+            request("shop", f"9.{n}", [span(n, time.time_ns())]).resource_spans
+        )
+    read = read_spans(message)
+    services.ingest(token, read)  # type: ignore[arg-type]
+    assert read.rejected_count == 25
+    assert read.rejected["spans refused: more than 20 releases in one request"] == 5
