@@ -8,6 +8,7 @@ release before never mentions it."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -152,6 +153,18 @@ def test_real_sdk_spans_make_a_new_exception_the_verdict(
         export(site, token, serve("1.1.0", pricing, failing=True), monkeypatch)
         drilled = drill(site, "1.1.0")
         assert drill(site, "1.0.0")["error_groups"] == []
+        # The small profile's brief view of the summary says it in a line.
+        brief = httpx.get(
+            f"{site.url}/api/releases/1.1.0/summary",
+            params={"view": "brief", "service": "shop"},
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            timeout=30,
+        )
+        assert brief.status_code == 200, brief.text
+        said = [
+            line for line in json.dumps(brief.json()).split('", "') if "ZeroDivisionError" in line
+        ]
+        assert said and "GET /cart/{cart_id}/total" in said[0], brief.json()
     [new] = drilled["error_groups"]
     assert (new["status"], new["exception_type"], new["count"]) == ("new", "ZeroDivisionError", 10)
     assert new["routes"] == {CART: 10}
