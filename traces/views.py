@@ -12,6 +12,7 @@ CSRF.
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -30,7 +31,8 @@ from traces.otlp.reading import MAX_BODY_BYTES, BodyError, decode_traces, is_jso
 from traces.otlp.spans import read_spans
 
 # google.rpc.Code: what each HTTP status means to a gRPC-minded client.
-_CODES = {400: 3, 401: 16, 403: 7, 413: 8, 415: 3}
+_CODES = {400: 3, 401: 16, 403: 7, 413: 8, 415: 3, 503: 14}
+RETRY_AFTER_S = 5
 
 
 def _answer(request: HttpRequest, message: Message, status: int) -> HttpResponse:
@@ -81,7 +83,15 @@ def export_traces(request: HttpRequest) -> HttpResponse:
     except BodyError as exc:
         return _refused(request, exc.status, f"{exc.message} Nothing of it was stored.")
     read = read_spans(decoded)
-    services.ingest(token, read)
+    try:
+        services.ingest(token, read)
+    except (OperationalError, InterfaceError):
+        # The database is restarting or locked past its timeout: the exporter retries after
+        # Retry-After, as the specification asks of a 503; nothing of the batch was kept
+        # (each release's merge is one transaction).
+        response = _refused(request, 503, "The database is unavailable; send again later.")
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
     response = ExportTraceServiceResponse()
     if read.rejected_count:
         response.partial_success.CopyFrom(

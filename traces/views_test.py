@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import OperationalError
 from django.test import Client
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
@@ -14,6 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from releases.models import Release, Service
 from sources import services as sources_services
 from tests.otlp_requests import request, span
+from traces import services
 from traces.models import ErrorGroup, ErrorMinute, RouteMinute, TraceIntake
 from traces.otlp.grouping_test import stack
 from traces.services import load_sketch
@@ -133,3 +135,17 @@ def test_the_deploy_time_splits_baseline_from_release(token: str, shop: Service)
     release.save()
     post(request("shop", "1.1.0", [span(1, NOW, exception=ERROR)]).SerializeToString(), token)
     assert ErrorMinute.objects.get().window == "baseline"
+
+
+def test_a_database_that_does_not_answer_is_a_503_with_retry_after(
+    token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def down(*args: object) -> None:
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(services, "ingest", down)
+    response = post(request("shop", "1.1.0", [span(1, NOW)]).SerializeToString(), token)
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    status = Status()
+    status.ParseFromString(response.content)
+    assert status.code == 14 and "send again later" in status.message
