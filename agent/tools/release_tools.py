@@ -293,8 +293,19 @@ class ReleaseTools:
         # A key stands for its sentence, which is what is filed. Keys instead of sentences: a
         # 1.5B model on two cores writes about 25 tokens a second, and copying five sentences
         # out took it longer than the rest of the assessment. Told to put keys in a field
-        # named "findings", it wrote the sentences anyway. Anything not a key is filed as it is.
+        # named "findings", it wrote the sentences anyway. Anything not a key goes as it is:
+        # the API refuses a key the summary never showed, a repeat or a bare key, once, with
+        # the keys it showed, then keeps the report for a person without them (issue 40).
         known = self._evidence.get(release_id, {})
+        blank = [str(n) for n, item in enumerate(evidence, start=1) if not item.strip()]
+        if blank:
+            # Never sent: the API would answer that "findings" (a field this tool lacks) is
+            # invalid, which a small model cannot map back to its evidence.
+            return ToolOutcome.failure(
+                f"Refused: evidence item {', '.join(blank)} is empty. List only the keys of the "
+                f"summary's evidence, each once: {', '.join(known) or 'none'}.",
+                error_type=InvalidArgumentsError.__name__,
+            )
         findings = [known.get(item.strip().rstrip(".").upper(), item) for item in evidence]
         return await self.file_risk_report(release_id, severity, findings)
 
