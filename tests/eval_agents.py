@@ -255,9 +255,7 @@ class ScriptedAgent:
             findings += [f"E{n}" for n in range(2, 19)]
         if fault == "no_culprit" and expect.culprit:
             culprit = expect.culprit.lower()
-            findings = [
-                f for f in findings if culprit not in f.lower() and not _SHA_RE.search(f)
-            ]
+            findings = [f for f in findings if culprit not in f.lower() and not _SHA_RE.search(f)]
         if fault == "ignores_history":
             findings = [f for f in findings if not _HISTORY_RE.search(f)]
             if "history" in scenario.tags:
