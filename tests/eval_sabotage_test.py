@@ -13,6 +13,7 @@ verdicts-measured.md` keeps them.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from io import StringIO
 
@@ -92,7 +93,10 @@ def test_every_sabotaged_agent_fails_the_comparison_and_a_a_never_does(
 ) -> None:
     baseline, out = run_evals(llm, ScriptedAgent("good"), "--baseline")
     assert baseline.pass_rate == 1.0, out
-    lines = [figures("baseline (good)", baseline, None)[1]]
+    # The good agent adds a sentence of its own to the policy's evidence in each report.
+    own = re.search(r"The model's own words \(default profile\): (\d+)% of", out)
+    assert own is not None and 0 < int(own.group(1)) < 100, out
+    lines = [figures("baseline (good)", baseline, None)[1] + f", own words {own.group(1)} %"]
     verdicts: dict[str, str | None] = {}
     agents = [
         (fault, ScriptedAgent("good", faults=dict.fromkeys(SCENARIOS.split(","), fault)))
