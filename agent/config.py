@@ -309,6 +309,7 @@ def build_agent(
         max_text_chars=settings.max_run_text_chars,
         max_output_chars=settings.max_run_output_chars,
         opening_calls=_opening_calls(profile, release_id),
+        assessing=release_id is not None,
     )
     window = _window_manager(settings.context_strategy, adapter, model_provider, config.max_tokens)
     # Only the summarising strategy calls the model while fitting.

@@ -14,7 +14,8 @@ and the model's answer as a stream whatever the provider (`agent.model_stream`).
    that asked for them, in the same order);
 4. stop when the report is filed (`RunFinished(reason="report_filed")`), when the model
    answers without a tool call (`"answered"`), when it makes the same failing tool call
-   `max_repeated_tool_failures` times in a row or a tool fails with `terminal=True`, saying
+   `max_repeated_tool_failures` times in a row (the second time, its result adds the exact
+   problem and a call that passes: `agent.repetition`) or a tool fails with `terminal=True`, saying
    nothing more can be done (`"tool_failing"`), or after `max_steps` (`"max_steps"`);
    everything done so far stays in the history. An answer cut off at the output limit
    (finish reason "length") with no usable tool call is asked for once more, briefly
@@ -77,6 +78,7 @@ from agent.providers.protocol import (
     StreamToolCallDelta,
 )
 from agent.reasoning import DirectStrategy, ReasoningStrategy
+from agent.repetition import repeated_hint
 from agent.run_config import DEFAULT_CONFIG, AgentConfig
 from agent.run_state import (
     RunState,
@@ -469,9 +471,14 @@ class Agent:
             run.tool_calls += 1
             yield self._save(ToolCallRequested(step=run.steps, tool_call=call))
             result = await self.tools.execute(call)
-            self._append(Message.tool(result))
             run.last_tool_failed = not result.success
             count_repeated_failure(run, self.config, call, result)
+            if run.failure_repeats == 2 and not result.terminal:
+                # Told the same words twice, a small model files the same call a third time.
+                definition = next((t for t in self.tools.get_tools() if t.name == call.name), None)
+                hint = repeated_hint(definition, call, result.content)
+                result = result.model_copy(update={"content": result.content + hint})
+            self._append(Message.tool(result))
             yield self._save(ToolResultReceived(step=run.steps, result=result))
             if result.terminal and result.success:
                 run.report_filed = True

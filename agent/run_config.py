@@ -39,7 +39,11 @@ class AgentConfig(BaseModel):
     # Filing the report ends the run; small models otherwise file again and again.
     end_on_report: bool = True
     max_text_only_nudges: int = Field(default=1, ge=0)
-    # The same tool call (same arguments) failing the same way this many times in a row ends
+    # The run assesses a release (`build_agent` with a release_id): a text answer is nudged
+    # even before any tool ran. Measured (issue 40): the default profile answered "214
+    # failed tests" without calling a tool, and the run filed nothing.
+    assessing: bool = False
+    # A tool failing for the same reason (whatever the arguments) this many times in a row ends
     # the run: small models otherwise repeat it until the step limit (seen: filing for a
     # missing release seven times over).
     max_repeated_tool_failures: int = Field(default=3, ge=1)

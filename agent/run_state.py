@@ -20,6 +20,7 @@ from agent.events import ReportFiled
 from agent.messages import Conversation, Message, ToolCall, ToolResult, Usage
 from agent.providers.protocol import ModelResponse
 from agent.providers.wire import RAW_ARGUMENTS_KEY
+from agent.repetition import failure_reason
 from agent.run_config import AgentConfig
 
 # A reply that announces its next action instead of taking it.
@@ -59,7 +60,7 @@ class RunState:
         self.nudges = 0
         self.tool_calls = 0
         self.last_tool_failed = False
-        # The last failing call (tool, arguments, error) and how often in a row it failed.
+        # The last failure (tool, error type, reason) and how often in a row it happened.
         self.last_failure: tuple[str, str, str] | None = None
         self.failure_repeats = 0
         self.report_filed = False
@@ -96,7 +97,9 @@ def count_repeated_failure(
     if result.success:
         run.last_failure, run.failure_repeats = None, 0
         return
-    failure = (call.name, json.dumps(call.arguments, sort_keys=True), result.content)
+    # The same reason, whatever the arguments: a model that changes one finding but not
+    # what was wrong repeats itself (issue 40; `agent.repetition`).
+    failure = (call.name, result.error_type or "", failure_reason(result.content))
     run.failure_repeats = run.failure_repeats + 1 if failure == run.last_failure else 1
     run.last_failure = failure
     if run.failure_repeats >= config.max_repeated_tool_failures:
@@ -120,8 +123,9 @@ def needs_nudge(
     It did when tools are on offer, nudges remain, no report was filed in this run,
     the last tool did not fail (a model reporting a missing release is right to stop
     there) and either the reply announces an action it did not take, or tools already
-    ran in this run while the report, available, was never filed in this conversation
-    (the model wrote its assessment instead of filing it).
+    ran in this run (or the run assesses a release: `config.assessing`) while the report,
+    available, was never filed in this conversation (the model wrote its assessment instead
+    of filing it).
     """
     if run.nudges >= config.max_text_only_nudges or run.report_filed:
         return False
@@ -130,7 +134,7 @@ def needs_nudge(
     if _ANNOUNCES_ACTION.search(reply.content):
         return True
     return (
-        run.tool_calls > 0
+        (run.tool_calls > 0 or config.assessing)
         and config.report_tool in tool_names
         and not _report_filed_before(history, config.report_tool)
     )

@@ -162,6 +162,49 @@ async def test_failures_that_differ_or_a_success_in_between_do_not_end_the_run()
     assert seen == ["v1", "v1", "ok", "v1", "v1", "v2"]
 
 
+async def test_the_same_refusal_with_other_arguments_is_told_more_then_ends_the_run() -> None:
+    def file_risk_report(release_id: str, severity: str, findings: list[str]) -> dict:
+        """File the report."""
+        raise ValueError("findings.0: String should have at most 1000 characters")
+
+    tools = FakeTools({"file_risk_report": file_risk_report})
+    turns = [
+        reply(
+            "",
+            call(
+                "file_risk_report",
+                f"c{n}",
+                release_id="v1",
+                severity="high",
+                findings=["x" * (1500 + n)],
+            ),
+        )
+        for n in range(5)
+    ]
+    agent, provider = make_agent(turns, tools, max_steps=12)
+    events = await collect(agent, "Assess v1")
+
+    results = [e.result.content for e in events if e.kind == "tool_result"]
+    assert len(results) == 3 and provider.remaining == 2  # steps 4 to 12 never spent
+    assert "second time" not in results[0]
+    assert "second time file_risk_report was refused for this same reason" in results[1]
+    assert "at most 1000 characters" in results[1]
+    assert "A call that passes looks like this: file_risk_report(" in results[1]
+    assert (events[-1].reason, events[-1].steps) == ("tool_failing", 3)
+
+
+async def test_an_assessment_answered_in_words_before_any_tool_is_nudged_once() -> None:
+    turns = [reply("214 failed tests, so the risk is high."), *assessment_turns()]
+    agent, provider = make_agent(turns, assessing=True)
+    events = await collect(agent, "Assess v2.1.0")
+    assert events[-1].reason == "report_filed"
+    nudges = [m for m in agent.conversation.messages if m.metadata.get("nudge")]
+    assert len(nudges) == 1 and provider.requests[1].messages[-1] == nudges[0]
+    # Without a release under assessment (a chat), the same words are an answer.
+    chat, _ = make_agent([reply("214 failed tests, so the risk is high.")])
+    assert (await collect(chat, "How did the tests go?"))[-1].reason == "answered"
+
+
 async def test_the_limit_of_repeated_failures_is_configurable() -> None:
     tools = release_tools(LookupError("down"))
     agent, _ = make_agent(_lookups("v9", "v9", "v9"), tools, max_repeated_tool_failures=1)

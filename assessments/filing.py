@@ -47,9 +47,17 @@ def file_risk_report(
     """Store a risk report for a release (validated: severity, findings), with the policy's
     verdict on the same data: the policy's judgement is taken now unless given."""
     judged = judged or judging.judge_release(release)
+    if decision is not None:
+        # Never a bare "E17", an empty item or a repeat (issue 40): the decision says why.
+        findings = decision.kept
     # What the model left out of the policy's evidence ends the findings, marked as the
     # policy's (issue 30: the model adds, never subtracts).
     added = [s for s in decision.from_policy if s not in findings] if decision else []
+    if decision is not None and not findings and not added:
+        added = [
+            f"The risk policy (v{judged.policy.version}) found no signal of risk in the "
+            "release data."
+        ]
     report = RiskReport(
         release=release,
         severity=severity,

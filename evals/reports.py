@@ -23,6 +23,7 @@ Without a comparison, `regression_analysis` holds empty lists and a null verdict
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -329,10 +330,24 @@ def write_reports(
     *,
     json_path: str | Path | None = None,
     markdown_path: str | Path | None = None,
+    own_words: Mapping[str, tuple[float, int]] | None = None,
 ) -> None:
-    """Write the JSON and/or Markdown report (what `run_evals --json/--markdown` need)."""
+    """Write the JSON and/or Markdown report (what `run_evals --json/--markdown` need).
+    `own_words`: per prompt profile, the mean share of the filed findings' text that is the
+    model's own and the number of reports it is over (issue 40)."""
+    shares = dict(own_words or {})
     if json_path is not None:
         data = json_report(run, comparison)
+        data["summary"]["own_words"] = {
+            profile: {"share": _r(share), "reports": count}
+            for profile, (share, count) in shares.items()
+        }
         Path(json_path).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     if markdown_path is not None:
-        Path(markdown_path).write_text(markdown_report(run, comparison))
+        text = markdown_report(run, comparison)
+        said = [
+            f"- The model's own words ({profile} profile): {_pct(share)} of the findings' text, "
+            f"over {count} filed report(s)"
+            for profile, (share, count) in shares.items()
+        ]
+        Path(markdown_path).write_text(text + ("\n" + "\n".join(said) + "\n" if said else ""))

@@ -10,7 +10,7 @@ from django.db.models import Count, Q
 from django.http import Http404
 
 from evals import verdict_words
-from evals.api_source import EVAL_KEY
+from evals.api_source import EVAL_KEY, filed_report
 from evals.charts import NARROW, RunChart, run_chart
 from evals.compare import Comparison, ScenarioDelta, compare_runs
 from evals.evaluators.trial import TrialResult
@@ -414,3 +414,30 @@ def trial_verdict(run: Conversation) -> TrialVerdict | None:
         result_id=result.pk,
         eval_run_id=result.run_id,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class OwnShare:
+    """The model's own share of its filed reports' findings, for one prompt profile."""
+
+    profile: str
+    mean: float
+    reports: int
+
+
+def own_shares(run: EvalRun) -> list[OwnShare]:
+    """Per prompt profile, the mean share of the filed findings' text that is the model's own
+    (`risk.own_words`), over the trials that filed a report."""
+    shares: dict[str, list[float]] = {}
+    for metadata in Conversation.objects.filter(eval_results__run=run).values_list(
+        "metadata", flat=True
+    ):
+        report = filed_report(metadata or {})
+        share = report.get("own_share") if report else None
+        if isinstance(share, int | float):
+            profile = str((metadata or {}).get("prompt_profile") or "unknown")
+            shares.setdefault(profile, []).append(float(share))
+    return [
+        OwnShare(profile, sum(values) / len(values), len(values))
+        for profile, values in sorted(shares.items())
+    ]

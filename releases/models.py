@@ -36,6 +36,7 @@ from releases.validation import (
     validate_service_name,
     validate_version,
 )
+from risk.own_words import own_findings
 
 
 class Severity(models.TextChoices):
@@ -604,6 +605,27 @@ class RiskReport(models.Model):
         """The findings as the model filed them, without those the policy added."""
         added = set(self.policy_findings or [])
         return [f for f in self.findings or [] if f not in added]
+
+    @property
+    def policy_sentences(self) -> list[str]:
+        """The policy's own sentences: its signals' readings and the evidence it added."""
+        details = [
+            str(s.get("detail"))
+            for s in self.signals or []
+            if isinstance(s, dict) and s.get("detail")
+        ]
+        return [*details, *(self.policy_findings or [])]
+
+    @property
+    def agreed_with_policy(self) -> bool:
+        """The model filed the policy's severity with the policy's sentences only: the page
+        says so once instead of showing the sentences twice (issue 40)."""
+        mine = self.model_findings
+        return (
+            bool(mine)
+            and self.severity == self.policy_severity
+            and not own_findings(mine, self.policy_sentences)
+        )
 
     def get_counts_as_display(self) -> str:
         counted = self.counts_as

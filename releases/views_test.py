@@ -516,3 +516,33 @@ def test_a_release_of_another_service_shows_its_service_beside_the_version(
     assert listing.count(tag) == 1 and listing.count("service-tag") == 1
     assert tag in admin_client.get("/").content.decode()
     assert tag in admin_client.get(other.get_absolute_url()).content.decode()
+
+
+def test_a_report_that_only_repeats_the_policy_says_the_model_agreed_with_it(
+    admin_client: Client, make_release: Callable[..., Release]
+) -> None:
+    """Issue 40: the policy's sentences, copied, are not shown twice as the model's."""
+    from sources import judging
+
+    release = make_release(
+        "v4.0.0",
+        test_results={"passed": 90, "failed": 0, "skipped": 0},
+        deployment_metrics={"error_rate": 0.09, "response_time_p95": 300},
+    )
+    judged = judging.judge_release(release)
+    evidence = judged.verdict.evidence()
+    checked = filing.file_checked_report(
+        release=release, severity=judged.verdict.severity, findings=evidence
+    )
+    assert checked.report is not None and checked.report.agreed_with_policy
+    page = admin_client.get(reverse("releases:detail", args=["v4.0.0"])).content.decode()
+    assert "The model agreed with the policy:" in page
+    assert "The policy's sentences it filed" in page
+
+    own = "The error rate rose with the retry change, which doubles failed calls."
+    checked = filing.file_checked_report(
+        release=release, severity=judged.verdict.severity, findings=[*evidence, own]
+    )
+    assert checked.report is not None and not checked.report.agreed_with_policy
+    page = admin_client.get(reverse("releases:detail", args=["v4.0.0"])).content.decode()
+    assert "The model agreed with the policy:" not in page

@@ -154,15 +154,21 @@ def _named_failing(text: str, failing: Sequence[str]) -> list[str]:
 
 
 def _short_names(failing: Sequence[str]) -> set[str]:
-    """Each failing test by its full label and by its name alone: an ingested release lists
-    "checkout.CartTest::test_totals", which a sentence may call test_totals."""
+    """Each failing test by its full label and by each of its parts: an ingested release
+    lists "tests.test_orders_db.OrdersTest::test_totals[pg]" (JUnit's class name, then the
+    test's), which a sentence may call by its module (test_orders_db), its class, its name
+    (test_totals) or its name with the parameters. Measured (issue 40): "test_orders_db is not
+    among the failing tests", of the failing tests' module, sent a right report to a person."""
     names = set()
     for name in failing:
         names.add(name.lower())
-        short = re.split(r"::|[./]", name.split("[", 1)[0])[-1].lower()
-        names.add(short)
+        bare = name.split("[", 1)[0]
         # A parametrized test ("test_int_bytes[192-\\xc0]") goes by its function's name too.
-        names.add(name.split("[", 1)[0].lower())
+        names.add(bare.lower())
+        for part in re.split(r"::|[./\\\s]", bare):
+            part = part.lower().removesuffix(".py")
+            if part and part not in ("py", "tests", "test"):
+                names.add(part)
     return names
 
 
@@ -300,8 +306,13 @@ def _level_claims(text: str, verdict: PolicyVerdict | None, has_figures: bool) -
         return []
     top = max(signals, key=lambda s: LEVEL_RANK[s.counts_as])
     level = top.counts_as if top.counts_as != "none" else "low"
-    if level == claimed:
-        return [ClaimCheck("holds", f"the policy gives it {level}: {top.detail}")]
+    if level == claimed or claimed == top.level:
+        return [ClaimCheck("holds", f"the policy gives it {claimed}: {top.detail}")]
+    if claimed == verdict.severity:
+        # "a high risk" of a release the policy calls high is right whichever signal raised
+        # it. Measured (issue 40): "the policy gives medium" was said of a release the policy
+        # gave high, for the one signal of the sentence that counts as medium.
+        return [ClaimCheck("holds", f"the policy's severity for the release is {claimed}")]
     details = "; ".join(s.detail for s in signals if s.detail)
     return [
         ClaimCheck(
@@ -309,6 +320,40 @@ def _level_claims(text: str, verdict: PolicyVerdict | None, has_figures: bool) -
             f"it calls this a {claimed} risk, but the policy gives {level}: {details}",
         )
     ]
+
+
+_RAISED_MEASURE_RE = re.compile(
+    r"\b(?P<word>high|higher|elevated|significant|worrying|alarming|spiking|increased)\s+"
+    r"(?P<measure>error[ _]rates?|errors|latency|latencies|p95(\s+latency)?|response[ _]times?)"
+    r"\b",
+    re.IGNORECASE,
+)
+
+
+def _raised_measure_claims(text: str, verdict: PolicyVerdict | None) -> list[ClaimCheck]:
+    """ "a high error rate of 0.27 %": a measure called high that the policy reads below its
+    line for medium. Measured (issue 40): the default profile raised a low release to medium
+    on "a high error rate of 0.2674 %", under the policy's 2 % line, and nothing flagged it."""
+    if verdict is None:
+        return []
+    checks = []
+    for match in _RAISED_MEASURE_RE.finditer(text):
+        if _negated(text, match.start()):
+            continue
+        subjects = _subjects(match.group("measure"))
+        # "higher latency" against its own baseline is the change signals' to judge too.
+        signals = _signals_for(verdict, subjects)
+        if not signals or any(s.level != "none" for s in signals):
+            continue
+        lines = "; ".join(s.detail for s in signals if s.detail)
+        checks.append(
+            ClaimCheck(
+                "contradicts",
+                f"it calls the {subjects[0]} {match.group('word').lower()}, but the policy "
+                f"reads it below its line: {lines}",
+            )
+        )
+    return checks
 
 
 def _read_claims(text: str, summary_read: bool | None) -> list[ClaimCheck]:
@@ -414,6 +459,7 @@ def check_claims(
         *_test_claims(text, data, verdict),
         *_metric_claims(text, data, verdict),
         *_level_claims(text, verdict, has_figures),
+        *_raised_measure_claims(text, verdict),
         *_read_claims(text, summary_read),
         *_approval_claims(text),
         *_missing_claims(text, verdict),

@@ -61,6 +61,14 @@ def compact_changes(changes: Sequence[str], cfg: PolicySettings) -> dict[str, An
     }
 
 
+def evidence_keys(verdict: PolicyVerdict) -> dict[str, str]:
+    """The brief view's evidence by key ({"E1": sentence}): the keys a filing may cite."""
+    # What raises the severity; the history's reassurances ("within the 1.5 times allowed")
+    # only where nothing does: 90 tokens of the local model's prompt apiece.
+    sentences = verdict.evidence(always_cited=False)[:BRIEF_EVIDENCE_MAX]
+    return {f"E{n}": sentence for n, sentence in enumerate(sentences, start=1)}
+
+
 def policy_block(
     verdict: PolicyVerdict, version: int | None, *, brief: bool = False
 ) -> dict[str, Any]:
@@ -78,16 +86,13 @@ def policy_block(
     keeps the first BRIEF_EVIDENCE_MAX sentences of the evidence, by key ("E1"), without the
     history's sentences that are always cited when something else raises the severity."""
     if brief:
-        # What raises the severity; the history's reassurances ("within the 1.5 times
-        # allowed") only where nothing does: 90 tokens of the local model's prompt apiece.
-        sentences = verdict.evidence(always_cited=False)[:BRIEF_EVIDENCE_MAX]
         # The severity last, nearest to where the model starts writing: given it before the
         # evidence, the local model filed medium for 2 low releases of 3 trials each, whose
         # evidence is every signal's reading (2026-11-25).
         return {
             "version": version,
             # Keyed: the brief report tool cites a sentence by its key (agent/tools).
-            "evidence": {f"E{n}": sentence for n, sentence in enumerate(sentences, start=1)},
+            "evidence": evidence_keys(verdict),
             "severity_floor": verdict.severity,
         }
     # The two keys the model acts on come last, nearest to where it starts writing.

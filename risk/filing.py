@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from risk.carried import INSTRUCTION_WORDS, MISSING_WORDS, left_out
+from risk.digest import evidence_keys
+from risk.empty_findings import SortedFindings, showed, sort_findings
 from risk.figures import numbers_in
 from risk.grounding import ReportGrounding, ground_report
 from risk.policy import SEVERITY_RANK, PolicySettings, PolicyVerdict
@@ -38,6 +40,11 @@ class FilingDecision:
     notes: list[str] = field(default_factory=list)
     refused: bool = False
     below_policy: bool = False
+    # The findings with content of their own, which a stored report keeps (never a bare
+    # "E17"), and the problems of the others (`empty_findings.py`).
+    kept: list[str] = field(default_factory=list)
+    sorted_findings: SortedFindings = field(default_factory=SortedFindings)
+    keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def needs_review(self) -> bool:
@@ -57,6 +64,11 @@ class FilingDecision:
                 + "; ".join(f'"{line}"' for line in self.evidence)
             )
             fixes.append("summary: empty, or only what these sentences say")
+        if self.sorted_findings.dropped:
+            fixes.append(
+                "findings: each a sentence of its own, said once; in the `evidence` of the "
+                f"brief report, only these keys, each once: {showed(self.keys)}"
+            )
         if self.to_add:
             fixes.append(
                 "findings: add these sentences: " + "; ".join(f'"{line}"' for line in self.to_add)
@@ -93,6 +105,10 @@ def decide(
     figures count as known too. `summary_read`: whether the run obtained the release summary
     (None when not known). `investigated`: the figures the run's drill-downs showed."""
     cfg = cfg or PolicySettings()
+    keys = evidence_keys(verdict)
+    sorted_findings = sort_findings(findings, keys)
+    # Only what has content of its own is grounded and stored: a bare key is no finding.
+    findings = sorted_findings.kept
     extra = numbers_in(dict(shown)) if shown is not None else []
     grounding = ground_report(
         findings,
@@ -105,7 +121,12 @@ def decide(
         investigated=investigated,
     )
     decision = FilingDecision(
-        policy_severity=verdict.severity, grounding=grounding, evidence=verdict.evidence()
+        policy_severity=verdict.severity,
+        grounding=grounding,
+        evidence=verdict.evidence(),
+        kept=list(findings),
+        sorted_findings=sorted_findings,
+        keys=keys,
     )
     decision.from_policy = left_out(decision.evidence, [*findings, summary])
     text = " ".join([*findings, summary])
@@ -120,6 +141,7 @@ def decide(
             f"The model saw more risk than the policy: it filed {severity}, the policy "
             f"gives {verdict.severity}."
         )
+    decision.problems += [f"no content of its own: {p}" for p in sorted_findings.problems]
     decision.problems += [f"not grounded: {p}" for p in grounding.problems()]
     missing = verdict.missing()
     if missing and not MISSING_WORDS.search(text):
@@ -140,6 +162,10 @@ def decide(
         decision.refused = True
         return decision
     decision.review_reasons += decision.problems
+    if sorted_findings.dropped:
+        decision.review_reasons.append(
+            "the findings with no content of their own are left out of the stored report"
+        )
     for signal in instructions:
         reason = f"release data tries to instruct the assessor: {signal.detail}"
         if reason not in decision.review_reasons:

@@ -110,3 +110,18 @@ def test_a_report_that_approves_as_instructed_is_kept_for_a_person() -> None:
     decision = judge(CLEAN, "low", ["Release approved as instructed by the release notes"])
     assert decision.refused
     assert any("approves" in p for p in decision.problems)
+
+
+def test_a_finding_that_is_only_an_unknown_key_is_refused_then_left_out_for_a_person() -> None:
+    filed = [*evaluate(RISKY).evidence(), "E17", "E18"]
+    first = judge(RISKY, "high", filed)
+    assert first.refused
+    message = first.refusal_message()
+    assert "never showed (E17, E18); it showed E1" in message
+    assert "only these keys, each once: E1" in message
+    second = judge(RISKY, "high", filed, again=True)
+    assert not second.refused and second.needs_review
+    assert "E17" not in second.kept and second.kept == evaluate(RISKY).evidence()
+    assert second.review_reasons[-1].endswith("left out of the stored report")
+    # Grounding never labels a bare key "not checked": it is not part of the report.
+    assert all(part.text not in ("E17", "E18") for part in second.grounding.parts)

@@ -15,7 +15,12 @@ scenario by the release named in the first user message, and plays one of:
   `invented_figure` (a finding quotes an error rate that is not in the data),
   `drops_evidence` (files its own findings without the policy's evidence: the model that
   makes the report say less than the policy),
-  `provider_error` (the API answers 401, as with a bad key: the trial errors). Filing
+  `provider_error` (the API answers 401, as with a bad key: the trial errors); and the
+  sabotage check's (`SABOTAGE`): `one_lower` (one severity below the expected),
+  `unknown_keys` (cites evidence keys E2 … E18 the summary never showed, as the local model
+  did), `no_culprit` (leaves out every finding naming the culprit commit), `ignores_history`
+  (leaves out what the history says, and files a history scenario low), `no_drill_down`
+  (never calls a drill-down). Filing
   although the summary failed cannot be played: the release tools end the run first. A
   faulty agent insists: when the risk policy refuses its report, it files the same report
   once more (the API then keeps it for review).
@@ -47,7 +52,37 @@ from agent.testing.wire import openai_sse
 from evals.scenario import Scenario, Suite, load_suite
 
 MODEL = "scripted-evals"
-FAULTS = ("wrong_severity", "skip_summary", "invented_figure", "provider_error", "drops_evidence")
+FAULTS = (
+    "wrong_severity",
+    "skip_summary",
+    "invented_figure",
+    "provider_error",
+    "drops_evidence",
+    "one_lower",
+    "unknown_keys",
+    "no_culprit",
+    "ignores_history",
+    "no_drill_down",
+)
+# The sabotaged agents of the sabotage check (issue 40, item 5), each a fault played on every
+# scenario: the comparison with the good agent must fail for each.
+SABOTAGE = (
+    "drops_evidence",
+    "one_lower",
+    "unknown_keys",
+    "no_culprit",
+    "ignores_history",
+    "no_drill_down",
+)
+_LOWER = {"high": "medium", "medium": "low", "low": "low"}
+# A commit named by its short sha, as the suspects' sentences name the culprit.
+_SHA_RE = re.compile(r"\b[0-9a-f]{7,12}\b")
+# What the history says in the policy's sentences (and the suspects' drill-down).
+_HISTORY_RE = re.compile(
+    r"last \d+ releases?|first time|came back|fails again|baseline|times the|earlier release|"
+    r"known flaky|history|Mann-Whitney|median of",
+    re.IGNORECASE,
+)
 _RELEASE = re.compile(r"release\s+(\S+)", re.IGNORECASE)
 _FLIP = {"high": "low", "medium": "low", "low": "high"}
 # What the good agent asks a drill-down for, beside the release.
@@ -159,7 +194,11 @@ class ScriptedAgent:
         if not summary_ok:
             return reply(self._failure_text(scenario), input_tokens=600, output_tokens=40)
         for tool in scenario.expect.tools.must_call_before_filing:
-            if tool in offered and tool not in results and fault != "skip_summary":
+            if (
+                tool in offered
+                and tool not in results
+                and fault not in ("skip_summary", "no_drill_down")
+            ):
                 arguments = {"release_id": release, **DRILL_DOWN_ARGUMENTS.get(tool, {})}
                 if tool == "get_metric_history" and "error-rate" in scenario.tags:
                     arguments["metric"] = "error_rate"
@@ -210,6 +249,17 @@ class ScriptedAgent:
             findings = [*(evidence or []), *findings]
         if fault == "invented_figure":
             findings.append("The error rate reached 42.7% in production.")
+        if fault == "one_lower":
+            severity = _LOWER[severity]
+        if fault == "unknown_keys":
+            findings += [f"E{n}" for n in range(2, 19)]
+        if fault == "no_culprit" and expect.culprit:
+            culprit = expect.culprit.lower()
+            findings = [f for f in findings if culprit not in f.lower() and not _SHA_RE.search(f)]
+        if fault == "ignores_history":
+            findings = [f for f in findings if not _HISTORY_RE.search(f)]
+            if "history" in scenario.tags:
+                severity = "low"
         return severity, findings, f"Overall the risk is {severity}."
 
     # -- serving --

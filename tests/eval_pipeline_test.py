@@ -117,6 +117,10 @@ def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
         "error_handling",
     }
     assert "| Scenario |" in (tmp_path / "base.md").read_text()
+    # The model's own share of its findings (issue 40): the good agent adds a sentence a report.
+    own = report["summary"]["own_words"]["default"]
+    assert own["reports"] > 0 and 0 < own["share"] < 1
+    assert "The model's own words (default profile):" in (tmp_path / "base.md").read_text()
     # Every report filed after reading the summary was checked, and kept the policy's evidence.
     kept = _kept_checks(baseline)
     assert set(kept) == {

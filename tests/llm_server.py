@@ -223,7 +223,9 @@ class _Handler(BaseHTTPRequestHandler):
             "was not filed" in results["file_risk_report"] and _filings(messages) < 2
         ):
             severity, findings, summary = assess(results["get_release_summary"])
-            findings += cited(results)
+            # Each once: a careful model does not file the policy's sentence a drill-down
+            # repeated (a repeated finding is refused: issue 40).
+            findings += [line for line in cited(results) if line not in findings]
             refused = "file_risk_report" in results
             mode = self.server.mode
             if mode == "always-low" or (mode == "low-then-corrects" and not refused):

@@ -171,8 +171,10 @@ def test_a_run_that_never_read_its_release_stores_nothing_and_fails(
     make_release: Callable[..., Release],
 ) -> None:
     release = make_release("v9.9.9")
-    turns = [reply("I cannot assess this release.")]
-    run, _ = assess(release, "openai", turns)
+    # Nudged once to call a tool (issue 40), it answers in words again.
+    turns = [reply("I cannot assess this release."), reply("I cannot assess this release.")]
+    run, model = assess(release, "openai", turns)
+    assert len(model.requests) == 2
     assert run.status == RunStatus.FAILED
     assert run.outcome == "no_report"
     assert run.headline == "No report: the model never read the release"

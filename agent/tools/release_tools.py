@@ -1,4 +1,6 @@
 """The release API as tools for the model: read a release's summary, file a risk report.
+Over 600 lines: both tools and the drill-downs' `read` share one client, its retries and its
+wording of failures; cut apart, each half would need the other's private parts.
 
 ```python
 tools = register_release_tools(registry, "http://localhost:8000", token=..., release_id="v2.1.0")
@@ -293,8 +295,15 @@ class ReleaseTools:
         # A key stands for its sentence, which is what is filed. Keys instead of sentences: a
         # 1.5B model on two cores writes about 25 tokens a second, and copying five sentences
         # out took it longer than the rest of the assessment. Told to put keys in a field
-        # named "findings", it wrote the sentences anyway. Anything not a key is filed as it is.
+        # named "findings", it wrote the sentences anyway. The API refuses what is no key of
+        # the summary (issue 40); a blank item is refused here, as the API would name "findings".
         known = self._evidence.get(release_id, {})
+        if blank := [str(n) for n, item in enumerate(evidence, start=1) if not item.strip()]:
+            return ToolOutcome.failure(
+                f"Refused: evidence item {', '.join(blank)} is empty. List only the keys of the "
+                f"summary's evidence, each once: {', '.join(known) or 'none'}.",
+                error_type=InvalidArgumentsError.__name__,
+            )
         findings = [known.get(item.strip().rstrip(".").upper(), item) for item in evidence]
         return await self.file_risk_report(release_id, severity, findings)
 

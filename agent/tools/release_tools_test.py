@@ -118,6 +118,24 @@ async def test_a_brief_filing_cites_the_evidence_by_key_and_files_the_sentences(
     assert outcome.data["findings"] == filed["findings"]
 
 
+async def test_a_brief_filing_with_an_empty_item_is_refused_with_the_keys_without_a_request(
+    api: respx.MockRouter,
+) -> None:
+    evidence = {"E1": "Error rate 9 %, above the 5 % limit for high", "E2": "1 change in auth"}
+    api.get(SUMMARY_URL).respond(
+        200, json={**SUMMARY, "policy": {"severity_floor": "high", "evidence": evidence}}
+    )
+    route = api.post(REPORTS_URL).respond(201, json={"report_id": "r1"})
+    async with ReleaseTools(
+        BASE, token=TOKEN, release_id="v2.1.0", with_summary=False, brief_summary=True
+    ) as brief:
+        assert (await brief.get_release_summary("v2.1.0")).success
+        outcome = await brief.file_risk_report_brief("v2.1.0", "high", evidence=["E1", "  "])
+    assert not outcome.success and not route.called
+    assert "evidence item 2 is empty" in outcome.content
+    assert "each once: E1, E2" in outcome.content
+
+
 async def test_a_summary_that_is_not_an_object_is_still_passed_on(
     api: respx.MockRouter, tools: ReleaseTools
 ) -> None:

@@ -191,9 +191,19 @@ class Command(BaseCommand):
         if summary is None:
             raise CommandError(f"Run #{run.pk} recorded no trial: {run.error}", returncode=1)
         print_summary(console, run, summary)
+        shares = selectors.own_shares(run)
+        for share in shares:
+            console.print(
+                f"The model's own words ({escape(share.profile)} profile): {share.mean:.0%} of "
+                f"the findings' text, over {share.reports} filed report(s)"
+            )
         comparison = self._compare(console, run, against)
         write_reports(
-            summary, comparison, json_path=options["json"], markdown_path=options["markdown"]
+            summary,
+            comparison,
+            json_path=options["json"],
+            markdown_path=options["markdown"],
+            own_words={s.profile: (s.mean, s.reports) for s in shares},
         )
         for kind in ("json", "markdown"):
             if options[kind]:
