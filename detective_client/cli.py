@@ -323,7 +323,13 @@ def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextI
     answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval)
     if args.wait_for_decision and answer.get("state") == "needs_person":
         answer = wait_for_decision(api, args, err)
-    if answer.get("state") in verdicts.PENDING_STATES:
+    if answer.get("state") in verdicts.PENDING_STATES and verdicts.by_policy(answer):
+        print(
+            f"no model assessment ({answer.get('state')} after {args.wait:g} s): "
+            f"{verdicts.POLICY_LABEL} counts",
+            file=err,
+        )
+    elif answer.get("state") in verdicts.PENDING_STATES:
         answer = {**answer, "next_step": verdicts.next_step(answer, args.wait)}
         print(f"no verdict: still {answer.get('state')} after {args.wait:g} s", file=err)
     elif answer.get("state") in ("failed", "needs_person"):
