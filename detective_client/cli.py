@@ -337,6 +337,15 @@ def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextI
     return report(args, answer, out, err)
 
 
+EXIT_CODES = """exit codes:
+  0   the severity that counts is below the bar (--fail-on)
+  1   it is at or above the bar
+  2   the report waits for a person's decision
+  3   no verdict: the wait ran out, no such release, Detective unreachable or the token
+      refused (without a model assessment the policy's verdict decides 0 or 1)
+  64  a usage error (an unknown option, --wait nan, a --markdown path that cannot be made)"""
+
+
 class UsageParser(argparse.ArgumentParser):
     """argparse exits 2 on a usage error, the code that means "waits for a person": here a
     usage error has its own, 64 (EX_USAGE). Subparsers are made of the same class."""
@@ -413,7 +422,12 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
         "--assess", action="store_true", help="then start its assessment (ask `verdict --wait`)"
     )
 
-    ask = commands.add_parser("verdict", help="the release's verdict, as an exit code")
+    ask = commands.add_parser(
+        "verdict",
+        help="the release's verdict, as an exit code",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_CODES,
+    )
     common(ask)
     ask.add_argument("--wait", type=seconds, default=0.0, help="seconds to wait for a verdict")
     ask.add_argument("--interval", type=positive_seconds, default=5.0, help="seconds between asks")

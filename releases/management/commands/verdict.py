@@ -25,19 +25,19 @@ import sys
 import time
 from argparse import ArgumentTypeError
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.urls import reverse
 
 from releases import selectors, services
+from releases.management.usage import USAGE, UsageCommand
 from releases.models import Release
 from releases.release_verdict import POLICY_SOURCE_LABEL, ReleaseVerdict, VerdictState
 from releases.severity import SEVERITY_RANK
 
 BELOW, AT_OR_ABOVE, NEEDS_PERSON, NO_VERDICT = 0, 1, 2, 3
-USAGE = 64
 POLL_SECONDS = 1.0
 DECIDED = {"accept": "accepted", "override": "overridden"}
 
@@ -51,11 +51,6 @@ def seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
     return value
-
-
-def usage_error(message: str) -> NoReturn:
-    # argparse would exit 2, which here means "waits for a person".
-    raise CommandError(f"Error: {message}", returncode=USAGE)
 
 
 def write_markdown(target: str, text: str, stdout: Any) -> None:
@@ -171,16 +166,11 @@ def _cell(value: str) -> str:
     return _text(value).replace("|", "\\|")
 
 
-class Command(BaseCommand):
+class Command(UsageCommand):
     help = (
         "Print a release's verdict and exit 0 (below the bar), 1 (at or above it), 2 (waits "
-        "for a person) or 3 (no verdict)."
+        "for a person), 3 (no verdict) or 64 (a usage error)."
     )
-
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.error = usage_error  # type: ignore[method-assign]
-        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("version", help="The release, e.g. v2.1.0.")
