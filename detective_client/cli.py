@@ -205,6 +205,48 @@ def ingest(
     return 0
 
 
+OUTAGE_PAUSE_FIRST_S, OUTAGE_PAUSE_CAP_S = 1.0, 15.0
+
+
+def _passing(error: ClientError) -> bool:
+    """An outage a wait rides out: no answer at all, or a 5xx (a restart, a proxy's 502)."""
+    return isinstance(error, Unreachable) or (isinstance(error, ApiError) and error.status >= 500)
+
+
+def through_outages(
+    ask: Callable[[], dict[str, Any]],
+    deadline: float,
+    err: TextIO | None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """`ask()`, asked again after an outage with a back-off (1 s, doubling up to 15 s) until
+    the wait's own deadline, with one line per outage: a web server restarted under `up` costs
+    a waiting job a pause, not its verdict. A 4xx, or an outage that outlasts the deadline,
+    is raised as before."""
+    pause = OUTAGE_PAUSE_FIRST_S
+    down_since: float | None = None
+    while True:
+        try:
+            answer = ask()
+        except ClientError as error:
+            remaining = deadline - clock()
+            if not _passing(error) or remaining <= 0:
+                raise
+            if down_since is None:
+                down_since = clock()
+                if err is not None:
+                    print(
+                        f"Detective did not answer ({error}); asking again until the wait ends",
+                        file=err,
+                    )
+            sleep(min(pause, remaining))
+            pause = min(pause * 2, OUTAGE_PAUSE_CAP_S)
+            continue
+        return answer
+
+
 def wait_for_verdict(
     api: DetectiveApi,
     service: str,
@@ -214,11 +256,15 @@ def wait_for_verdict(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    err: TextIO | None = None,
 ) -> dict[str, Any]:
-    """The verdict, asked again every `interval_s` while it is pending, for up to `wait_s`."""
+    """The verdict, asked again every `interval_s` while it is pending, for up to `wait_s`
+    (through outages: `through_outages`)."""
     deadline = clock() + wait_s
     while True:
-        answer = api.verdict(service, version)
+        answer = through_outages(
+            lambda: api.verdict(service, version), deadline, err, clock=clock, sleep=sleep
+        )
         remaining = deadline - clock()
         if answer.get("state") not in verdicts.PENDING_STATES or remaining <= 0:
             return answer
@@ -305,7 +351,13 @@ def wait_for_decision(
     page's address is printed once; then the verdict is asked again, every 0.25 s at first,
     doubling up to 2 s, so a decision reaches the job within about 2 s."""
     deadline = clock() + args.wait_for_decision
-    answer = api.waiting(args.service, args.version)
+
+    def ask(call: Callable[[str, str], dict[str, Any]]) -> dict[str, Any]:
+        return through_outages(
+            lambda: call(args.service, args.version), deadline, err, clock=clock, sleep=sleep
+        )
+
+    answer = ask(api.waiting)
     if answer.get("state") == "needs_person":
         print(f"waiting for a person's decision: {answer.get('review_url')}", file=err)
     pause = DECISION_POLL_FIRST_S
@@ -315,12 +367,12 @@ def wait_for_decision(
             break
         sleep(min(pause, remaining))
         pause = min(pause * 2, DECISION_POLL_CAP_S)
-        answer = api.verdict(args.service, args.version)
+        answer = ask(api.verdict)
     return answer
 
 
 def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextIO) -> int:
-    answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval)
+    answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval, err=err)
     if args.wait_for_decision and answer.get("state") == "needs_person":
         answer = wait_for_decision(api, args, err)
     if answer.get("state") in verdicts.PENDING_STATES and verdicts.by_policy(answer):
