@@ -27,7 +27,7 @@ from pydantic import AfterValidator, AwareDatetime, StrictBool, StrictInt
 from detective_client.records import MAX_COUNT, CommitRecord, HeadRecord, RecordError, text_problem
 from releases import selectors as releases_selectors
 from releases.validation import VERSION_PATTERN
-from sources import selectors, services
+from sources import openapi_paths, selectors, services
 from sources.models import IngestionToken, MetricWindow
 from sources.parsers import junit
 from sources.parsers.openmetrics import MAX_BYTES as METRICS_MAX_BYTES
@@ -71,7 +71,15 @@ class TokenAuth(HttpBearer):
         return selectors.token_for(token)
 
 
-api = NinjaAPI(
+class DocumentedApi(NinjaAPI):
+    """The ingestion API, whose document also names the API's plain Django views."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        return openapi_paths.add_to(schema, self.get_root_path({}))
+
+
+api = DocumentedApi(
     title="Detective ingestion API",
     version="1",
     description=(

@@ -3,8 +3,8 @@
 An endpoint whose host is, or resolves to, an address that is not globally routable (loopback,
 link-local such as the cloud metadata address 169.254.169.254, private, unspecified, shared,
 multicast, reserved, site-local, 192.0.0.0/24, and the translation prefixes that carry an IPv4
-address: NAT64, 6to4, Teredo, IPv4-compatible) is refused, unless it falls in a network that `WEBHOOK_ALLOWED_NETWORKS`
-names (`DETECTIVE_WEBHOOK_ALLOWED_NETWORKS`: an on-premises receiver, the tests' loopback
+address: NAT64, 6to4, Teredo, IPv4-compatible) is refused, unless it falls in a network that
+`WEBHOOK_ALLOWED_NETWORKS` names (`DETECTIVE_WEBHOOK_ALLOWED_NETWORKS`: an on-premises receiver, the tests' loopback
 receiver). Without this a ping reached the site's own admin, the model server and PostgreSQL's
 port, and stored their answers.
 
@@ -89,8 +89,10 @@ def kind_of(address: IPAddress) -> str | None:
     """Why the address is inward ("loopback", "private" ...), or None for a public one."""
     address = _plain(address)
     for network, kind in SPECIAL_RANGES:
-        if address.version == network.version and address in network and not (
-            address.is_unspecified or address.is_loopback
+        if (
+            address.version == network.version
+            and address in network
+            and not (address.is_unspecified or address.is_loopback)
         ):
             return kind
     if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
