@@ -5,8 +5,8 @@ link-local such as the cloud metadata address 169.254.169.254, private, unspecif
 multicast, reserved, site-local, 192.0.0.0/24, and the translation prefixes that carry an IPv4
 address: NAT64, 6to4, Teredo, IPv4-compatible) is refused, unless it falls in a network that
 `WEBHOOK_ALLOWED_NETWORKS` names (`DETECTIVE_WEBHOOK_ALLOWED_NETWORKS`: an on-premises
-receiver, the tests' loopback receiver). Without this a ping reached the site's own admin, the model server and PostgreSQL's
-port, and stored their answers.
+receiver, the tests' loopback receiver). Without this a ping reached the site's own admin,
+the model server and PostgreSQL's port, and stored their answers.
 
 The check runs twice: when an endpoint is saved (the model's validation) and before every
 delivery, on the addresses the name resolves to then (DNS can change). The delivery connects to
