@@ -105,7 +105,7 @@ def find_service(name: str | None) -> Service | None:
         raise IngestError(f"{name[:40]!r} cannot name a service: it {problem}.", 422)
     return (
         Service.objects.filter(name__iexact=name).first()
-        or Service.objects.filter(slug=name).first()
+        or Service.objects.filter(slug__iexact=name).first()
     )
 
 
