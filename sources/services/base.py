@@ -93,7 +93,7 @@ def service_slug(name: str) -> str:
     return "-".join(part for part in (slugify(word) for word in _WORDS.split(name)) if part)
 
 
-_WORDS = re.compile(r"[\W_]+")
+_WORDS = re.compile(r"\W+")
 
 
 def find_service(name: str | None) -> Service | None:
