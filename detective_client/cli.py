@@ -205,6 +205,48 @@ def ingest(
     return 0
 
 
+OUTAGE_PAUSE_FIRST_S, OUTAGE_PAUSE_CAP_S = 1.0, 15.0
+
+
+def _passing(error: ClientError) -> bool:
+    """An outage a wait rides out: no answer at all, or a 5xx (a restart, a proxy's 502)."""
+    return isinstance(error, Unreachable) or (isinstance(error, ApiError) and error.status >= 500)
+
+
+def through_outages(
+    ask: Callable[[], dict[str, Any]],
+    deadline: float,
+    err: TextIO | None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """`ask()`, asked again after an outage with a back-off (1 s, doubling up to 15 s) until
+    the wait's own deadline, with one line per outage: a web server restarted under `up` costs
+    a waiting job a pause, not its verdict. A 4xx, or an outage that outlasts the deadline,
+    is raised as before."""
+    pause = OUTAGE_PAUSE_FIRST_S
+    down_since: float | None = None
+    while True:
+        try:
+            answer = ask()
+        except ClientError as error:
+            remaining = deadline - clock()
+            if not _passing(error) or remaining <= 0:
+                raise
+            if down_since is None:
+                down_since = clock()
+                if err is not None:
+                    print(
+                        f"Detective did not answer ({error}); asking again until the wait ends",
+                        file=err,
+                    )
+            sleep(min(pause, remaining))
+            pause = min(pause * 2, OUTAGE_PAUSE_CAP_S)
+            continue
+        return answer
+
+
 def wait_for_verdict(
     api: DetectiveApi,
     service: str,
@@ -214,11 +256,15 @@ def wait_for_verdict(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    err: TextIO | None = None,
 ) -> dict[str, Any]:
-    """The verdict, asked again every `interval_s` while it is pending, for up to `wait_s`."""
+    """The verdict, asked again every `interval_s` while it is pending, for up to `wait_s`
+    (through outages: `through_outages`)."""
     deadline = clock() + wait_s
     while True:
-        answer = api.verdict(service, version)
+        answer = through_outages(
+            lambda: api.verdict(service, version), deadline, err, clock=clock, sleep=sleep
+        )
         remaining = deadline - clock()
         if answer.get("state") not in verdicts.PENDING_STATES or remaining <= 0:
             return answer
@@ -305,7 +351,13 @@ def wait_for_decision(
     page's address is printed once; then the verdict is asked again, every 0.25 s at first,
     doubling up to 2 s, so a decision reaches the job within about 2 s."""
     deadline = clock() + args.wait_for_decision
-    answer = api.waiting(args.service, args.version)
+
+    def ask(call: Callable[[str, str], dict[str, Any]]) -> dict[str, Any]:
+        return through_outages(
+            lambda: call(args.service, args.version), deadline, err, clock=clock, sleep=sleep
+        )
+
+    answer = ask(api.waiting)
     if answer.get("state") == "needs_person":
         print(f"waiting for a person's decision: {answer.get('review_url')}", file=err)
     pause = DECISION_POLL_FIRST_S
@@ -315,20 +367,35 @@ def wait_for_decision(
             break
         sleep(min(pause, remaining))
         pause = min(pause * 2, DECISION_POLL_CAP_S)
-        answer = api.verdict(args.service, args.version)
+        answer = ask(api.verdict)
     return answer
 
 
 def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextIO) -> int:
-    answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval)
+    answer = wait_for_verdict(api, args.service, args.version, args.wait, args.interval, err=err)
     if args.wait_for_decision and answer.get("state") == "needs_person":
         answer = wait_for_decision(api, args, err)
-    if answer.get("state") in verdicts.PENDING_STATES:
+    if answer.get("state") in verdicts.PENDING_STATES and verdicts.by_policy(answer):
+        print(
+            f"no model assessment ({answer.get('state')} after {args.wait:g} s): "
+            f"{verdicts.POLICY_LABEL} counts",
+            file=err,
+        )
+    elif answer.get("state") in verdicts.PENDING_STATES:
         answer = {**answer, "next_step": verdicts.next_step(answer, args.wait)}
         print(f"no verdict: still {answer.get('state')} after {args.wait:g} s", file=err)
     elif answer.get("state") in ("failed", "needs_person"):
         answer = {**answer, "next_step": verdicts.next_step(answer, args.wait)}
     return report(args, answer, out, err)
+
+
+EXIT_CODES = """exit codes:
+  0   the severity that counts is below the bar (--fail-on)
+  1   it is at or above the bar
+  2   the report waits for a person's decision
+  3   no verdict: the wait ran out, no such release, Detective unreachable or the token
+      refused (without a model assessment the policy's verdict decides 0 or 1)
+  64  a usage error (an unknown option, --wait nan, a --markdown path that cannot be made)"""
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -407,7 +474,12 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
         "--assess", action="store_true", help="then start its assessment (ask `verdict --wait`)"
     )
 
-    ask = commands.add_parser("verdict", help="the release's verdict, as an exit code")
+    ask = commands.add_parser(
+        "verdict",
+        help="the release's verdict, as an exit code",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_CODES,
+    )
     common(ask)
     ask.add_argument("--wait", type=seconds, default=0.0, help="seconds to wait for a verdict")
     ask.add_argument("--interval", type=positive_seconds, default=5.0, help="seconds between asks")

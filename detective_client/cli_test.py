@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from detective_client.cli import main, pipeline_url
+from detective_client.cli import main, parser, pipeline_url
 from detective_client.conftest import TOKEN, Double
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -515,3 +515,13 @@ def test_a_wait_for_decision_that_runs_out_is_still_waiting(known: Double) -> No
     assert err.count("waiting for a person's decision") == 1
     # 0.25 s, then 0.35 s left: two more asks, not a busy loop.
     assert 2 <= len([r for r in known.received if r.method == "GET"]) <= 4
+
+
+def test_verdict_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        parser({}).parse_args(["verdict", "--help"])
+    assert ended.value.code == 0
+    shown = capsys.readouterr().out
+    for code in ("0 ", "1 ", "2 ", "3 ", "64 "):
+        assert f"\n  {code}" in shown
+    assert "exit codes:" in shown and "a usage error" in shown

@@ -30,11 +30,34 @@ def _object(
     return value
 
 
-def _string(value: Any, where: str, *, empty: bool = False) -> str:
+# The largest count or line number a record carries: the database's integer column (2**31 - 1).
+MAX_COUNT = 2**31 - 1
+# Text direction overrides and isolates (Trojan Source, CVE-2021-42574): a name or a path with
+# one reads as something else on a page. A commit message may carry them (it is prose, shown
+# as text); a name may not.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def text_problem(value: str, *, name: bool = False) -> str | None:
+    """Why this text cannot be stored (a NUL, a lone surrogate; in a name, a bidi control)."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (invalid Unicode)"
+    if name and not BIDI_CONTROLS.isdisjoint(value):
+        return "contains a text direction control (U+202A..U+202E, U+2066..U+2069)"
+    return None
+
+
+def _string(value: Any, where: str, *, empty: bool = False, prose: bool = False) -> str:
     if not isinstance(value, str):
         raise RecordError(f"{where}: expected a string, got {type(value).__name__}")
     if not empty and not value:
         raise RecordError(f"{where}: must not be empty")
+    if problem := text_problem(value, name=not prose):
+        raise RecordError(f"{where}: {problem}")
     return value
 
 
@@ -46,6 +69,8 @@ def _count(value: Any, where: str) -> int | None:
         raise RecordError(f"{where}: expected a whole number or null, got {value!r}")
     if value < 0:
         raise RecordError(f"{where}: must not be negative, got {value}")
+    if value > MAX_COUNT:
+        raise RecordError(f"{where}: must be at most {MAX_COUNT:,}, got {value}")
     return value
 
 
@@ -184,6 +209,8 @@ class CommitRecord:
             raise RecordError(f"{where}.authored_at: not an ISO 8601 date: {when!r}") from None
         if authored_at.tzinfo is None:
             raise RecordError(f"{where}.authored_at: needs a UTC offset: {when!r}")
+        if not 1 < authored_at.year < 9999:
+            raise RecordError(f"{where}.authored_at: out of range (years 2 to 9998): {when!r}")
         files = _list(data["files"], f"{where}.files")
         parents = _list(data["parents"], f"{where}.parents")
         return cls(
@@ -191,7 +218,7 @@ class CommitRecord:
             author_name=_string(data["author_name"], f"{where}.author_name", empty=True),
             author_email=_string(data["author_email"], f"{where}.author_email", empty=True),
             authored_at=authored_at,
-            message=_string(data["message"], f"{where}.message", empty=True),
+            message=_string(data["message"], f"{where}.message", empty=True, prose=True),
             files=tuple(
                 FileChangeRecord.from_json(change, f"{where}.files[{index}]")
                 for index, change in enumerate(files)

@@ -5,8 +5,12 @@ Exit codes:
 - 0: the severity that counts is below the bar (`--fail-on`, high by default);
 - 1: it is at or above the bar;
 - 2: the report waits for a person's decision (whatever its provisional severity);
-- 3: no verdict: never assessed, the run failed, the wait ran out, the release or the server
-  could not be found, the server refused the token.
+- 3: no verdict: the wait ran out on an assessment of data a model had already judged, the
+  release or the server could not be found, the server refused the token.
+
+When no model has filed on the release's data as it is now (none configured or reachable, the
+run failed, not run yet), the server's verdict is the policy's own (`source: "policy"`): "the
+policy's verdict (no model assessment)", and the exit code follows its severity.
 
 A usage error (an unknown option, `--wait nan`) is `USAGE` (64, BSD's EX_USAGE), apart from
 the four a pipeline branches on.
@@ -20,6 +24,7 @@ from typing import Any
 BELOW, AT_OR_ABOVE, WAITS_FOR_PERSON, NO_VERDICT = 0, 1, 2, 3
 USAGE = 64
 RANKS = {"low": 0, "medium": 1, "high": 2}
+POLICY_LABEL = "the policy's verdict (no model assessment)"
 # While these last, `--wait` keeps asking.
 PENDING_STATES = frozenset({"running", "not_assessed"})
 JUDGED_STATES = frozenset({"assessed", "decided"})
@@ -58,12 +63,17 @@ def next_step(verdict: dict[str, Any], waited_s: float) -> str | None:
     return None
 
 
+def by_policy(verdict: dict[str, Any]) -> bool:
+    """The severity is the policy's own: no model filed on the data the release has now."""
+    return verdict.get("source") == "policy" and verdict.get("severity") in RANKS
+
+
 def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
     state = verdict.get("state")
     if state == "needs_person":
         return WAITS_FOR_PERSON
     severity = verdict.get("severity")
-    if state not in JUDGED_STATES or severity not in RANKS:
+    if not by_policy(verdict) and (state not in JUDGED_STATES or severity not in RANKS):
         return NO_VERDICT
     return AT_OR_ABOVE if RANKS[severity] >= RANKS[fail_on] else BELOW
 
@@ -81,6 +91,8 @@ def one_line(verdict: dict[str, Any], service: str, fail_on: str) -> str:
     code = exit_code(verdict, fail_on)
     severity = verdict.get("severity") or "none"
     label = verdict.get("state_label") or verdict.get("state")
+    if by_policy(verdict):
+        label = f"{POLICY_LABEL} ({str(label).lower()})"
     return (
         f"{service} {verdict.get('version')}: severity {severity}, {label}: "
         f"{outcome(code, fail_on)} (exit {code})"
@@ -105,6 +117,8 @@ def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
     lines = [f"### {_cell(title)}", ""]
     lines.append(f"- **Severity that counts:** {severity.upper() if severity else 'none'}")
     lines.append(f"- **State:** {_cell(verdict.get('state_label') or verdict.get('state'))}")
+    if by_policy(verdict):
+        lines.append(f"- **Verdict:** {POLICY_LABEL}")
     lines.append(f"- **Gate:** {outcome(code, fail_on)} (exit {code})")
     parts = [
         f"model {verdict['model_severity']}" if verdict.get("model_severity") else "",
@@ -130,7 +144,11 @@ def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
     if findings:
         lines += ["", "**Findings**", ""]
         for finding in findings:
-            ours = " *(from the policy)*" if finding.get("from_policy") else ""
+            ours = (
+                " *(from the policy)*"
+                if finding.get("from_policy") and not by_policy(verdict)
+                else ""
+            )
             lines.append(f"- {_cell(finding.get('text', ''))}{ours}")
             for evidence in finding.get("evidence") or []:
                 lines.append(f"  - evidence: {_cell(evidence)}")

@@ -635,9 +635,12 @@ class RiskReport(models.Model):
 class ReviewDecision(models.Model):
     """A person's decision on a risk report: accept its severity, or override it with a reason.
 
-    Decisions are never edited: a second decision on the same report supersedes the first and
-    both stay in the history. `severity` is the decided one (the report's own for an accept),
-    so the lists read one column whatever was decided.
+    Decisions are never edited. One decision per report: a second one must name the decision
+    it supersedes (`supersedes`), and both stay in the history. The database holds it under
+    concurrency (issue 37): one decision per report supersedes none, and each decision is
+    superseded at most once, so two people deciding at the same moment store one decision and
+    the other is refused. `severity` is the decided one (the report's own for an accept), so
+    the lists read one column whatever was decided.
     """
 
     class Kind(models.TextChoices):
@@ -668,12 +671,26 @@ class ReviewDecision(models.Model):
         max_length=120, blank=True, help_text="The eval scenario this label was exported as."
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    supersedes = models.OneToOneField(
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="superseded_by",
+        help_text="The earlier decision on the same report this one explicitly replaces.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
         get_latest_by = ["created_at", "id"]
         permissions = [("review_report", "Can accept or override a risk report")]
         constraints = [
+            models.UniqueConstraint(
+                fields=["report"],
+                condition=Q(supersedes__isnull=True),
+                name="reviewdecision_one_first_per_report",
+                violation_error_message="This report was already decided.",
+            ),
             models.CheckConstraint(
                 condition=Q(decision__in=["accept", "override"]),
                 name="reviewdecision_decision_valid",

@@ -10,16 +10,22 @@ the release stands:
 - `needs_person`: the latest report waits for a person's decision;
 - `decided`: a person decided on the latest report;
 - `assessed`: the latest report stands as filed.
+
+When no model has filed a report on the data the release has now (none configured or
+reachable, the run failed or has not run yet, or new data came after the report), the severity
+that counts is the policy's own (`by_policy`, "the policy's verdict (no model assessment)"),
+with its evidence and suspects; the state still says where the assessment stands.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from releases import data_fingerprint, policy_judge
 from releases.models import Conversation, Release, ReviewDecision, RiskReport, RunStatus
 from releases.severity import severity_that_counts
 
@@ -41,6 +47,7 @@ STATE_LABELS: dict[str, str] = {
     VerdictState.DECIDED: "Decided by a person",
     VerdictState.FAILED: "Assessment failed",
 }
+POLICY_SOURCE_LABEL = "the policy's verdict (no model assessment)"
 
 
 @dataclass(frozen=True)
@@ -82,10 +89,21 @@ class ReleaseVerdict:
     run_id: str | None = None  # the latest run's
     run_status: str | None = None
     run_error: str = ""
+    # The severity is the policy's own: no model filed on the data the release has now.
+    by_policy: bool = False
 
     @property
     def state_label(self) -> str:
         return STATE_LABELS[self.state]
+
+    @property
+    def source(self) -> str | None:
+        """Whose severity counts: "policy", "person", "model", or None (no verdict)."""
+        if self.by_policy:
+            return "policy"
+        if self.severity is None:
+            return None
+        return "person" if self.decision_kind else "model"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +111,8 @@ class ReleaseVerdict:
             "state": str(self.state),
             "state_label": self.state_label,
             "severity": self.severity,
+            "source": self.source,
+            "source_label": POLICY_SOURCE_LABEL if self.by_policy else "",
             "model_severity": self.model_severity,
             "policy_severity": self.policy_severity,
             "policy_version": self.policy_version,
@@ -178,7 +198,7 @@ def verdict_of(release: Release) -> ReleaseVerdict:
     decision, the latest run)."""
     report = (
         RiskReport.objects.filter(release=release)
-        .select_related("policy")
+        .select_related("policy", "conversation")
         .order_by("-filed_at", "-id")
         .first()
     )
@@ -191,7 +211,35 @@ def verdict_of(release: Release) -> ReleaseVerdict:
         else None
     )
     run = Conversation.objects.filter(release=release).order_by("-created_at", "-pk").first()
-    return build_verdict(release, report, decision, run)
+    verdict = build_verdict(release, report, decision, run)
+    if no_model_on_current_data(verdict, report, release):
+        return with_policy_verdict(verdict, release)
+    return verdict
+
+
+def no_model_on_current_data(
+    verdict: ReleaseVerdict, report: RiskReport | None, release: Release
+) -> bool:
+    """No report judged the data the release has now, and no person decided on one: the
+    policy's verdict is the gate's. A report waiting for a person, or decided, stands."""
+    if verdict.state in (VerdictState.NEEDS_PERSON, VerdictState.DECIDED):
+        return False
+    return report is None or not data_fingerprint.report_is_current(report, release)
+
+
+def with_policy_verdict(verdict: ReleaseVerdict, release: Release) -> ReleaseVerdict:
+    """The verdict with the policy's severity, evidence and suspects, on the data now."""
+    judged = policy_judge.judge(release)
+    policy = judged.verdict
+    return replace(
+        verdict,
+        severity=policy.severity,
+        policy_severity=policy.severity,
+        policy_version=judged.policy.version,
+        findings=tuple(VerdictFinding(text=text, from_policy=True) for text in policy.evidence()),
+        suspects=suspects_said([signal.as_dict() for signal in policy.signals]),
+        by_policy=True,
+    )
 
 
 def build_verdict(

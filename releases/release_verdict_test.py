@@ -23,8 +23,11 @@ RISKY = {
 def test_never_assessed(make_release: Callable[..., Release]) -> None:
     verdict = release_verdict(make_release("v1.0.0"))
     assert verdict.state == "not_assessed"
-    assert verdict.severity is None
+    # No model filed: the policy's verdict counts, said as such (issue 37).
+    assert (verdict.severity, verdict.source, verdict.by_policy) == ("low", "policy", True)
+    assert verdict.model_severity is None
     assert verdict.as_json()["decision"] is None
+    assert verdict.as_json()["source_label"] == "the policy's verdict (no model assessment)"
 
 
 def test_waiting_for_a_person_counts_the_policys_high(

@@ -54,7 +54,13 @@ def service_name_problem(value: str) -> str | None:
         return f"cannot be {value.strip()!r}"
     if value.lstrip().startswith("-"):
         return 'cannot start with "-"'
+    if not BIDI_CONTROLS.isdisjoint(value):
+        return "contains a text direction control (U+202A..U+202E, U+2066..U+2069)"
     return text_problem(value)
+
+
+# Text direction overrides and isolates (Trojan Source): a name with one reads as another.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def validate_service_name(value: str) -> None:

@@ -272,7 +272,8 @@ def test_missing_release_data_is_shown_as_missing_not_zero(
         '<span class="missing-item">the deployment metrics</span>'
     ) in bare
     assert "docs/using/your-releases.md" in bare
-    assert "Not assessed" in bare and "has not been assessed yet" in bare
+    # Not assessed by a model: the policy's verdict is shown as such (issue 37).
+    assert "(no model assessment)" in bare and "has not been assessed yet" in bare
     assert "No reports yet" in bare and "No runs yet" in bare
 
     partial = admin_client.get(reverse("releases:detail", args=["v0.0.2"])).content.decode()

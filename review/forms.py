@@ -18,6 +18,8 @@ class ReviewForm(forms.Form):
     reason = forms.CharField(max_length=REASON_MAX_LENGTH, required=False)
     # The index of the finding labelled wrong, among the report's findings.
     wrong_finding = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    # The decision this one replaces, named on purpose (a second decision without it is refused).
+    supersedes = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
     def __init__(self, report: RiskReport, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

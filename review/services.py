@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import IntegrityError, transaction
 
 from releases import signals
 from releases.models import (
@@ -24,6 +25,34 @@ class ReviewError(ValueError):
     """A decision that cannot be recorded; the message says why, for the reviewer."""
 
 
+class AlreadyDecided(ReviewError):
+    """Someone decided the report first (issue 37): a second decision must say it supersedes
+    theirs. Carries the decision that stands, so the refusal names who decided and when."""
+
+    def __init__(self, standing: ReviewDecision) -> None:
+        self.standing = standing
+        by = standing.reviewer.get_username() if standing.reviewer is not None else "a person"
+        how = (
+            f"overridden to {standing.severity}"
+            if standing.is_override
+            else f"accepted as {standing.severity}"
+        )
+        super().__init__(
+            f"Already decided by {by} at {standing.created_at:%Y-%m-%d %H:%M:%S} UTC ({how}). "
+            "Yours was not recorded; decide again only to supersede theirs."
+        )
+
+
+def standing_decision(report: RiskReport) -> ReviewDecision | None:
+    """The report's decision that counts: the newest, which none supersedes."""
+    return (
+        ReviewDecision.objects.filter(report=report)
+        .select_related("reviewer")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
 def decide_report(
     report: RiskReport,
     reviewer: AbstractBaseUser | None,
@@ -32,13 +61,19 @@ def decide_report(
     severity: str = "",
     reason: str = "",
     wrong_finding: str = "",
+    supersedes: int | None = None,
 ) -> ReviewDecision:
     """Record a person's decision: accept the model's or the policy's severity (one click
     either way), or override both with a third severity and a reason. An override to the
     policy's severity is accepting it, and needs no reason.
 
     The report itself is never changed: the model's and the policy's verdicts stay as filed,
-    and the newest decision is the one the lists show."""
+    and the newest decision is the one the lists show.
+
+    One decision per report: when one stands, a new one is refused (`AlreadyDecided`) unless
+    `supersedes` names it. The database's constraints decide a race (two people at the same
+    moment): one row is stored, the other is refused the same way, and only the stored one
+    sends its webhook."""
     reason = reason.strip()
     if len(reason) > REASON_MAX_LENGTH:
         raise ReviewError(f"The reason is longer than {REASON_MAX_LENGTH} characters.")
@@ -66,16 +101,30 @@ def decide_report(
             raise ReviewError("Say why: an override needs a reason.")
     else:
         raise ReviewError("Accept the report or override it.")
-    recorded = ReviewDecision.objects.create(
-        report=report,
-        reviewer=reviewer if reviewer is not None and reviewer.is_authenticated else None,
-        decision=decision,
-        severity=severity,
-        reason=reason,
-        wrong_finding=wrong_finding,
-        model_severity=report.severity,
-        policy_severity=report.policy_severity,
-    )
+    standing = standing_decision(report)
+    if standing is not None and standing.pk != supersedes:
+        raise AlreadyDecided(standing)
+    if standing is None and supersedes is not None:
+        raise ReviewError("The decision to supersede is not this report's.")
+    try:
+        with transaction.atomic():
+            recorded = ReviewDecision.objects.create(
+                report=report,
+                reviewer=reviewer if reviewer is not None and reviewer.is_authenticated else None,
+                decision=decision,
+                severity=severity,
+                reason=reason,
+                wrong_finding=wrong_finding,
+                model_severity=report.severity,
+                policy_severity=report.policy_severity,
+                supersedes=standing,
+            )
+    except IntegrityError:
+        # Someone decided (or superseded the same decision) between our read and our write.
+        now = standing_decision(report)
+        if now is None or now.pk == (standing.pk if standing is not None else None):
+            raise
+        raise AlreadyDecided(now) from None
     signals.send_on_commit(signals.verdict_decided, ReviewDecision, decision=recorded)
     return recorded
 

@@ -65,6 +65,7 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     form = ReviewForm(report, request.POST)
     error = ""
     decision: ReviewDecision | None = None
+    standing: ReviewDecision | None = None
     if form.is_valid():
         try:
             decision = services.decide_report(
@@ -74,24 +75,32 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 severity=form.cleaned_data["severity"],
                 reason=form.cleaned_data["reason"],
                 wrong_finding=form.wrong_finding_text(),
+                supersedes=form.cleaned_data["supersedes"],
             )
+        except services.AlreadyDecided as exc:
+            error, standing = str(exc), exc.standing
         except services.ReviewError as exc:
             error = str(exc)
     else:
         error = " ".join(message for messages in form.errors.values() for message in messages)
+    # Someone decided first: 409, naming who and when; the box shows their decision.
+    status = 409 if standing is not None else 200
     if not request.htmx:
+        if standing is not None:
+            return HttpResponse(error, status=409, content_type="text/plain; charset=utf-8")
         return redirect(_back(request, reverse("releases:review")))
     context = review_context(
         request,
         report=report,
-        decision=decision,
+        decision=decision or standing,
+        conflict=error if standing is not None else "",
         error=error,
         form_data=request.POST,
         # The count on the desk and the report's "needs a person" note change with it.
         waiting=release_selectors.review_count() if decision is not None else None,
         reasons=[],
     )
-    return render(request, "releases/_review.html#decided", context)
+    return render(request, "releases/_review.html#decided", context, status=status)
 
 
 @require_POST

@@ -16,16 +16,18 @@ from typing import Annotated, Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
+from pydantic import AfterValidator, AwareDatetime, StrictBool, StrictInt
 
-from detective_client.records import CommitRecord, HeadRecord, RecordError
+from detective_client.records import MAX_COUNT, CommitRecord, HeadRecord, RecordError, text_problem
 from releases import selectors as releases_selectors
 from releases.validation import VERSION_PATTERN
-from sources import selectors, services
+from sources import openapi_paths, selectors, services
 from sources.models import IngestionToken, MetricWindow
 from sources.parsers import junit
 from sources.parsers.openmetrics import MAX_BYTES as METRICS_MAX_BYTES
@@ -33,6 +35,26 @@ from sources.parsers.openmetrics import MetricsFormatError, parse_metrics
 from sources.services import IngestError, Origin, ReleaseFields
 
 Version = Annotated[str, Field(pattern=rf"^{VERSION_PATTERN}$", examples=["v2.1.0"])]
+
+
+def _plain_name(value: str) -> str:
+    if problem := text_problem(value, name=True):
+        raise ValueError(problem)
+    return value
+
+
+def _deploy_time(value: datetime) -> datetime:
+    # Its UTC instant must exist too: 0001-01-01T00:00+01:00 is before the calendar's start.
+    if not 1 < value.year < 9999:
+        raise ValueError("out of range: years 2 to 9998")
+    return value
+
+
+# Every string a release or a commit names by: no NUL, lone surrogate or bidi control (issue 37).
+Name = Annotated[str, AfterValidator(_plain_name)]
+# Line counts and line numbers: whole numbers (1.0, "3" and true are refused), within the column.
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
+DeployTime = Annotated[AwareDatetime, AfterValidator(_deploy_time)]
 
 
 class TokenAuth(HttpBearer):
@@ -49,7 +71,15 @@ class TokenAuth(HttpBearer):
         return selectors.token_for(token)
 
 
-api = NinjaAPI(
+class DocumentedApi(NinjaAPI):
+    """The ingestion API, whose document also names the API's plain Django views."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        return openapi_paths.add_to(schema, self.get_root_path({}))
+
+
+api = DocumentedApi(
     title="Detective ingestion API",
     version="1",
     description=(
@@ -107,6 +137,13 @@ def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     return _error(request, 422, "Invalid request: " + "; ".join(problems) + ".")
 
 
+@api.exception_handler(DjangoValidationError)
+def _unstorable(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
+    # A value the release's own rules refuse (releases/schemas.py: a p95 past an hour, 1e308)
+    # that no check before them caught: the caller's mistake, said as one, never a 500.
+    return _error(request, 422, f"Refused: {' '.join(exc.messages)}")
+
+
 @api.exception_handler(RequestDataTooBig)
 def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return _error(request, 413, "The body is too large; send the commits in several requests.")
@@ -136,19 +173,21 @@ def origin_of(request: HttpRequest) -> Origin:
 
 
 class GitIn(Schema):
-    from_ref: str = Field("", max_length=255, examples=["v2.0.0"])
-    to_ref: str = Field("", max_length=255, examples=["v2.1.0"])
-    head_sha: str = Field("", max_length=64, examples=["3f2c1e9a7b"])
+    from_ref: Name = Field("", max_length=255, examples=["v2.0.0"])
+    to_ref: Name = Field("", max_length=255, examples=["v2.1.0"])
+    head_sha: Name = Field("", max_length=64, examples=["3f2c1e9a7b"])
 
 
 class ReleaseIn(Schema):
-    service: str | None = Field(None, description="The service's name or slug; none: default.")
+    service: Name | None = Field(None, description="The service's name or slug; none: default.")
     version: Version
-    title: str | None = Field(None, max_length=200)
-    environment: str | None = Field(None, max_length=64, examples=["production"])
+    title: Name | None = Field(None, max_length=200)
+    environment: Name | None = Field(None, max_length=64, examples=["production"])
     git: GitIn | None = None
-    pipeline_url: str | None = Field(None, max_length=500)
-    deployed_at: datetime | None = Field(None, description="ISO 8601 with its offset.")
+    pipeline_url: Name | None = Field(None, max_length=500)
+    deployed_at: DeployTime | None = Field(
+        None, description="ISO 8601 with its offset (a time without one is refused: 422)."
+    )
 
     def fields(self) -> ReleaseFields:
         """What the ingestion services take: the same for one call and for a bundle."""
@@ -209,7 +248,7 @@ def _ingested(result: services.Ingested) -> Status[dict[str, Any]]:
 
 
 class ReleaseQuery(Schema):
-    service: str | None = Field(None, description="The service's name or slug; none: default.")
+    service: Name | None = Field(None, description="The service's name or slug; none: default.")
 
 
 # ---- commits -----------------------------------------------------------------------------------
@@ -218,13 +257,16 @@ class ReleaseQuery(Schema):
 class FileChangeIn(Schema):
     path: str
     old_path: str | None = None
-    added: int | None = Field(None, description="None for a binary file.")
-    deleted: int | None = None
+    added: Count | None = Field(None, description="None for a binary file.")
+    deleted: Count | None = None
     # Optional: a client older than these flags sends none, and the path alone then decides.
-    generated: bool = Field(False, description="A generated file (its header, .gitattributes).")
-    vendored: bool = Field(False, description="A vendored file (.gitattributes).")
-    removed: bool = Field(False, description="The commit deleted the file (git status D).")
-    hunks: list[list[int]] | None = Field(
+    # Strict: "true", "yes" and 1 are refused (422), never read as true.
+    generated: StrictBool = Field(
+        False, description="A generated file (its header, .gitattributes)."
+    )
+    vendored: StrictBool = Field(False, description="A vendored file (.gitattributes).")
+    removed: StrictBool = Field(False, description="The commit deleted the file (git status D).")
+    hunks: list[list[Count]] | None = Field(
         None,
         description=(
             "The line ranges the commit changed in the file: `git diff -U0` hunk headers as "
@@ -250,16 +292,16 @@ class HeadIn(Schema):
         description="Test file at the head -> the names it imports, as written (at most 2,000 "
         "files, 200 names each)."
     )
-    blame: dict[str, list[tuple[int, int, str]]] = Field(
+    blame: dict[str, list[tuple[Count, Count, str]]] = Field(
         description="Path the range changed -> [start, end, sha]: the commit of the range that "
         "last wrote those lines at the head (`git blame`; at most 300 paths)."
     )
-    scopes: dict[str, list[tuple[int, int, list[str]]]] = Field(
+    scopes: dict[str, list[tuple[Count, Count, list[str]]]] = Field(
         default_factory=dict,
         description="Python path the range changed -> [start, end, [words]]: each function's "
         "lines and the identifiers of its text (at most 2,000 functions, 300 words each).",
     )
-    truncated: bool = False
+    truncated: StrictBool = False
 
 
 class CommitsIn(Schema):
@@ -310,7 +352,7 @@ def _raw_body(request: HttpRequest, limit: int) -> bytes:
 
 
 class FileQuery(ReleaseQuery):
-    filename: str = Field("report.xml", max_length=255, description="Recorded with it.")
+    filename: Name = Field("report.xml", max_length=255, description="Recorded with it.")
 
 
 XML_BODY = {
@@ -359,7 +401,7 @@ class MetricsQuery(ReleaseQuery):
         "time has each sample counted in the window its timestamp lies in (release or "
         "baseline); one without, in its own.",
     )
-    filename: str = Field("metrics.txt", max_length=255)
+    filename: Name = Field("metrics.txt", max_length=255)
 
 
 @api.post(

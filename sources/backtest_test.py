@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from io import StringIO
 from pathlib import Path
 
@@ -184,3 +185,37 @@ def test_a_payment_suite_newly_skipped_is_said_through_the_ingested_history(
     said = next(s for s in row.raised if s.name == "newly_skipped")
     assert said.level == "medium"
     assert said.detail.startswith("6 tests of payments newly skipped")
+
+
+def test_usage_errors_exit_64_in_one_line_without_a_traceback(tmp_path: Path) -> None:
+    """Issue 37: as the CI client's codes; a usage error read from the command line is 64."""
+    for arguments in (["backtest", "--bogus"], ["verdict", "--bogus"], ["verdict", "v1", "--x"]):
+        done = subprocess.run(
+            [sys.executable, "manage.py", *arguments],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            check=False,
+        )
+        assert done.returncode == 64, (arguments, done.stderr)
+        assert "Traceback" not in done.stderr and "Error: " in done.stderr
+
+
+def test_json_into_a_missing_folder_is_written_and_an_unknown_service_is_said(
+    repo: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "new" / "folder" / "b.json"
+    err = StringIO()
+    call_command(
+        "backtest", service="nosuch", git_repo=repo, tags="v*", json=target,
+        stdout=StringIO(), stderr=err,
+    )  # fmt: skip
+    assert json.loads(target.read_text())["totals"]["releases"] == 4
+    assert "no service 'nosuch' in Detective yet" in err.getvalue()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CommandError, match="Cannot write --json") as refused:
+        call_command(
+            "backtest", service="shop", git_repo=repo, json=tmp_path / "file" / "b.json",
+            stdout=StringIO(),
+        )  # fmt: skip
+    assert refused.value.returncode == 64

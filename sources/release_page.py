@@ -17,6 +17,7 @@ from django_htmx.http import push_url
 
 from releases import selectors
 from releases.models import Severity
+from releases.release_verdict import POLICY_SOURCE_LABEL
 from releases.views import (
     REVIEW_REPORT,
     RUN_ASSESSMENT,
@@ -48,5 +49,8 @@ def release_detail(
         "can_reassess": request.user.has_perm(RUN_ASSESSMENT),
         "can_review": request.user.has_perm(REVIEW_REPORT),
         "severities": Severity.choices,
+        # Without a report, the policy's verdict is the gate's (issue 37); said on the page.
+        "gate": None if detail.latest_report else selectors.release_verdict(detail.release),
+        "gate_source_label": POLICY_SOURCE_LABEL,
     }
     return render(request, "releases/detail.html", context)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.utils.dateparse import parse_datetime
@@ -27,6 +28,7 @@ from sources.models import Commit, MetricSample, MetricWindow, SourceKind, TestC
 from sources.parsers.junit import XFAIL_TYPE
 from sources.parsers.openmetrics import (
     MetricSampleRecord,
+    MetricValueError,
     RequestCounter,
     Scaled,
     SummaryNames,
@@ -205,7 +207,12 @@ def refresh(release: Release, kind: str) -> list[str]:
         fields = ["deployment_metrics"]
     else:
         return []
-    release.save(update_fields=[*fields, "updated_at"])
+    try:
+        release.save(update_fields=[*fields, "updated_at"])
+    except ValidationError as error:
+        # A figure the release's rules refuse (releases/schemas.py: a p95 past an hour, say)
+        # is the sender's to hear about: the callers answer it as a 422 and store nothing.
+        raise MetricValueError(" ".join(error.messages)) from None
     return fields
 
 

@@ -158,9 +158,10 @@ def test_a_ci_job_sends_a_release_and_gates_on_its_verdict(tmp_path: Path, setti
         assert again.returncode == 0, again.stderr
         assert TestCase.objects.filter(release=release).count() == 5
 
-        # Not assessed yet: no verdict.
+        # Not assessed yet: the policy's verdict is the gate's, said as such (issue 37).
         before = client(site, token, "verdict", "1.1.0", "--service", "shop")
-        assert before.returncode == gate.NO_VERDICT, before.stdout + before.stderr
+        assert before.returncode == gate.BELOW, before.stdout + before.stderr
+        assert "the policy's verdict (no model assessment)" in before.stdout
 
         # The job starts the assessment; the worker runs it against the scripted model.
         started = client(site, token, "ingest", "1.1.0", "--service", "shop", "--assess")

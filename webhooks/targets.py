@@ -2,10 +2,11 @@
 
 An endpoint whose host is, or resolves to, an address that is not globally routable (loopback,
 link-local such as the cloud metadata address 169.254.169.254, private, unspecified, shared,
-multicast, reserved) is refused, unless it falls in a network that `WEBHOOK_ALLOWED_NETWORKS`
-names (`DETECTIVE_WEBHOOK_ALLOWED_NETWORKS`: an on-premises receiver, the tests' loopback
-receiver). Without this a ping reached the site's own admin, the model server and PostgreSQL's
-port, and stored their answers.
+multicast, reserved, site-local, 192.0.0.0/24, and the translation prefixes that carry an IPv4
+address: NAT64, 6to4, Teredo, IPv4-compatible) is refused, unless it falls in a network that
+`WEBHOOK_ALLOWED_NETWORKS` names (`DETECTIVE_WEBHOOK_ALLOWED_NETWORKS`: an on-premises
+receiver, the tests' loopback receiver). Without this a ping reached the site's own admin,
+the model server and PostgreSQL's port, and stored their answers.
 
 The check runs twice: when an endpoint is saved (the model's validation) and before every
 delivery, on the addresses the name resolves to then (DNS can change). The delivery connects to
@@ -67,9 +68,35 @@ def _plain(address: IPAddress) -> IPAddress:
     return address
 
 
+# Ranges `ipaddress`' flags let through (Python 3.11 calls some of them global), refused by
+# name: the translation prefixes carry an IPv4 address a gateway may route inward, and the
+# others are special-purpose (RFC 6890, issue 37).
+SPECIAL_RANGES: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(network), kind)
+    for network, kind in (
+        ("64:ff9b::/96", "NAT64 translation"),
+        ("64:ff9b:1::/48", "NAT64 translation"),
+        ("2002::/16", "6to4"),
+        ("2001::/32", "Teredo"),
+        ("::/96", "IPv4-compatible"),
+        ("fec0::/10", "site-local"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+    )
+)
+
+
 def kind_of(address: IPAddress) -> str | None:
     """Why the address is inward ("loopback", "private" ...), or None for a public one."""
     address = _plain(address)
+    for network, kind in SPECIAL_RANGES:
+        if (
+            address.version == network.version
+            and address in network
+            and not (address.is_unspecified or address.is_loopback)
+        ):
+            return kind
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        return "site-local"
     if address.is_unspecified:
         return "unspecified"
     if address.is_loopback:

@@ -27,6 +27,20 @@ INWARD = [
     ("http://0.0.0.0:8000/", "unspecified"),
     ("http://[::ffff:127.0.0.1]/", "loopback"),
     ("http://100.64.0.1/", "not public"),
+    # Issue 37: the translation prefixes (an IPv4 address inside) and special-purpose ranges.
+    ("http://[64:ff9b::7f00:1]/", "NAT64 translation"),
+    ("http://[64:ff9b::a00:1]/", "NAT64 translation"),
+    ("http://[64:ff9b::808:808]/", "NAT64 translation"),
+    ("http://[64:ff9b:1::a00:1]/", "NAT64 translation"),
+    ("http://[2002:7f00:1::1]/", "6to4"),
+    ("http://[2002:a9fe:a9fe::]/", "6to4"),
+    ("http://[::7f00:1]/", "IPv4-compatible"),
+    ("http://[::a9fe:a9fe]/", "IPv4-compatible"),
+    ("http://[fec0::1]/", "site-local"),
+    ("http://[fefe::1]/", "site-local"),
+    ("http://192.0.0.1/", "IETF protocol assignments"),
+    ("http://192.0.0.170/", "IETF protocol assignments"),
+    ("http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "Teredo"),
 ]
 
 
@@ -173,3 +187,10 @@ def test_one_deadline_for_the_whole_attempt(settings: Any, drip: str) -> None:
     assert record is not None and record.error == "no answer within 2 s"
     assert 1.9 <= took < 3.0
     assert WebhookDelivery.objects.get().response_excerpt == ""
+
+
+@pytest.mark.parametrize(
+    "address", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "192.0.1.1", "2003::1"]
+)
+def test_public_addresses_beside_the_special_ranges_are_kept(address: str) -> None:
+    assert targets.kind_of(targets.ipaddress.ip_address(address)) is None

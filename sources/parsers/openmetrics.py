@@ -213,7 +213,13 @@ def _record(sample: Any, to_seconds: float) -> MetricSampleRecord:
     timestamp = None
     if sample.timestamp is not None:
         seconds = round(float(sample.timestamp) * to_seconds, 6)
-        timestamp = datetime.fromtimestamp(seconds, tz=UTC)
+        try:
+            timestamp = datetime.fromtimestamp(seconds, tz=UTC)
+        except (ValueError, OverflowError, OSError):
+            # Past year 9999, before year 1, or NaN: no instant a window could hold.
+            raise MetricsFormatError(
+                f"{sample.name}: the timestamp {sample.timestamp} is out of range (years 1 to 9999)"
+            ) from None
     return MetricSampleRecord(
         name=sample.name,
         labels=tuple(sorted(sample.labels.items())),

@@ -341,8 +341,8 @@ class PrometheusClient:
         try:
             moment = datetime.fromtimestamp(float(point[0]), tz=UTC)
             value = float(point[1])
-        except (TypeError, ValueError, OverflowError) as error:
-            message = f"{self.where}: a sample not a number: {point}"
+        except (TypeError, ValueError, OverflowError, OSError) as error:
+            message = f"{self.where}: a sample not a number (or a time out of range): {point}"
             raise PrometheusResponseError(message) from error
         labels = dict(labels)
         metric_name = labels.pop("__name__", "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -85,13 +86,26 @@ class ReleaseFields:
 # ---- services, tokens, releases ----------------------------------------------------------------
 
 
+def service_slug(name: str) -> str:
+    """A service's slug: each run of letters and digits, as slugify gives it, joined by "-".
+    One normalisation, so two names never share a slug by a character slugify drops: "a/b"
+    is "a-b", never "ab" (issue 37)."""
+    return "-".join(part for part in (slugify(word) for word in _WORDS.split(name)) if part)
+
+
+_WORDS = re.compile(r"\W+")
+
+
 def find_service(name: str | None) -> Service | None:
-    """The service by slug or name; the default service for None."""
+    """The service by name (any case) or slug; the default service for None. A name that
+    cannot be one is refused before any query (PostgreSQL refuses a NUL in a query)."""
     if not name:
         return Service.default()
+    if problem := service_name_problem(name):
+        raise IngestError(f"{name[:40]!r} cannot name a service: it {problem}.", 422)
     return (
-        Service.objects.filter(slug=slugify(name)).first()
-        or Service.objects.filter(name=name).first()
+        Service.objects.filter(name__iexact=name).first()
+        or Service.objects.filter(slug__iexact=name).first()
     )
 
 
@@ -104,9 +118,16 @@ def service_for(name: str | None, origin: Origin, *, create: bool = False) -> Se
         name = name or ""
         if problem := service_name_problem(name):
             raise IngestError(f"{name[:40]!r} cannot name a service: it {problem}.", 422)
-        slug = slugify(name)
+        slug = service_slug(name)
         if not slug:
-            raise IngestError(f"{name!r} cannot name a service: use letters or digits.")
+            raise IngestError(f"{name!r} cannot name a service: use letters or digits.", 422)
+        if holder := Service.objects.filter(slug=slug).first():
+            raise IngestError(
+                f"{name!r} cannot name a new service: its address would be {slug!r}, the "
+                f"service {holder.name!r}'s. Send {holder.name!r} or {slug!r} for that one, "
+                "or choose a name that differs in its letters or digits.",
+                409,
+            )
         if origin.token is not None and origin.token.service_id is not None:
             raise IngestError(f"This token may ingest for {origin.token.service} only.", 403)
         service = _create_service(name, slug)
@@ -122,11 +143,16 @@ def _create_service(name: str, slug: str) -> Service:
         with transaction.atomic():
             return Service.objects.create(name=name, slug=slug)
     except IntegrityError:
-        made = (
-            Service.objects.filter(slug=slug).first() or Service.objects.filter(name=name).first()
-        )
+        made = Service.objects.filter(name=name).first()
         if made is None:
-            raise
+            holder = Service.objects.filter(slug=slug).first()
+            if holder is None:
+                raise
+            raise IngestError(
+                f"{name!r} cannot name a new service: its address would be {slug!r}, the "
+                f"service {holder.name!r}'s.",
+                409,
+            ) from None
         return made
 
 
@@ -172,6 +198,13 @@ def _digest(value: Any) -> str:
 def upsert_release(fields: ReleaseFields, origin: Origin) -> tuple[Release, bool]:
     """Create the release of this service and version, or update the fields given: (release,
     created). Validated by the model (the same checks as the admin's form)."""
+    moment = fields.deployed_at
+    if moment is not None and moment.tzinfo is None:
+        # Compared with the samples' aware times later, a naive one is a 500 waiting to happen.
+        raise IngestError(
+            "Invalid release: deployed_at needs its UTC offset, e.g. 2026-11-20T10:00:00+00:00.",
+            422,
+        )
     with transaction.atomic():
         service = service_for(fields.service, origin, create=True)
         release, created = _release_locked(service, fields.version)

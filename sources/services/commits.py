@@ -25,6 +25,7 @@ from sources.models import (
     ReleaseHead,
     SourceKind,
 )
+from sources.parsers.openmetrics import MetricValueError
 from sources.services.base import (
     BATCH,
     MAX_COMMITS,
@@ -206,7 +207,10 @@ def ingest_commits(
         if with_hunks:
             ingestion.counts["files_with_hunks"] = with_hunks
         ingestion.save(update_fields=["counts"])
-        summary.refresh(release, SourceKind.COMMITS)
+        try:
+            summary.refresh(release, SourceKind.COMMITS)
+        except MetricValueError as exc:
+            raise IngestError(f"Refused: {exc}.", 422) from None
         if not commits and not Commit.objects.filter(release=release).exists():
             release.changes = [REBUILD]
             release.save(update_fields=["changes", "updated_at"])

@@ -18,6 +18,7 @@ from sources.models import (
     TestCase,
 )
 from sources.parsers import junit
+from sources.parsers.openmetrics import MetricValueError
 from sources.services.base import (
     BATCH,
     Ingested,
@@ -120,7 +121,10 @@ def ingest_junit(
             ingestion.content_hash = content_hash
             ingestion.counts = counts
             ingestion.save(update_fields=["content_hash", "counts"])
-            summary.refresh(release, SourceKind.JUNIT)
+            try:
+                summary.refresh(release, SourceKind.JUNIT)
+            except MetricValueError as exc:
+                raise IngestError(f"Refused: {exc}.", 422) from None
             if rank and (counts["failed"] or counts["error"]):
                 ranked = rank_stored(release)
                 if ranked is not None:

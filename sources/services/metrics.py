@@ -46,7 +46,11 @@ def ingest_metrics(
     """Metric samples of the release's window or its baseline's. No samples is refused unless
     `allow_empty` (Prometheus answering nothing: the figures are then *missing*). A figure its
     key cannot hold (an error rate outside 0..1, a negative p95) is refused (422), nothing
-    stored. `note` says in the counts how the window was read, when it is not the usual way."""
+    stored. `note` says in the counts how the window was read, when it is not the usual way.
+
+    Sent again with other content (a deploy time given since, a corrected file), the new
+    samples replace the earlier ones of the same window and metric names: one reading per
+    metric and window, never two added up (issue 37). The same content twice is one reading."""
     if window not in MetricWindow.values:
         raise IngestError(f"window must be {' or '.join(MetricWindow.values)}, not {window!r}.")
     samples = list(samples)
@@ -63,6 +67,9 @@ def ingest_metrics(
         )
         if not created:
             return Ingested(ingestion, False)
+        MetricSample.objects.filter(
+            release=release, window=window, name__in={sample.name[:200] for sample in samples}
+        ).delete()
         MetricSample.objects.bulk_create(
             [
                 MetricSample(

@@ -174,7 +174,11 @@ def test_without_the_heads_facts_the_test_file_is_unknown_and_nothing_is_suspect
         (lambda b: b["head"].update(sha="HEAD"), 422, "head.sha"),
         (lambda b: b["head"]["blame"].update({"a.py": [[5, 1, CULPRIT]]}), 422, "start <= end"),
         (lambda b: b["commits"][0]["files"][0].update(hunks=[[1, 2]]), 422, "hunks[0]"),
-        (lambda b: b["commits"][0]["files"][0].update(hunks=[[1, -2, 1, 1]]), 422, "negative"),
+        (
+            lambda b: b["commits"][0]["files"][0].update(hunks=[[1, -2, 1, 1]]),
+            422,
+            "hunks.0.1: Input should be greater than or equal to 0",
+        ),
     ],
 )
 def test_bad_hunks_or_head_are_4xx_and_store_nothing(

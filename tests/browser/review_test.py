@@ -318,3 +318,40 @@ def test_the_release_list_sorts_by_header_and_on_a_phone_by_select(
         expect(page.locator("#release-sort")).to_have_value("-p95")
     finally:
         page.context.close()
+
+
+def test_a_second_manager_deciding_the_same_report_is_told_who_decided_first(
+    site: LiveSite,
+    browser: Browser,
+    manager: User,
+    django_user_model: type[User],
+    make_release: Callable[..., Release],
+) -> None:
+    """Issue 37: two release managers with the same report open; the one who clicks second
+    gets the 409's message in the box (who decided, when), and nothing of theirs is stored."""
+    report = needs_review(make_release, "v8.3.0")
+    other = django_user_model.objects.create(username="rm2", password=password_hash())
+    other.user_permissions.set(manager.user_permissions.all())
+    first, second = (open_page(browser, site, DESKTOP) for _ in range(2))
+    try:
+        log_in(first, manager.username, "/review/")
+        log_in(second, other.username, "/review/")
+        for page in (first, second):
+            expect(page.locator(f"#review-{report.pk} .rv-accept-policy")).to_be_visible()
+        first.locator(f"#review-{report.pk} .rv-accept-policy").click()
+        expect(first.locator(f"#review-{report.pk}")).to_have_attribute(
+            "data-review-state", "accept"
+        )
+        second.locator(f"#review-{report.pk} .rv-accept-model").click()
+        conflict = second.locator(f"#decision-conflict-{report.pk}")
+        expect(conflict).to_contain_text("Already decided by rm at ")
+        expect(second.locator(f"#review-{report.pk}")).to_have_attribute(
+            "data-review-state", "accept"
+        )
+        screenshots(second, "review-conflict")
+        assert list(ReviewDecision.objects.values_list("reviewer__username", "severity")) == [
+            ("rm", "high")
+        ]
+    finally:
+        first.context.close()
+        second.context.close()

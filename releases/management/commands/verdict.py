@@ -3,8 +3,12 @@
     0  the severity that counts is below the bar (`--fail-on`, high by default)
     1  it is at or above the bar
     2  the report waits for a person's decision
-    3  there is no verdict: never assessed, the latest run failed, an assessment still runs
-       (or the `--wait` ran out), or no such release
+    3  there is no verdict: no such release, or an assessment still runs after a report on
+       the data the release has now (or the `--wait` ran out)
+
+When no model has filed on the data the release has now (none configured, the run failed or
+has not run yet), the policy's verdict is the gate's: "the policy's verdict (no model
+assessment)", with its severity and evidence, and the exit status follows it.
 
     64 a usage error (EX_USAGE: an unknown option, `--wait nan`), apart from the four above
 
@@ -21,19 +25,19 @@ import sys
 import time
 from argparse import ArgumentTypeError
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.urls import reverse
 
 from releases import selectors, services
+from releases.management.usage import USAGE, UsageCommand
 from releases.models import Release
-from releases.release_verdict import ReleaseVerdict, VerdictState
+from releases.release_verdict import POLICY_SOURCE_LABEL, ReleaseVerdict, VerdictState
 from releases.severity import SEVERITY_RANK
 
 BELOW, AT_OR_ABOVE, NEEDS_PERSON, NO_VERDICT = 0, 1, 2, 3
-USAGE = 64
 POLL_SECONDS = 1.0
 DECIDED = {"accept": "accepted", "override": "overridden"}
 
@@ -47,11 +51,6 @@ def seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
     return value
-
-
-def usage_error(message: str) -> NoReturn:
-    # argparse would exit 2, which here means "waits for a person".
-    raise CommandError(f"Error: {message}", returncode=USAGE)
 
 
 def write_markdown(target: str, text: str, stdout: Any) -> None:
@@ -85,6 +84,8 @@ def missing_markdown(version: str, service: str | None) -> str:
 def exit_code(verdict: ReleaseVerdict | None, fail_on: str) -> int:
     if verdict is None or verdict.severity is None:
         return NO_VERDICT
+    if verdict.by_policy:
+        return AT_OR_ABOVE if SEVERITY_RANK[verdict.severity] >= SEVERITY_RANK[fail_on] else BELOW
     if verdict.state in (VerdictState.RUNNING, VerdictState.FAILED, VerdictState.NOT_ASSESSED):
         return NO_VERDICT
     if verdict.state == VerdictState.NEEDS_PERSON:
@@ -120,6 +121,7 @@ def markdown(verdict: ReleaseVerdict, code: int, fail_on: str, url: str) -> str:
         "| | |",
         "|---|---|",
         f"| State | {verdict.state_label} |",
+        *([f"| Verdict | {POLICY_SOURCE_LABEL} |"] if verdict.by_policy else []),
         f"| Severity that counts | {_word(verdict.severity)} |",
         f"| The model's | {_word(verdict.model_severity)} |",
         f"| The policy's | {_word(verdict.policy_severity)}"
@@ -134,6 +136,8 @@ def markdown(verdict: ReleaseVerdict, code: int, fail_on: str, url: str) -> str:
             f"{_word(verdict.decided_severity)}"
             f"{by}{why} |"
         )
+    if verdict.by_policy and verdict.suspects:
+        lines.append(f"| Suspects | {_cell('; '.join(verdict.suspects))} |")
     if verdict.state == VerdictState.FAILED and verdict.run_error:
         lines.append(f"| The latest run | failed: {_cell(verdict.run_error)} |")
     if verdict.review_reasons:
@@ -145,7 +149,7 @@ def markdown(verdict: ReleaseVerdict, code: int, fail_on: str, url: str) -> str:
             evidence = f" ({_text('; '.join(finding.evidence))})" if finding.evidence else ""
             ours = (
                 " *(from the policy: the model's findings left it out)*"
-                if finding.from_policy
+                if finding.from_policy and not verdict.by_policy
                 else ""
             )
             lines.append(f"- {_text(finding.text)}{evidence}{ours}")
@@ -162,16 +166,11 @@ def _cell(value: str) -> str:
     return _text(value).replace("|", "\\|")
 
 
-class Command(BaseCommand):
+class Command(UsageCommand):
     help = (
         "Print a release's verdict and exit 0 (below the bar), 1 (at or above it), 2 (waits "
-        "for a person) or 3 (no verdict)."
+        "for a person), 3 (no verdict) or 64 (a usage error)."
     )
-
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.error = usage_error  # type: ignore[method-assign]
-        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("version", help="The release, e.g. v2.1.0.")
@@ -265,6 +264,13 @@ class Command(BaseCommand):
                 VerdictState.NOT_ASSESSED: "it was never assessed",
             }.get(verdict.state, "no report")
             return f"{verdict.version}: no verdict ({why})."
+        if verdict.by_policy:
+            bar = f"At or above {fail_on}" if code == AT_OR_ABOVE else f"Below {fail_on}"
+            suspects = f" Suspects: {'; '.join(verdict.suspects)}." if verdict.suspects else ""
+            return (
+                f"{verdict.version}: {_word(verdict.severity)} risk, {POLICY_SOURCE_LABEL} "
+                f"({verdict.state_label.lower()}). {bar}.{suspects}"
+            )
         line = (
             f"{verdict.version}: {_word(verdict.severity)} risk ({verdict.state_label.lower()}; "
             f"the model {_word(verdict.model_severity).lower()}, the policy "

@@ -89,25 +89,49 @@ def test_a_decision_settles_it(make_release: Callable[..., Release]) -> None:
     assert "| A person's decision | overridden Medium: known |" in out
 
 
-def test_no_verdict_exits_3(make_release: Callable[..., Release]) -> None:
-    make_release("v4.0.0")
-    code, out = verdict("v4.0.0")
-    assert code == 3 and "never assessed" in out
+def test_never_assessed_exits_by_the_policys_verdict(
+    make_release: Callable[..., Release],
+) -> None:
+    make_release("v4.0.0", **RISKY)
+    code, out = verdict("v4.0.0", "--fail-on", "high")
+    assert code == 1
+    assert "High risk, the policy's verdict (no model assessment) (not assessed)" in out
     assert verdict("v404.0.0")[0] == 3  # no such release
 
 
-def test_a_failed_run_exits_3(make_release: Callable[..., Release]) -> None:
-    release = make_release("v5.0.0")
+def test_a_failed_run_leaves_the_policys_verdict(
+    make_release: Callable[..., Release], tmp_path: Path
+) -> None:
+    release = make_release("v5.0.0", **RISKY)
     run = run_services.start_assessment(release, None)
     Conversation.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error="provider down")
-    code, out = verdict("v5.0.0")
-    assert code == 3 and "the latest run failed: provider down" in out
+    summary = tmp_path / "verdict.md"
+    code, out = verdict("v5.0.0", "--json", "--markdown", str(summary))
+    data = json.loads(out)
+    assert (code, data["exit_code"], data["severity"], data["source"]) == (1, 1, "high", "policy")
+    assert data["state"] == "failed" and data["run_error"] == "provider down"
+    text = summary.read_text()
+    assert "| Verdict | the policy's verdict (no model assessment) |" in text
+    assert "| The latest run | failed: provider down |" in text
+    assert "the model's findings left it out" not in text
 
 
-def test_a_wait_that_runs_out_exits_3(make_release: Callable[..., Release]) -> None:
+def test_a_wait_that_runs_out_gives_the_policys_verdict(
+    make_release: Callable[..., Release],
+) -> None:
     release = make_release("v6.0.0")
     run_services.start_assessment(release, None)
     code, out = verdict("v6.0.0", "--wait", "0.3")
+    assert code == 0 and "the policy's verdict (no model assessment) (being assessed)" in out
+
+
+def test_a_run_after_a_report_on_the_data_now_still_has_no_verdict(
+    make_release: Callable[..., Release],
+) -> None:
+    release = make_release("v6.1.0")
+    filing.file_risk_report(release=release, severity="low", findings=["Nothing wrong"])
+    run_services.start_assessment(release, None)
+    code, out = verdict("v6.1.0")
     assert code == 3 and "still running" in out
 
 

@@ -9,8 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from releases.management.usage import USAGE, UsageCommand
+from releases.models import Service
+from sources import services
 from sources.backtest import (
     ORDERS,
     Backtest,
@@ -25,6 +28,19 @@ from sources.backtest import (
 SHOWN_CHARS = 160
 
 
+def writable(path: Path, option: str) -> None:
+    """The file's folder is made when missing (as `verdict --markdown` does); a usage error
+    saying why when it cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CommandError(
+            f"Cannot write {option} {path}: {error.strerror or error}", returncode=USAGE
+        ) from None
+    if path.is_dir():
+        raise CommandError(f"Cannot write {option} {path}: it is a folder", returncode=USAGE)
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -32,8 +48,12 @@ def _positive(value: str) -> int:
     return number
 
 
-class Command(BaseCommand):
-    help = "Replay a service's releases from its git tags and show what the policy would say."
+class Command(UsageCommand):
+    help = (
+        "Replay a service's releases from its git tags and show what the policy would say. "
+        "Exits 0 when done, 1 when the replay failed (the message says why), 64 on a usage "
+        "error (an unknown option or service, a file that cannot be written)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--service", required=True, help="The service whose policy it is.")
@@ -60,6 +80,22 @@ class Command(BaseCommand):
         started = time.perf_counter()
         repo: Path = options["git_repo"]
         try:
+            known = services.find_service(options["service"])
+        except services.IngestError as error:
+            raise CommandError(error.message, returncode=USAGE) from None
+        if known is None:
+            # A team may backtest a service before it sends Detective anything: said, not
+            # refused (a misspelt name would otherwise pass unnoticed).
+            others = ", ".join(Service.objects.order_by("slug").values_list("slug", flat=True))
+            self.stderr.write(
+                f"note: no service {options['service']!r} in Detective yet (it has: "
+                f"{others or 'none'}); replayed under the policy in force."
+            )
+        # Refused before the replay, which can take minutes: what would fail only at its end.
+        for name in ("json", "markdown"):
+            if options[name]:
+                writable(options[name], f"--{name}")
+        try:
             tags = release_tags(repo, options["tags"], options["last"], order=options["order"])
             result = replay(
                 options["service"],
@@ -74,10 +110,15 @@ class Command(BaseCommand):
             raise CommandError(f"backtest: {error}") from None
         result.seconds = time.perf_counter() - started
         self._totals(result)
-        if options["json"]:
-            options["json"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-        if options["markdown"]:
-            options["markdown"].write_text(markdown(result))
+        try:
+            if options["json"]:
+                options["json"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+            if options["markdown"]:
+                options["markdown"].write_text(markdown(result))
+        except OSError as error:
+            raise CommandError(
+                f"Cannot write: {error.strerror or error}", returncode=USAGE
+            ) from None
 
     def _row(self, row: ReleaseRow) -> None:
         self.stdout.write(
