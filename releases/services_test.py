@@ -298,7 +298,10 @@ def test_siding_with_the_policy_is_an_accept_and_needs_no_reason(
     report = _report(make_release, severity="low")  # the policy gives medium
     decision = review_services.decide_report(report, None, decision="override", severity="medium")
     assert (decision.decision, decision.severity, decision.reason) == ("accept", "medium", "")
-    again = review_services.decide_report(report, None, decision="accept", severity="medium")
+    # Deciding again is a deliberate override of the first decision (one decision per report).
+    again = review_services.decide_report(
+        report, None, decision="accept", severity="medium", supersedes=decision.pk
+    )
     assert again.severity == "medium"
 
 
