@@ -36,6 +36,7 @@ from releases.validation import (
     validate_service_name,
     validate_version,
 )
+from releases.verdict_columns import VerdictColumns
 
 
 class Severity(models.TextChoices):
@@ -128,7 +129,7 @@ class ReportOrigin(models.TextChoices):
 DATA_FIELDS = ("changes", "test_results", "deployment_metrics")
 
 
-class Release(models.Model):
+class Release(VerdictColumns):
     service = models.ForeignKey(
         Service,
         on_delete=models.PROTECT,
@@ -186,7 +187,7 @@ class Release(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
+    class Meta(VerdictColumns.Meta):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import F
 from django.shortcuts import get_object_or_404
 
 from releases.models import ReviewDecision, RiskReport
-from releases.selectors import awaiting_review, reports_with_severity_shown, review_reasons
+from releases.selectors import awaiting_review, review_reasons
 
 REVIEW_QUEUE_LIMIT = 100
 
@@ -28,8 +29,10 @@ class ReviewQueue:
 def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
     """The review queue, reports marked for review first, then the newest: two queries."""
     queryset = awaiting_review()
+    # Each report is its release's latest and undecided: it counts as the release's stored
+    # verdict says (releases/stored_verdict.py), read rather than computed per report.
     reports = list(
-        reports_with_severity_shown(queryset)
+        queryset.annotate(severity_shown=F("release__verdict_severity"))
         .select_related("release__service", "conversation", "policy")
         .order_by("-needs_review", "-filed_at", "-id")[:limit]
     )

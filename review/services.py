@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
 
 from releases import signals
 from releases.models import (
@@ -66,16 +67,18 @@ def decide_report(
             raise ReviewError("Say why: an override needs a reason.")
     else:
         raise ReviewError("Accept the report or override it.")
-    recorded = ReviewDecision.objects.create(
-        report=report,
-        reviewer=reviewer if reviewer is not None and reviewer.is_authenticated else None,
-        decision=decision,
-        severity=severity,
-        reason=reason,
-        wrong_finding=wrong_finding,
-        model_severity=report.severity,
-        policy_severity=report.policy_severity,
-    )
+    # The decision and the release's stored verdict (written by its post_save), together.
+    with transaction.atomic():
+        recorded = ReviewDecision.objects.create(
+            report=report,
+            reviewer=reviewer if reviewer is not None and reviewer.is_authenticated else None,
+            decision=decision,
+            severity=severity,
+            reason=reason,
+            wrong_finding=wrong_finding,
+            model_severity=report.severity,
+            policy_severity=report.policy_severity,
+        )
     signals.send_on_commit(signals.verdict_decided, ReviewDecision, decision=recorded)
     return recorded
 
