@@ -84,7 +84,9 @@ def rows_of(database: str, measured: dict[str, Any], quick: bool) -> list[Result
     for name, entry in measured["pages"].items():
         case = f"{name} ({database})"
         queries = max(entry["queries"]) if entry["queries"] else 0
-        note = f"{queries} queries" + (
+        cpu = Stats.of(entry["cpu_ms"]) if entry.get("cpu_ms") else None
+        cpu_note = f", CPU p50 {cpu.median:.0f} p95 {cpu.p95:.0f} ms" if cpu else ""
+        note = f"{queries} queries{cpu_note}" + (
             "" if len(set(entry["queries"])) <= 1 else f" (varied: {sorted(set(entry['queries']))})"
         )
         if entry["status"] != 200 or not entry["ms"]:
@@ -151,6 +153,8 @@ if __name__ == "__main__":
         for page, entry in figures["pages"].items():
             stats = Stats.of(entry["ms"]) if entry["ms"] else None
             shown = f"p50 {stats.median:.1f} p95 {stats.p95:.1f}" if stats else "no figure"
+            cpu = Stats.of(entry["cpu_ms"]) if entry.get("cpu_ms") else None
+            shown += f" (CPU p50 {cpu.median:.1f} p95 {cpu.p95:.1f})" if cpu else ""
             print(f"{page}: HTTP {entry['status']} {shown} ms, {max(entry['queries'] or [0])} q")
             for seconds, sql in entry["slowest"]:
                 print(f"    {seconds * 1000:.1f} ms {sql[:200]}")

@@ -17,6 +17,7 @@ once (the data migration, a new policy version, the benchmarks' bulk loads).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import transaction
@@ -72,7 +73,7 @@ def computed_values(release: Release) -> dict[str, Any]:
         "verdict_decision_kind": verdict.decision_kind or "",
         "verdict_report_id": verdict.report_id,
         "verdict_report_at": verdict.report_filed_at,
-        "verdict_run_id": verdict.run_id,
+        "verdict_run_id": uuid.UUID(verdict.run_id) if verdict.run_id else None,
         "verdict_run_status": verdict.run_status or "",
         "verdict_awaits_review": awaiting,
     }
