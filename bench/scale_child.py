@@ -50,7 +50,8 @@ def time_pages(
     # The APIs are called as a CI job calls them: a bearer key, no session.
     api_client = Client(HTTP_HOST="127.0.0.1")
     results: dict[str, Any] = {
-        name: {"ms": [], "cpu_ms": [], "queries": [], "status": None, "bytes": 0, "slowest": []} for name in paths
+        name: {"ms": [], "cpu_ms": [], "queries": [], "status": None, "bytes": 0, "slowest": []}
+        for name in paths
     }
     names = list(paths)
     for index in range(rounds + warmup):

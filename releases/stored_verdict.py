@@ -18,13 +18,15 @@ once (the data migration, a new policy version, the benchmarks' bulk loads).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Window
+from django.db.models.functions import RowNumber
 
-from releases.models import DATA_FIELDS, Release, RiskReport
-from releases.release_verdict import verdict_of
+from releases.models import DATA_FIELDS, Conversation, Release, ReviewDecision, RiskReport
+from releases.release_verdict import ReleaseVerdict, build_verdict, verdict_of
 from releases.severity import SEVERITY_RANK
 
 BATCH = 500
@@ -47,12 +49,18 @@ STORED_FIELDS = (
 def computed_values(release: Release) -> dict[str, Any]:
     """What the release's `verdict_*` columns should hold now: `verdict_of` (three queries)
     and one more for the latest two reports' severity and review mark."""
-    verdict = verdict_of(release)
     latest_two = list(
         RiskReport.objects.filter(release=release)
         .order_by("-filed_at", "-id")
         .values_list("severity", "needs_review")[:2]
     )
+    return values_of(release, verdict_of(release), latest_two)
+
+
+def values_of(
+    release: Release, verdict: ReleaseVerdict, latest_two: list[tuple[str, bool]]
+) -> dict[str, Any]:
+    """The columns from the verdict and the latest two reports' (severity, needs_review)."""
     needs_review = bool(latest_two) and latest_two[0][1]
     awaiting = (
         verdict.report_id is not None
@@ -97,13 +105,65 @@ def refresh_stored_verdict(release: Release | int | None) -> None:
 
 
 def refresh_all(releases: QuerySet[Release] | None = None) -> int:
-    """`refresh_stored_verdict` for many releases, a transaction per batch (the data
-    migration, a new policy version, the benchmarks' bulk loads). Per release, so that the one
-    function that decides the verdict is the one stored. Returns how many were written."""
+    """`refresh_stored_verdict` for many releases, a transaction per batch (the releases there
+    before the columns, the benchmarks' bulk loads). The rows `verdict_of` reads for one
+    release are read for a batch at once (the newest of each by a window function) and the
+    verdict built by the same `build_verdict`; `stored_verdict_test` checks both ways agree.
+    Returns how many releases were written."""
     queryset = releases if releases is not None else Release.objects.all()
     ids = list(queryset.order_by("pk").values_list("pk", flat=True))
     for start in range(0, len(ids), BATCH):
         with transaction.atomic():
-            for row in Release.objects.filter(pk__in=ids[start : start + BATCH]):
-                refresh_stored_verdict(row)
+            rows = list(Release.objects.filter(pk__in=ids[start : start + BATCH]))
+            Release.objects.bulk_update(list(_refreshed(rows)), STORED_FIELDS)
     return len(ids)
+
+
+def _newest(queryset: QuerySet[Any], parent: str, order: tuple[str, ...], keep: int) -> list[Any]:
+    """The newest `keep` rows of each `parent`, newest first."""
+    rank = Window(
+        RowNumber(),
+        partition_by=F(parent),
+        order_by=[F(name.lstrip("-")).desc() for name in order],
+    )
+    return list(queryset.annotate(rank=rank).filter(rank__lte=keep).order_by(parent, "rank"))
+
+
+def _refreshed(rows: list[Release]) -> Iterator[Release]:
+    pks = [row.pk for row in rows]
+    reports: dict[int, list[RiskReport]] = {}
+    for report in _newest(
+        RiskReport.objects.filter(release_id__in=pks).select_related("policy"),
+        "release_id",
+        ("-filed_at", "-id"),
+        2,
+    ):
+        reports.setdefault(report.release_id, []).append(report)
+    latest_ids = [found[0].pk for found in reports.values()]
+    decisions = {
+        decision.report_id: decision
+        for decision in _newest(
+            ReviewDecision.objects.filter(report_id__in=latest_ids).select_related("reviewer"),
+            "report_id",
+            ("-created_at", "-id"),
+            1,
+        )
+    }
+    runs = {
+        run.release_id: run
+        for run in _newest(
+            Conversation.objects.filter(release_id__in=pks),
+            "release_id",
+            ("-created_at", "-id"),
+            1,
+        )
+    }
+    for row in rows:
+        found = reports.get(row.pk, [])
+        report = found[0] if found else None
+        decision = decisions.get(report.pk) if report is not None else None
+        verdict = build_verdict(row, report, decision, runs.get(row.pk))
+        latest_two = [(r.severity, r.needs_review) for r in found]
+        for name, value in values_of(row, verdict, latest_two).items():
+            setattr(row, name, value)
+        yield row

@@ -134,13 +134,34 @@ def test_the_lists_read_the_stored_verdict() -> None:
 
 
 def test_refresh_all_writes_what_the_one_release_refresh_writes() -> None:
-    release = release_services.create_release(version="v3.0.0", **DATA)
-    file_risk_report(release=release, severity="medium", findings=["Some risk."])
-    expected = stored(release)
-    Release.objects.filter(pk=release.pk).update(verdict_state="", verdict_severity="")
-    assert refresh_all(Release.objects.filter(verdict_state="")) == 1
-    assert stored(release) == expected
-    assert RiskReport.objects.filter(release=release).count() == 1
+    """The batched refresh (a window function per batch) and the one-release refresh
+    (`verdict_of`) agree, over releases in every state."""
+    user = get_user_model().objects.create_user("reviewer")
+    never = release_services.create_release(version="v3.0.0", **DATA)
+    one = release_services.create_release(version="v3.0.1", **DATA)
+    file_risk_report(release=one, severity="medium", findings=["Some risk."])
+    changed = release_services.create_release(version="v3.0.2", **DATA)
+    file_risk_report(release=changed, severity="low", findings=["Fine."])
+    decided = file_risk_report(release=changed, severity="high", findings=["Error rate up."])
+    decide_report(decided, user, decision="override", severity="medium", reason="Known.")
+    missing = release_services.create_release(version="v3.0.3", changes=["x"])
+    file_risk_report(release=missing, severity="low", findings=["Fine."])
+    running = release_services.create_release(version="v3.0.4", **DATA)
+    file_risk_report(release=running, severity="high", findings=["Error rate up."])
+    runs.start_assessment(running, user)
+    releases = [never, one, changed, missing, running]
+    expected = [stored(release) for release in releases]
+    assert {row["verdict_state"] for row in expected} == {
+        "not_assessed",
+        "assessed",
+        "decided",
+        "running",
+    }
+    assert [row["verdict_awaits_review"] for row in expected] == [False, False, False, True, False]
+    Release.objects.update(verdict_state="", verdict_severity="", verdict_awaits_review=False)
+    assert refresh_all(Release.objects.filter(verdict_state="")) == 5
+    assert [stored(release) for release in releases] == expected
+    assert RiskReport.objects.filter(release=one).count() == 1
 
 
 def test_a_write_that_skips_the_refresh_is_caught_by_the_comparison() -> None:
