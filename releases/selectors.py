@@ -41,7 +41,7 @@ from releases.models import (
     Severity,
 )
 from releases.release_verdict import ReleaseVerdict, verdict_of
-from releases.severity import severity_that_counts_expression
+from releases.severity import severity_that_counts, severity_that_counts_expression
 from releases.trend import Trend, monday, weekly_trend
 
 # Filter values meaning "has none": never assessed, never run.
@@ -273,10 +273,12 @@ class Dashboard:
 def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Trend:
     """Reports per week, each at the severity that counts (`releases/severity.py`: a person's
     decision; the higher of the model's and the policy's while it waits for review; else the
-    filed one): one query, grouped by week and severity. The week is a CASE over ranges of
-    `filed_at` (the database's date functions, on SQLite Python called for every row, were
-    slow), and the severity rule appears once (36 filtered counts, each repeating it, cost
-    more to compile than to run: issue 39)."""
+    filed one). Two grouped queries: the undecided reports by week and the columns the rule
+    reads, the decided ones (few) by week and their latest decision; the rule is then applied
+    once a group, by `severity_that_counts`. The week is a CASE over ranges of `filed_at` (the
+    database's date functions, on SQLite Python called for every row, were slow); the rule as
+    a CASE per report, its decision subquery three times in it, cost 219 ms and set off
+    PostgreSQL's JIT (1.5 s more) at 22,000 reports (issue 39)."""
     now = now or timezone.now()
     today = timezone.localdate(now)
     first = monday(today) - timedelta(weeks=weeks - 1)
@@ -287,24 +289,43 @@ def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Tre
         default=Value(None),
         output_field=IntegerField(),
     )
-    grouped = (
-        reports_with_severity_shown(RiskReport.objects.filter(filed_at__gte=bounds[0]))
-        .annotate(week=week)
-        .values("week", "severity_shown")
+    in_window = RiskReport.objects.filter(filed_at__gte=bounds[0]).annotate(week=week)
+    decided = Exists(ReviewDecision.objects.filter(report=OuterRef("pk")))
+    latest_decision = (
+        ReviewDecision.objects.filter(report=OuterRef("pk"))
+        .order_by("-created_at", "-id")
+        .values("severity")[:1]
+    )
+    undecided_groups = (
+        in_window.exclude(decided)
+        .values("week", "severity", "policy_severity", "needs_review")
         .annotate(count=Count("pk"))
         .order_by()
     )
-    rows: list[tuple[date, str, int]] = [
-        (starts[row["week"]], row["severity_shown"], row["count"])
-        for row in grouped
-        if row["week"] is not None and row["severity_shown"] in Severity.values
-    ]
+    decided_groups = (
+        in_window.filter(decided)
+        .annotate(decided=Subquery(latest_decision))
+        .values("week", "decided")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    rows: list[tuple[date, str, int]] = []
+    for group in [*undecided_groups, *decided_groups]:
+        counted = severity_that_counts(
+            filed=group.get("severity"),
+            policy=group.get("policy_severity"),
+            needs_review=bool(group.get("needs_review")),
+            decided=group.get("decided"),
+        )
+        if group["week"] is not None and counted in Severity.values:
+            rows.append((starts[group["week"]], counted, group["count"]))
     return weekly_trend(rows, today=today, weeks=weeks)
 
 
 def dashboard(now: datetime | None = None) -> Dashboard:
-    """What the home page shows: six queries, each reading an index rather than every run
-    (with 100,000 runs, whole-table aggregates made this the slowest page: benchmark 5)."""
+    """What the home page shows: nine queries, each reading an index or the releases' stored
+    verdicts rather than every run (with 100,000 runs, whole-table aggregates made this the
+    slowest page: benchmark 5; the verdicts computed per release, issue 39)."""
     now = now or timezone.now()
     since = now - ATTENTION_WINDOW
     # Assessments of releases: the eval trials (no release) have pages of their own.
@@ -398,10 +419,14 @@ def awaiting_review() -> QuerySet[RiskReport]:
         )
         .order_by("-filed_at", "-id")
     )
-    waiting = Release.objects.filter(verdict_awaits_review=True).values("verdict_report_id")
-    return RiskReport.objects.filter(pk__in=waiting).annotate(
+    return RiskReport.objects.filter(pk__in=waiting_report_ids()).annotate(
         previous_severity=Subquery(older.values("severity")[:1])
     )
+
+
+def waiting_report_ids() -> QuerySet[Release]:
+    """The ids of the reports on the review desk, as a subquery."""
+    return Release.objects.filter(verdict_awaits_review=True).values("verdict_report_id")
 
 
 def review_count() -> int:
