@@ -372,8 +372,6 @@ def test_review_scenarios_go_under_the_data_dir_unless_set(
 
 
 def test_options_in_the_database_url_come_after_jit_off(env: pytest.MonkeyPatch) -> None:
-    env.setenv(
-        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/detective?options=-c%20jit%3Don"
-    )
+    env.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/detective?options=-c%20jit%3Don")
     database = load().databases()["default"]
     assert database["OPTIONS"]["options"] == "-c jit=off -c jit=on"
