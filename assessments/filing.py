@@ -78,7 +78,8 @@ def file_risk_report(
     if filed_at is not None:
         report.filed_at = filed_at
     report.full_clean()
-    report.save()
+    with transaction.atomic():  # the report and the release's stored verdict, together
+        report.save()
     signals.send_on_commit(signals.verdict_filed, RiskReport, report=report)
     return report
 

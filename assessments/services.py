@@ -32,6 +32,7 @@ from releases.models import (
 )
 from releases.services import hash_token
 from releases.stored_data import finite
+from releases.stored_verdict import refresh_stored_verdict
 
 
 def _lock(conversation: Conversation) -> None:
@@ -204,10 +205,14 @@ def cancel_assessment(conversation: Conversation) -> Conversation:
 def mark_running(conversation_id: uuid.UUID | str) -> Conversation | None:
     """Claim a queued run for this worker; None when it is no longer queued (cancelled)."""
     now = timezone.now()
-    claimed = Conversation.objects.filter(pk=conversation_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
-    )
-    return Conversation.objects.get(pk=conversation_id) if claimed else None
+    with transaction.atomic():
+        claimed = Conversation.objects.filter(pk=conversation_id, status=RunStatus.QUEUED).update(
+            status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
+        )
+        run = Conversation.objects.get(pk=conversation_id) if claimed else None
+        if run is not None:
+            refresh_stored_verdict(run.release_id)
+    return run
 
 
 class Pulse(enum.Enum):
@@ -261,9 +266,16 @@ def finish_run(
         fields["output_tokens"] = output_tokens
     if estimated_cost is not None:
         fields["estimated_cost"] = estimated_cost
-    return bool(
-        Conversation.objects.filter(pk=conversation_id, status=RunStatus.RUNNING).update(**fields)
-    )
+    with transaction.atomic():
+        ended = Conversation.objects.filter(pk=conversation_id, status=RunStatus.RUNNING)
+        if not ended.update(**fields):
+            return False
+        refresh_stored_verdict(
+            Conversation.objects.filter(pk=conversation_id)
+            .values_list("release_id", flat=True)
+            .first()
+        )
+    return True
 
 
 def issue_run_token(conversation_id: uuid.UUID | str) -> str:
@@ -380,6 +392,7 @@ def _fail(
         )
         if not updated:
             return False
+        refresh_stored_verdict(run.release_id)
         _fail_task(run, reason, now)
         event = append_event(
             run,

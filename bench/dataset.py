@@ -42,6 +42,7 @@ def _batches(rows: list[Any]) -> list[list[Any]]:
 
 
 def seed_releases(count: int, runs_per_release: int, rng: random.Random) -> dict[str, int]:
+    from releases import stored_verdict
     from releases.models import Conversation, Release, RiskReport, RunStatus
 
     have = Release.objects.count()
@@ -94,6 +95,8 @@ def seed_releases(count: int, runs_per_release: int, rng: random.Random) -> dict
         made["releases"] += len(releases)
         made["runs"] += len(runs)
         made["reports"] += len(reports)
+    # bulk_create sends no signal: the releases' stored verdicts (issue 39) are written here.
+    stored_verdict.refresh_all(Release.objects.filter(verdict_state="not_assessed"))
     return made
 
 

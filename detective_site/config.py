@@ -387,6 +387,13 @@ class DetectiveConfig(BaseSettings):
             default = dj_database_url.parse(self.database_url, conn_health_checks=True)
         else:
             default = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(self.sqlite_path)}
+        if default["ENGINE"].endswith("postgresql"):
+            # PostgreSQL's JIT compiles any statement the planner costs over 100,000: it added
+            # 1.5 s to a 0.27 s statement of the home page, and a page's short statements never
+            # repay it (docs/using/production.md, issue 39). Off for the site's connections
+            # only; options the URL sets itself follow, so they win.
+            options = default.setdefault("OPTIONS", {})
+            options["options"] = " ".join(filter(None, ["-c jit=off", options.get("options")]))
         if default["ENGINE"] == "django.db.backends.sqlite3":
             # Tests use a file too: the task worker and the web server they start are other
             # processes, and threads share an in-memory database only with table locks. One

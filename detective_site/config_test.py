@@ -150,6 +150,8 @@ def test_database_and_redis_urls(env: pytest.MonkeyPatch) -> None:
     assert database["ENGINE"] == "django.db.backends.postgresql"
     assert database["NAME"] == "detective"
     assert "OPTIONS" not in database or "init_command" not in database["OPTIONS"]
+    # Issue 39: PostgreSQL's JIT off for the site's connections.
+    assert database["OPTIONS"]["options"] == "-c jit=off"
     layer = config.channel_layers()["default"]
     assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
     # Reads wait longer than the 5 s a consumer's BZPOPMIN blocks; many pages may join at once.
@@ -367,3 +369,9 @@ def test_review_scenarios_go_under_the_data_dir_unless_set(
     assert load().effective_review_scenarios_dir().name == "review-scenarios"
     env.setenv("DETECTIVE_REVIEW_SCENARIOS", str(tmp_path / "labels"))
     assert load().effective_review_scenarios_dir() == tmp_path / "labels"
+
+
+def test_options_in_the_database_url_come_after_jit_off(env: pytest.MonkeyPatch) -> None:
+    env.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/detective?options=-c%20jit%3Don")
+    database = load().databases()["default"]
+    assert database["OPTIONS"]["options"] == "-c jit=off -c jit=on"

@@ -16,3 +16,7 @@ class ReleasesConfig(AppConfig):
         from releases.converters import VersionConverter
 
         register_converter(VersionConverter, "version")
+
+        from releases import stored_verdict_hooks
+
+        stored_verdict_hooks.connect(self)

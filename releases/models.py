@@ -21,6 +21,10 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from releases.choices import AssessmentOutcome as AssessmentOutcome
+from releases.choices import ReportOrigin as ReportOrigin
+from releases.choices import RunStatus as RunStatus
+from releases.choices import Severity as Severity
 from releases.schemas import (
     KNOWN_METRICS,
     validate_changes,
@@ -36,32 +40,8 @@ from releases.validation import (
     validate_service_name,
     validate_version,
 )
+from releases.verdict_columns import VerdictColumns
 from risk.own_words import own_findings
-
-
-class Severity(models.TextChoices):
-    HIGH = "high", "High"
-    MEDIUM = "medium", "Medium"
-    LOW = "low", "Low"
-
-
-class RunStatus(models.TextChoices):
-    """The life cycle of a background run (an assessment, an evaluation)."""
-
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-
-    @classmethod
-    def active(cls) -> list[str]:
-        return [cls.QUEUED, cls.RUNNING]
-
-    @classmethod
-    def finished(cls) -> list[str]:
-        return [cls.SUCCEEDED, cls.FAILED, cls.CANCELLED]
-
 
 # The service that releases belong to when nobody names one: the demo's, and every release typed
 # in by hand. Its releases keep the short addresses (/releases/<version>/).
@@ -109,27 +89,10 @@ def default_service_id() -> int:
     return found if found is not None else Service.default().pk
 
 
-class AssessmentOutcome(models.TextChoices):
-    """What an assessment ended with, beside its status: which verdict it stored, if any."""
-
-    FILED = "filed", "Filed"
-    KEPT_REFUSED = "kept_refused", "Stored for review: the model did not correct its filing"
-    POLICY_VERDICT = "policy_verdict", "Stored for review: the model filed nothing"
-    NO_REPORT = "no_report", "No report"
-
-
-class ReportOrigin(models.TextChoices):
-    """Where a report's severity and findings come from."""
-
-    MODEL = "model", "Filed by the model"
-    REFUSED_FILING = "refused_filing", "The model's refused filing, kept for review"
-    POLICY = "policy", "The policy's verdict: the model filed nothing"
-
-
 DATA_FIELDS = ("changes", "test_results", "deployment_metrics")
 
 
-class Release(models.Model):
+class Release(VerdictColumns):
     service = models.ForeignKey(
         Service,
         on_delete=models.PROTECT,
@@ -187,7 +150,7 @@ class Release(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
+    class Meta(VerdictColumns.Meta):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(

@@ -26,7 +26,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, NullIf
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -41,7 +41,7 @@ from releases.models import (
     Severity,
 )
 from releases.release_verdict import ReleaseVerdict, verdict_of
-from releases.severity import severity_that_counts_expression
+from releases.severity import severity_that_counts, severity_that_counts_expression
 from releases.trend import Trend, monday, weekly_trend
 
 # Filter values meaning "has none": never assessed, never run.
@@ -73,32 +73,24 @@ def releases_with_latest_report(
 
 
 def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
-    """Annotate each release with the severity that counts, `effective_severity`, by the one
-    rule of `releases/severity.py` applied to its latest report: a person's decision; else,
-    while the report waits for review, the higher of the model's and the policy's; else the
-    filed one. Also `latest_severity` (the model's), `latest_policy_severity`,
-    `latest_needs_review`, `decision_kind`."""
-    reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
-    annotated = releases.annotate(
-        latest_severity=Subquery(reports.values("severity")[:1]),
-        latest_policy_severity=Subquery(reports.values("policy_severity")[:1]),
-        latest_needs_review=Subquery(reports.values("needs_review")[:1]),
-        latest_report_id=Subquery(reports.values("pk")[:1]),
+    """Each release with the severity that counts, `effective_severity` (`releases/severity.py`
+    over its latest report: a person's decision; else, while the report waits for review, the
+    higher of the model's and the policy's; else the filed one), and `latest_severity` (the
+    model's), `latest_policy_severity`, `latest_needs_review`, `latest_report_id`,
+    `decision_kind`: read from the verdict stored on the release (`releases/stored_verdict.py`,
+    written with every change), not computed per row."""
+    return releases.annotate(
+        effective_severity=_none_if_empty("verdict_severity"),
+        latest_severity=_none_if_empty("verdict_model_severity"),
+        latest_policy_severity=_none_if_empty("verdict_policy_severity"),
+        latest_needs_review=F("verdict_needs_review"),
+        latest_report_id=F("verdict_report_id"),
+        decision_kind=_none_if_empty("verdict_decision_kind"),
     )
-    decisions = ReviewDecision.objects.filter(report_id=OuterRef("latest_report_id")).order_by(
-        "-created_at", "-id"
-    )
-    return annotated.annotate(
-        decided_severity=Subquery(decisions.values("severity")[:1]),
-        decision_kind=Subquery(decisions.values("decision")[:1]),
-    ).annotate(
-        effective_severity=severity_that_counts_expression(
-            filed="latest_severity",
-            policy="latest_policy_severity",
-            needs_review="latest_needs_review",
-            decided="decided_severity",
-        )
-    )
+
+
+def _none_if_empty(column: str) -> NullIf:
+    return NullIf(F(column), Value(""))
 
 
 def reports_with_severity_shown(reports: QuerySet[RiskReport]) -> QuerySet[RiskReport]:
@@ -119,13 +111,11 @@ def reports_with_severity_shown(reports: QuerySet[RiskReport]) -> QuerySet[RiskR
 
 def with_latest_state(releases: QuerySet[Release]) -> QuerySet[Release]:
     """`with_severity_shown`, and each release's latest report time (`latest_report_at`) and
-    latest run (`latest_run_id`, `latest_run_status`), as subqueries of the one query."""
-    reports = RiskReport.objects.filter(release=OuterRef("pk")).order_by("-filed_at", "-id")
-    runs = Conversation.objects.filter(release=OuterRef("pk")).order_by("-created_at", "-pk")
+    latest run (`latest_run_id`, `latest_run_status`), from the stored verdict too."""
     return with_severity_shown(releases).annotate(
-        latest_report_at=Subquery(reports.values("filed_at")[:1]),
-        latest_run_id=Subquery(runs.values("pk")[:1]),
-        latest_run_status=Subquery(runs.values("status")[:1]),
+        latest_report_at=F("verdict_report_at"),
+        latest_run_id=F("verdict_run_id"),
+        latest_run_status=_none_if_empty("verdict_run_status"),
     )
 
 
@@ -137,18 +127,12 @@ SORTS = frozenset({*SORT_COLUMNS, *(f"-{column}" for column in SORT_COLUMNS)})
 
 def _sort_key(column: str) -> Any:
     if column == "risk":
-        return Case(
-            When(effective_severity=Severity.HIGH, then=Value(3)),
-            When(effective_severity=Severity.MEDIUM, then=Value(2)),
-            When(effective_severity=Severity.LOW, then=Value(1)),
-            default=Value(None),
-            output_field=IntegerField(),
-        )
+        return F("verdict_rank")
     if column == "error_rate":
         return Cast(KT("deployment_metrics__error_rate"), FloatField())
     if column == "p95":
         return Cast(KT("deployment_metrics__response_time_p95"), FloatField())
-    return F("latest_report_at")
+    return F("verdict_report_at")
 
 
 @dataclass(frozen=True)
@@ -173,14 +157,14 @@ def filtered_releases(filters: ReleaseFilters) -> QuerySet[Release]:
             Q(version__icontains=search) | Q(title__icontains=search) | Q(changes__icontains=search)
         )
     if filters.severity == NONE:
-        queryset = queryset.filter(latest_severity__isnull=True)
+        queryset = queryset.filter(verdict_model_severity="")
     elif filters.severity in Severity.values:
         # What the list shows: a person's decision over the model's.
-        queryset = queryset.filter(effective_severity=filters.severity)
+        queryset = queryset.filter(verdict_severity=filters.severity)
     if filters.run_state == NONE:
-        queryset = queryset.filter(latest_run_status__isnull=True)
+        queryset = queryset.filter(verdict_run_status="")
     elif filters.run_state in RunStatus.values:
-        queryset = queryset.filter(latest_run_status=filters.run_state)
+        queryset = queryset.filter(verdict_run_status=filters.run_state)
     if filters.sort in SORTS:
         key = _sort_key(filters.sort.lstrip("-"))
         order = (
@@ -289,41 +273,59 @@ class Dashboard:
 def severity_trend(now: datetime | None = None, weeks: int = TREND_WEEKS) -> Trend:
     """Reports per week, each at the severity that counts (`releases/severity.py`: a person's
     decision; the higher of the model's and the policy's while it waits for review; else the
-    filed one): one query. The weeks are counted with filtered counts over a range of
-    `filed_at` (the database's date functions, on SQLite Python called for every row, made
-    this the home page's slowest query)."""
+    filed one). Two grouped queries: the undecided reports by week and the columns the rule
+    reads, the decided ones (few) by week and their latest decision; the rule is then applied
+    once a group, by `severity_that_counts`. The week is a CASE over ranges of `filed_at` (the
+    database's date functions, on SQLite Python called for every row, were slow); the rule as
+    a CASE per report, its decision subquery three times in it, cost 219 ms and set off
+    PostgreSQL's JIT (1.5 s more) at 22,000 reports (issue 39)."""
     now = now or timezone.now()
     today = timezone.localdate(now)
     first = monday(today) - timedelta(weeks=weeks - 1)
     starts = [first + timedelta(weeks=index) for index in range(weeks + 1)]
     bounds = [timezone.make_aware(datetime.combine(day, datetime.min.time())) for day in starts]
-    counts = reports_with_severity_shown(
-        RiskReport.objects.filter(filed_at__gte=bounds[0])
-    ).aggregate(
-        **{
-            f"w{index}_{severity}": Count(
-                "pk",
-                filter=Q(
-                    filed_at__gte=bounds[index],
-                    filed_at__lt=bounds[index + 1],
-                    severity_shown=severity,
-                ),
-            )
-            for index in range(weeks)
-            for severity in Severity.values
-        }
+    week = Case(
+        *(When(filed_at__lt=bounds[index + 1], then=Value(index)) for index in range(weeks)),
+        default=Value(None),
+        output_field=IntegerField(),
     )
-    rows: list[tuple[date, str, int]] = [
-        (starts[index], severity, counts[f"w{index}_{severity}"] or 0)
-        for index in range(weeks)
-        for severity in Severity.values
-    ]
+    in_window = RiskReport.objects.filter(filed_at__gte=bounds[0]).annotate(week=week)
+    decided = Exists(ReviewDecision.objects.filter(report=OuterRef("pk")))
+    latest_decision = (
+        ReviewDecision.objects.filter(report=OuterRef("pk"))
+        .order_by("-created_at", "-id")
+        .values("severity")[:1]
+    )
+    undecided_groups = (
+        in_window.exclude(decided)
+        .values("week", "severity", "policy_severity", "needs_review")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    decided_groups = (
+        in_window.filter(decided)
+        .annotate(decided=Subquery(latest_decision))
+        .values("week", "decided")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    rows: list[tuple[date, str, int]] = []
+    for group in [*undecided_groups, *decided_groups]:
+        counted = severity_that_counts(
+            filed=group.get("severity"),
+            policy=group.get("policy_severity"),
+            needs_review=bool(group.get("needs_review")),
+            decided=group.get("decided"),
+        )
+        if group["week"] is not None and counted in Severity.values:
+            rows.append((starts[group["week"]], counted, group["count"]))
     return weekly_trend(rows, today=today, weeks=weeks)
 
 
 def dashboard(now: datetime | None = None) -> Dashboard:
-    """What the home page shows: six queries, each reading an index rather than every run
-    (with 100,000 runs, whole-table aggregates made this the slowest page: benchmark 5)."""
+    """What the home page shows: nine queries, each reading an index or the releases' stored
+    verdicts rather than every run (with 100,000 runs, whole-table aggregates made this the
+    slowest page: benchmark 5; the verdicts computed per release, issue 39)."""
     now = now or timezone.now()
     since = now - ATTENTION_WINDOW
     # Assessments of releases: the eval trials (no release) have pages of their own.
@@ -343,12 +345,12 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         .order_by("-created_at")[:HOME_LIST_LIMIT]
     )
     # Counted as the release list shows them.
-    release_counts = with_severity_shown(Release.objects.filter(service__hidden=False)).aggregate(
+    release_counts = Release.objects.filter(service__hidden=False).aggregate(
         releases=Count("pk"),
-        high=Count("pk", filter=Q(effective_severity=Severity.HIGH)),
-        medium=Count("pk", filter=Q(effective_severity=Severity.MEDIUM)),
-        low=Count("pk", filter=Q(effective_severity=Severity.LOW)),
-        unassessed=Count("pk", filter=Q(latest_severity__isnull=True)),
+        high=Count("pk", filter=Q(verdict_severity=Severity.HIGH)),
+        medium=Count("pk", filter=Q(verdict_severity=Severity.MEDIUM)),
+        low=Count("pk", filter=Q(verdict_severity=Severity.LOW)),
+        unassessed=Count("pk", filter=Q(verdict_model_severity="")),
     )
     recent_counts = assessments.filter(created_at__gte=since).aggregate(
         runs_recently=Count("pk"),
@@ -369,33 +371,14 @@ def dashboard(now: datetime | None = None) -> Dashboard:
 
 
 def latest_high_risk(limit: int = HOME_LIST_LIMIT) -> list[Release]:
-    """The releases whose latest report is high (the model's or the policy's), most recently
-    assessed first (annotated as by with_latest_state): found from the high reports
-    backwards, newest first, so that only a few releases are looked at, not all of them. One
-    query."""
-    newer = RiskReport.objects.filter(release=OuterRef("release_id")).filter(
-        Q(filed_at__gt=OuterRef("filed_at"))
-        | Q(filed_at=OuterRef("filed_at"), id__gt=OuterRef("id"))
+    """The releases whose latest report counts as high (the model's, the policy's while it
+    waits for a person, or a person's decision), most recently assessed first (annotated as by
+    with_latest_state): read from the stored verdict. One query."""
+    releases = Release.objects.select_related("service").filter(
+        service__hidden=False, verdict_severity=Severity.HIGH
     )
-    latest_high = (
-        # The policy's high counts too: a report below it waits for a person, and until then
-        # the release is as risky as the data says.
-        reports_with_severity_shown(
-            RiskReport.objects.filter(
-                Q(severity=Severity.HIGH)
-                | Q(policy_severity=Severity.HIGH)
-                | Exists(
-                    ReviewDecision.objects.filter(report=OuterRef("pk"), severity=Severity.HIGH)
-                )
-            )
-        )
-        .filter(severity_shown=Severity.HIGH)
-        .exclude(Exists(newer))
-        .order_by("-filed_at", "-id")
-        .values("release_id")[:limit]
-    )
-    releases = Release.objects.select_related("service").filter(pk__in=latest_high)
-    return list(with_latest_state(releases).order_by("-latest_report_at", "-id"))
+    newest = F("verdict_report_at").desc(nulls_last=True)
+    return list(with_latest_state(releases).order_by(newest, "-id")[:limit])
 
 
 # ---- runs: the API's callers (the run page's reads are assessments/selectors.py) -----------
@@ -426,35 +409,29 @@ MISSING_FIELDS = (
 def awaiting_review() -> QuerySet[RiskReport]:
     """The latest report of each release, not yet decided, that needs a person: marked for
     review when filed, a verdict that changed since the release's previous report, or a
-    release with missing data. Annotated with `previous_severity`."""
-    same_release = RiskReport.objects.filter(release=OuterRef("release_id"))
-    # The latest report of each release, found from the releases (one index lookup each)
-    # rather than by asking of every report whether a newer one exists.
-    latest_ids = Release.objects.annotate(
-        latest=Subquery(
-            RiskReport.objects.filter(release=OuterRef("pk"))
-            .order_by("-filed_at", "-id")
-            .values("pk")[:1]
+    release with missing data (the release's stored `verdict_awaits_review`, written with
+    every change: `releases/stored_verdict.py`). Annotated with `previous_severity`."""
+    older = (
+        RiskReport.objects.filter(release=OuterRef("release_id"))
+        .filter(
+            Q(filed_at__lt=OuterRef("filed_at"))
+            | Q(filed_at=OuterRef("filed_at"), id__lt=OuterRef("id"))
         )
-    ).values("latest")
-    older = same_release.filter(
-        Q(filed_at__lt=OuterRef("filed_at"))
-        | Q(filed_at=OuterRef("filed_at"), id__lt=OuterRef("id"))
-    ).order_by("-filed_at", "-id")
-    missing = Q()
-    for name, _ in MISSING_FIELDS:
-        missing |= Q(**{f"release__{name}__isnull": True})
-    changed = Q(previous_severity__isnull=False) & ~Q(previous_severity=F("severity"))
-    return (
-        RiskReport.objects.filter(pk__in=latest_ids)
-        .annotate(previous_severity=Subquery(older.values("severity")[:1]))
-        .exclude(Exists(ReviewDecision.objects.filter(report=OuterRef("pk"))))
-        .filter(Q(needs_review=True) | changed | missing)
+        .order_by("-filed_at", "-id")
+    )
+    return RiskReport.objects.filter(pk__in=waiting_report_ids()).annotate(
+        previous_severity=Subquery(older.values("severity")[:1])
     )
 
 
+def waiting_report_ids() -> QuerySet[Release]:
+    """The ids of the reports on the review desk, as a subquery."""
+    return Release.objects.filter(verdict_awaits_review=True).values("verdict_report_id")
+
+
 def review_count() -> int:
-    return awaiting_review().count()
+    """The desk's count: the releases whose stored verdict waits for a person."""
+    return Release.objects.filter(verdict_awaits_review=True).count()
 
 
 def review_reasons(report: RiskReport, previous_severity: str | None) -> list[str]:
