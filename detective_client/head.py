@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from detective_client.git import GitError, resolve, split_range
 from detective_client.hunks import HunkRange, blame_at_head, skipped_file
+from detective_client.imports import import_graph
 from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
 
 __all__ = [
@@ -50,6 +51,7 @@ MAX_IMPORTS = 200
 MAX_BLAMED_PATHS = 300
 MAX_SCOPES = 2_000  # functions a file
 MAX_WORDS = 300  # words a function
+NAME_MARK = "def:"  # the word that gives a function's own name (`risk.suspects.sent_scope`)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _SOURCE_SUFFIXES = (".py", ".java", ".kt", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs")
 _TEST_NAMES = (
@@ -59,6 +61,7 @@ _TEST_NAMES = (
     r"^.+\.(?:test|spec)\.[cm]?[jt]sx?$",
 )
 _TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
+_TEST_FILE_NAMES = re.compile(r"^(?:test|tests|spec)\.[cm]?[jt]sx?$")
 _JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\s*\(?\s*)['"](\.{1,2}/[^'"]+)['"]""")
 _JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+?)(?:\.\*)?\s*;", re.MULTILINE)
 
@@ -94,8 +97,10 @@ def looks_like_test(path: str) -> bool:
     parts = PurePosixPath(path).parts
     if not path.endswith((*_SOURCE_SUFFIXES, ".go")):
         return False
-    return any(re.match(p, parts[-1]) for p in _TEST_NAMES) or any(
-        part in _TEST_FOLDERS for part in parts[:-1]
+    return (
+        any(re.match(p, parts[-1]) for p in _TEST_NAMES)
+        or bool(_TEST_FILE_NAMES.match(parts[-1]))
+        or any(part in _TEST_FOLDERS for part in parts[:-1])
     )
 
 
@@ -122,7 +127,8 @@ def imported_names(test_path: str, source: str) -> list[str]:
 
 def python_scopes(source: str) -> list[ScopeTuple]:
     """Every function of a Python module: its lines, and the words of its text and of its
-    enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each."""
+    enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each, the
+    first its own name marked `NAME_MARK`."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -137,8 +143,9 @@ def python_scopes(source: str) -> list[ScopeTuple]:
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 end = child.end_lineno or child.lineno
                 text = "\n".join(lines[child.lineno - 1 : end])
-                words = sorted(set(_WORD.findall(text)) | set(classes))[:MAX_WORDS]
-                scopes.append((child.lineno, end, tuple(words)))
+                words = sorted(set(_WORD.findall(text)) | set(classes))[: MAX_WORDS - 1]
+                # Its own name first, marked: the evidence says "its change is in `loads`".
+                scopes.append((child.lineno, end, (f"{NAME_MARK}{child.name}", *words)))
                 visit(child, classes)
 
     visit(tree, ())
@@ -195,18 +202,31 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     ordered = first + [p for p in tests if p not in set(first)]
     chosen = ordered[:MAX_TEST_FILES]
     texts = _sources(repo, head, chosen)
-    imports = {
-        path: tuple(dict.fromkeys(imported_names(path, texts[path])))[:MAX_IMPORTS]
-        for path in chosen
-        if path in texts
-    }
+
+    def read(paths: Sequence[str]) -> dict[str, str]:
+        missing = [p for p in paths if p not in texts]
+        if missing:
+            texts.update(_sources(repo, head, missing))
+        return {p: texts[p] for p in paths if p in texts}
+
+    # The graph's edges as repository paths marked "/", before the names as written (which an
+    # older server resolves by itself), so a bound cuts the latter first.
+    edges, graph_cut = import_graph(chosen, at_head, read, looks_like_test)
+    imports: dict[str, tuple[str, ...]] = {}
+    for path in chosen:
+        if path in texts:
+            names = [f"/{p}" for p in edges.get(path, ())] + imported_names(path, texts[path])
+            imports[path] = tuple(dict.fromkeys(names))[:MAX_IMPORTS]
+    for path, found in edges.items():
+        if path not in imports and found:
+            imports[path] = tuple(f"/{p}" for p in found)[:MAX_IMPORTS]
     blamed_paths = changed[:MAX_BLAMED_PATHS]
     python = _sources(repo, head, [p for p in blamed_paths if p.endswith(".py")])
     scopes = {path: tuple(python_scopes(text)) for path, text in python.items()}
     blame: dict[str, list[BlameTuple]] = {}
     for lines in blame_at_head(repo, rev_range, blamed_paths):
         blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))
-    truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS
+    truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS or graph_cut
     return HeadRecord(
         sha=head,
         tests=dict(imports.items()),

@@ -85,12 +85,14 @@ def test_read_head_sends_imports_blame_and_functions(repo: Path) -> None:
     head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
     assert head.sha == sha
     assert head.tests == {
-        "tests/test_cart.py": ("shop.cart", "shop.cart.total"),
-        "tests/test_other.py": ("shop",),
+        # The graph's edge, a repository path, then the names as written.
+        "tests/test_cart.py": ("/shop/cart.py", "shop.cart", "shop.cart.total"),
+        "tests/test_other.py": ("shop",),  # `shop` is no package: nothing to follow
     }
     assert head.blame == {"shop/cart.py": ((1, 3, sha),)}
     [(start, end, words)] = head.scopes["shop/cart.py"]
     assert (start, end) == (2, 3) and {"Cart", "total", "self", "items"} <= set(words)
+    assert words[0] == "def:total"  # its own name, marked
     assert not head.truncated
     # Through JSON and back, as the server reads it.
     assert type(head).from_json(head.to_json()) == head
@@ -141,4 +143,4 @@ def test_imported_names_as_written() -> None:
 
 def test_python_scopes_of_source_that_does_not_parse_are_none() -> None:
     assert python_scopes("def (:") == []
-    assert python_scopes("def f():\n    return g()\n") == [(1, 2, ("return",))]
+    assert python_scopes("def f():\n    return g()\n") == [(1, 2, ("def:f", "return"))]

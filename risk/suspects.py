@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Protocol
 
@@ -47,6 +47,7 @@ __all__ = [
     "lines_at_head",
     "python_imports",
     "rank_suspects",
+    "sent_scope",
     "with_blame",
 ]
 
@@ -95,6 +96,12 @@ class Failure:
     namesakes: frozenset[str] = frozenset()
     # Names the failure's message gives (`message_names`): "DID NOT RAISE SignatureExpired".
     names: frozenset[str] = frozenset()
+    # Import steps from the failing test to each exercised path (`suspect_reach`): 1 for what
+    # the test imports or its conftest, 3 for tomli's parser reached through two `__init__`s.
+    distances: Mapping[str, int] = field(default_factory=dict)
+    # The failing test's name and what its code calls (`suspect_reach.called_names`).
+    test_name: str = ""
+    called: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,7 @@ class Scope:
     start: int
     end: int
     words: frozenset[str]
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -218,13 +226,22 @@ def python_scopes(source: str) -> list[Scope]:
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 end = child.end_lineno or child.lineno
                 text = "\n".join(lines[child.lineno - 1 : end])
-                scopes.append(
-                    Scope(child.lineno, end, frozenset(_WORD.findall(text)) | set(classes))
-                )
+                words = frozenset(_WORD.findall(text)) | set(classes)
+                scopes.append(Scope(child.lineno, end, words, child.name))
                 visit(child, classes)
 
     visit(tree, ())
     return scopes
+
+
+_NAME_MARK = "def:"  # detective_client.head.NAME_MARK
+
+
+def sent_scope(start: int, end: int, words: Iterable[str]) -> Scope:
+    """A function as the CI client sends it: its own name is the word marked "def:"."""
+    found = list(words)
+    name = next((w[len(_NAME_MARK) :] for w in found if w.startswith(_NAME_MARK)), "")
+    return Scope(start, end, frozenset(w for w in found if not w.startswith(_NAME_MARK)), name)
 
 
 def python_imports(source: str) -> list[str]:
@@ -265,12 +282,18 @@ def _named_after(test_path: str) -> list[str]:
 
 
 _TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
+# A whole suite in one file, as small node packages keep it (debug's and ms' `test.js`).
+_TEST_FILE_NAMES = re.compile(r"^(?:test|tests|spec)\.[cm]?[jt]sx?$")
 
 
 def is_test_file(path: str) -> bool:
     """A test's file by its name or folder (a frame there is the test's code, not the code's)."""
     parts = PurePosixPath(path).parts
-    return bool(_named_after(path)) or any(part in _TEST_FOLDERS for part in parts[:-1])
+    return (
+        bool(_named_after(path))
+        or bool(_TEST_FILE_NAMES.match(parts[-1] if parts else ""))
+        or any(part in _TEST_FOLDERS for part in parts[:-1])
+    )
 
 
 def test_files(test_path: str, frames: Iterable[FrameLike]) -> list[str]:
@@ -354,19 +377,50 @@ def _shared_tail_dirs(a: str, b: str) -> int:
     return shared
 
 
-def _named_scope_rarity(
+@dataclass(frozen=True)
+class _NamedScope:
+    rarity: int  # in how many of the module's functions the rarest shared name occurs
+    name: str  # that name
+    scope: str  # the function the changed lines sit in
+
+
+def _named_scope(
     changed: ChangedRange, scopes: Sequence[Scope], names: frozenset[str]
-) -> int | None:
-    """If the changed lines sit in a function whose text or class names what the failure names:
-    in how many of the module's functions the rarest such name occurs; else None."""
-    around = [s for s in scopes if s.start <= changed.start and changed.end <= s.end]
+) -> _NamedScope | None:
+    """If the changed lines sit in a function whose name, text or class holds what the failure
+    names or its test calls: the rarest such name among the module's functions; else None."""
+    if changed.deleted:  # the gap's two lines: a function's last line removed reaches past it
+        around = [s for s in scopes if s.start <= changed.end and changed.start <= s.end]
+    else:
+        around = [s for s in scopes if s.start <= changed.start and changed.end <= s.end]
     if not names or not around:
         return None
     innermost = min(around, key=lambda s: s.end - s.start)
-    shared = innermost.words & names
+    shared = (innermost.words | {innermost.name}) & names
     if not shared:
         return None
-    return min(sum(1 for s in scopes if name in s.words) for name in shared)
+    counts = {n: sum(1 for s in scopes if n in s.words or n == s.name) for n in shared}
+    # The function's own name first among equally rare ones: "its change is in `loads`".
+    rarest = min(shared, key=lambda n: (counts[n], n != innermost.name, n))
+    return _NamedScope(counts[rarest], rarest, innermost.name)
+
+
+def _why_named(found: _NamedScope, failure: Failure) -> str:
+    test = failure.test_name or "the failing test"
+    scope = f"`{found.scope}`" if found.scope else "a function"
+    if found.name == found.scope:
+        named = f"{test} calls" if found.name in failure.called else "the failure names"
+        return f"its change is in {scope}, which {named}"
+    via = f"{test} calls" if found.name in failure.called else "the failure names"
+    if not found.scope:
+        return f"its change is in a function that uses `{found.name}`, which {via}"
+    return f"its change is in {scope}, which uses `{found.name}`, which {via}"
+
+
+def _spread(commit: RangeCommit) -> int:
+    """How many hunks a commit has: a one-line fix says more about one failure than a sweep
+    ("improve typing") over every function does, when nothing else tells them apart."""
+    return sum(len(f.hunks or ()) for f in commit.files)
 
 
 def _distance(line: int, changed: ChangedRange) -> int:
@@ -409,14 +463,19 @@ def rank_suspects(
             if distance > near_lines:
                 continue
             commit = by_sha[changed.sha]
-            where = "runs through" if distance == 0 else f"is {distance} lines from"
+            if changed.deleted:
+                where = "is next to" if distance == 0 else f"is {distance} lines from"
+                what = "lines removed by"
+            else:
+                where = "runs through" if distance == 0 else f"is {distance} lines from"
+                what = "lines changed by"
             reason = (
                 f"{frame.path} line {frame.line}"
                 + (f" (in {frame.function})" if frame.function else "")
-                + f" {where} lines changed by {_short(commit.sha)} '{commit.subject}'"
+                + f" {where} {what} {_short(commit.sha)} '{commit.subject}'"
             )
             offer(
-                (0, distance, depth, order[commit.sha]),
+                (0, distance, depth, _spread(commit), order[commit.sha]),
                 Suspect(
                     commit.sha, commit.subject, commit.author, ON_PATH,
                     frame.path, frame.line, distance, reason,
@@ -425,14 +484,17 @@ def rank_suspects(
     standing = {(r.path, r.sha) for path in failure.exercised for r in owned.get(path, [])}
     # How rare the failure's rarest name is among the module's functions: a name only the
     # changed function holds (IntRange) says more than one every function holds (convert).
-    named_scope: dict[tuple[str, str], int] = {}
+    named_scope: dict[tuple[str, str], _NamedScope] = {}
+    wanted = failure.names | failure.called
     for path in failure.exercised:
         module_scopes = (scopes or {}).get(path, ())
         for r in owned.get(path, []):
-            rarity = _named_scope_rarity(r, module_scopes, failure.names)
-            if rarity is not None:
-                key = (path, r.sha)
-                named_scope[key] = min(rarity, named_scope.get(key, rarity))
+            found = _named_scope(r, module_scopes, wanted)
+            key = (path, r.sha)
+            if found is not None and (
+                key not in named_scope or found.rarity < named_scope[key].rarity
+            ):
+                named_scope[key] = found
     for commit in commits:
         if commit.automated:
             continue
@@ -440,17 +502,25 @@ def rank_suspects(
             if changed.path in failure.exercised and changed.path not in tests:
                 stands = (changed.path, commit.sha) in standing
                 named = changed.path in failure.namesakes
-                rarity = named_scope.get((changed.path, commit.sha))
-                in_scope = rarity is not None
+                scoped = named_scope.get((changed.path, commit.sha))
+                steps = failure.distances.get(changed.path, 1)
+                why = [_why_named(scoped, failure)] if scoped is not None else []
+                if named:
+                    why.append("the test is named after it")
+                why.append(
+                    "the test imports it"
+                    if steps <= 1
+                    else f"the test reaches it in {steps} import steps"
+                )
                 reason = (
                     f"{_short(commit.sha)} '{commit.subject}' changed {changed.path}, which "
-                    f"{failure.test_path} exercises"
-                    + (", in a function that names what the failure names" if in_scope else "")
+                    f"{failure.test_path} exercises: "
+                    + "; ".join(why)
                     + ("" if stands else " (its lines there were rewritten later in the range)")
                 )
                 offer(
-                    (1, 1_000_000 if rarity is None else rarity, 0 if named else 1,
-                     0 if stands else 1, order[commit.sha]),
+                    (1, 1_000_000 if scoped is None else scoped.rarity, 0 if named else 1,
+                     steps, 0 if stands else 1, _spread(commit), order[commit.sha]),
                     Suspect(
                         commit.sha, commit.subject, commit.author, UNDER_TEST,
                         changed.path, None, None, reason,
@@ -509,16 +579,30 @@ def with_blame(
     return out
 
 
-def file_of_test_case(classname: str, file: str | None, repo_paths: Iterable[str]) -> str:
+def _by_file(file: str, paths: Sequence[str]) -> str:
+    wanted = file.replace("\\", "/").lstrip("./")
+    if not wanted:
+        return ""
+    hits = [p for p in paths if p == wanted or wanted.endswith("/" + p) or p.endswith(wanted)]
+    return min(hits, key=len) if hits else ""
+
+
+def file_of_test_case(
+    classname: str,
+    file: str | None,
+    repo_paths: Iterable[str],
+    suite: str = "",
+    frames: Sequence[FrameLike] = (),
+) -> str:
     """The repository path of a JUnit test case's file: its `file` attribute when the tool wrote
     one (pytest's xunit1, jest-junit's option), else from the classname, pytest's
-    `tests.test_timed.TestX` or Surefire's `org.x.FooTest` (`Foo$Inner` too); "" if not found."""
+    `tests.test_timed.TestX` or Surefire's `org.x.FooTest` (`Foo$Inner` too); else, for
+    jest-junit's default report (no `file`, a describe block's title for a classname), the suite
+    when it names a test file (`suiteNameTemplate: "{filepath}"`), or the first test file the
+    failure's frames run through; "" if not found."""
     paths = list(repo_paths)
-    if file:
-        wanted = file.replace("\\", "/").lstrip("./")
-        hits = [p for p in paths if p == wanted or wanted.endswith("/" + p) or p.endswith(wanted)]
-        if hits:
-            return min(hits, key=len)
+    if file and (hit := _by_file(file, paths)):
+        return hit
     parts = classname.split("$", 1)[0].split(".")
     for count in range(len(parts), 0, -1):
         stem = "/".join(parts[:count])
@@ -526,4 +610,9 @@ def file_of_test_case(classname: str, file: str | None, repo_paths: Iterable[str
             hits = [p for p in paths if p == stem + suffix or p.endswith("/" + stem + suffix)]
             if len(hits) == 1:
                 return hits[0]
+    if suite and is_test_file(suite.replace("\\", "/")) and (hit := _by_file(suite, paths)):
+        return hit
+    for frame in frames:
+        if frame.in_repo and is_test_file(frame.path) and frame.path in set(paths):
+            return frame.path
     return ""

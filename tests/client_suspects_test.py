@@ -129,6 +129,10 @@ def test_the_client_sends_what_ranks_the_culprit_first_in_any_order(tmp_path: Pa
         assert stored.hunks == [[2, 1, 2, 1]]
         head = ReleaseHead.objects.get(release__version="1.1.0")
         assert head.tests["tests/test_timed.py"] == [
+            # The import graph's edges (the module, its package's __init__), then the names
+            # as written.
+            "/payments/timed.py",
+            "/payments/__init__.py",
             "payments.timed",
             "payments.timed.max_age_ok",
         ]

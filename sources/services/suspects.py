@@ -20,6 +20,8 @@ from django.db import transaction
 
 from detective_client import git
 from detective_client.hunks import MAX_HUNKS, FileHunks, Hunk, blame_at_head, read_hunks
+from detective_client.imports import import_graph
+from risk import suspect_reach as reach
 from risk import suspects as ranking
 from sources.models import Commit, CommitFile, Release, ReleaseHead, TestCase, TestStatus
 from sources.parsers.tracebacks import read_frames
@@ -108,26 +110,39 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
         return sources[path]
 
     blamed_paths: set[str] = set()
-    prepared: list[tuple[TestCase, ranking.Failure]] = []
+    read_cases = []
     for case in failed:
-        test_path = ranking.file_of_test_case(case.classname, case.file, paths)
-        text = case.traceback or case.failure_message
-        frames = read_frames(text, paths)
-        tests = ranking.test_files(test_path, frames)
-        exercised: frozenset[str] = frozenset()
+        frames = read_frames(case.traceback or case.failure_message, paths)
+        test_path = ranking.file_of_test_case(case.classname, case.file, paths, case.suite, frames)
+        read_cases.append((case, frames, test_path, ranking.test_files(test_path, frames)))
+    starts = sorted({t for *_, tests in read_cases for t in tests})
+
+    def read_many(wanted: list[str] | tuple[str, ...]) -> dict[str, str]:
+        return {p: text for p in wanted if (text := source(p)) is not None}
+
+    edges, _ = import_graph(starts, paths, read_many, ranking.is_test_file)
+    names_of = {path: [f"/{p}" for p in found] for path, found in edges.items()}
+    prepared: list[tuple[TestCase, ranking.Failure]] = []
+    for case, frames, test_path, tests in read_cases:
+        distances = reach.import_distances(tests, names_of, paths)
         named: frozenset[str] = frozenset()
         for t in tests:
-            exercised |= ranking.exercised_paths(t, source(t), paths)
             named |= ranking.namesakes(t, paths)
+        called = reach.called_names(case.traceback or case.failure_message)
+        if test_path.endswith(".py"):
+            called |= reach.calls_in_test(source(test_path) or "", case.name)
         failure = ranking.Failure(
             test_path=test_path,
             frames=frames,
-            exercised=exercised,
+            exercised=frozenset(p for p in distances if p not in tests),
             namesakes=named,
             names=ranking.message_names(case.failure_message),
+            distances=distances,
+            test_name=case.name,
+            called=called,
         )
         prepared.append((case, failure))
-        blamed_paths |= set(tests) | set(exercised)
+        blamed_paths |= set(tests) | set(failure.exercised)
         blamed_paths |= {f.path for f in frames if f.in_repo}
     blamed = blame_at_head(repo, rev_range, sorted(p for p in blamed_paths if p in set(paths)))
     at = ranking.with_blame(carried, blamed)
@@ -211,7 +226,7 @@ def rank_stored(release: Release) -> int | None:
     blame: dict[str, list[list[Any]]] = head.blame if head else {}
     functions: dict[str, list[list[Any]]] = head.scopes if head else {}
     scopes = {
-        path: [ranking.Scope(start, end, frozenset(words)) for start, end, words in found]
+        path: [ranking.sent_scope(start, end, words) for start, end, words in found]
         for path, found in functions.items()
     }
     blamed = [
@@ -221,23 +236,29 @@ def rank_stored(release: Release) -> int | None:
     ]
     at = ranking.with_blame(ranking.lines_at_head(commits), blamed)
     # The paths the ranking can name: those the range changed, the test files and the blamed.
-    paths = sorted({p for _, p, _, _ in files} | set(tests) | set(blame))
+    graph = {n[1:] for names in tests.values() for n in names if n.startswith("/")}
+    paths = sorted({p for _, p, _, _ in files} | set(tests) | set(blame) | graph)
     found = 0
     with transaction.atomic():
         for case in failed:
-            test_path = ranking.file_of_test_case(case.classname, case.file, paths)
             frames = read_frames(case.traceback or case.failure_message, paths)
-            exercised: frozenset[str] = frozenset()
+            test_path = ranking.file_of_test_case(
+                case.classname, case.file, paths, case.suite, frames
+            )
+            starts = ranking.test_files(test_path, frames)
+            distances = reach.import_distances(starts, tests, paths)
             named: frozenset[str] = frozenset()
-            for t in ranking.test_files(test_path, frames):
-                exercised |= ranking.exercised_by_names(t, tests.get(t, ()), paths)
+            for t in starts:
                 named |= ranking.namesakes(t, paths)
             failure = ranking.Failure(
                 test_path=test_path,
                 frames=frames,
-                exercised=exercised,
+                exercised=frozenset(p for p in distances if p not in starts),
                 namesakes=named,
                 names=ranking.message_names(case.failure_message),
+                distances=distances,
+                test_name=case.name,
+                called=reach.called_names(case.traceback or case.failure_message),
             )
             ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
             case.suspects = stored_form(failure, ranked, at)
