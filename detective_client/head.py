@@ -2,14 +2,19 @@
 the CI job, the only place with a checkout (docs/decisions/2026-11-27-suspect-commits.md).
 
 The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one `HeadRecord`:
-- `tests`: for the repository's test files at the head, the names they import as written (a
-  Python module, a Java class, a JS relative path). The server resolves them to the paths the
-  range changed: a failure's "code under test". Test files the range changed come first.
+- `tests`: for the repository's test files at the head, the import graph's edges as
+  repository paths marked "/" (`imports.import_graph`: relative imports, package `__init__`s,
+  conftests, package.json entries, followed from file to file), then the names they import as
+  written (a Python module, a Java class, a JS relative path), which the server resolves by
+  itself; and the files the graph reached, with their edges. The server walks it from a
+  failing test: its "code under test", and how many import steps away. Test files the range
+  changed come first.
 - `blame`: for the paths the range changed that stand at the head, which commit of the range
   last wrote each line (`hunks.blame_at_head`): exact across merged branches, where carrying
   hunks forward misplaces a branch's lines (17 of 23 culprits first without it, 23 with).
-- `scopes`: for the Python files among those, each function's lines and the words of its text
-  (`python_scopes`), so a suspect whose lines sit in the function a failure names comes first.
+- `scopes`: for the Python, JavaScript/TypeScript and Java files among those, each function's
+  lines and the words of its text, its own name first (`python_scopes`, `scopes.scopes_of`),
+  so a suspect whose lines sit in the function a failing test calls or names comes first.
 
 Bounded, so a monorepo's job stays quick and its request small: at most `MAX_TEST_FILES` test
 files (`MAX_IMPORTS` names each) and `MAX_BLAMED_PATHS` blamed paths (the newest commits'
@@ -34,6 +39,7 @@ from detective_client.git import GitError, resolve, split_range
 from detective_client.hunks import HunkRange, blame_at_head, skipped_file
 from detective_client.imports import import_graph
 from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
+from detective_client.scopes import scopes_of
 
 __all__ = [
     "MAX_BLAMED_PATHS",
@@ -221,8 +227,12 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
         if path not in imports and found:
             imports[path] = tuple(f"/{p}" for p in found)[:MAX_IMPORTS]
     blamed_paths = changed[:MAX_BLAMED_PATHS]
-    python = _sources(repo, head, [p for p in blamed_paths if p.endswith(".py")])
-    scopes = {path: tuple(python_scopes(text)) for path, text in python.items()}
+    readable = [p for p in blamed_paths if p.endswith(".py") or scopes_of(p) is not None]
+    scopes: dict[str, tuple[ScopeTuple, ...]] = {}
+    for path, text in _sources(repo, head, readable).items():
+        reader = python_scopes if path.endswith(".py") else scopes_of(path)
+        if reader is not None:
+            scopes[path] = tuple(reader(text)[:MAX_SCOPES])
     blame: dict[str, list[BlameTuple]] = {}
     for lines in blame_at_head(repo, rev_range, blamed_paths):
         blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))

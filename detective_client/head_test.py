@@ -144,3 +144,31 @@ def test_imported_names_as_written() -> None:
 def test_python_scopes_of_source_that_does_not_parse_are_none() -> None:
     assert python_scopes("def (:") == []
     assert python_scopes("def f():\n    return g()\n") == [(1, 2, ("def:f", "return"))]
+
+
+def test_read_head_follows_a_root_test_js_into_the_package_and_reads_its_functions(
+    tmp_path: Path,
+) -> None:
+    # debug/ms-shaped: a root test.js requiring the package folder; package.json's main names
+    # index.js, which requires lib/.
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "config", "user.name", "Mira Holt")
+    _git(tmp_path, "config", "user.email", "mira@example.org")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "package.json").write_text('{"name": "tiny", "main": "index.js"}\n')
+    (tmp_path / "index.js").write_text("module.exports = require('./lib/parse');\n")
+    (tmp_path / "lib/parse.js").write_text(
+        "exports.parse = function (s) {\n  return s.trim();\n};\n"
+    )
+    (tmp_path / "test.js").write_text("const { parse } = require('./');\n")
+    _commit(tmp_path, "start")
+    _git(tmp_path, "tag", "v1")
+    (tmp_path / "lib/parse.js").write_text(
+        "exports.parse = function (s) {\n  return s.trimStart();\n};\n"
+    )
+    _commit(tmp_path, "parse: keep trailing space")
+    head = read_head(tmp_path, "v1..HEAD", read_hunks(tmp_path, "v1..HEAD"))
+    assert head.tests["test.js"] == ("/index.js",)  # `./` alone: no name as written
+    assert head.tests["index.js"] == ("/lib/parse.js",)
+    [(start, end, words)] = head.scopes["lib/parse.js"]
+    assert (start, end) == (1, 3) and words[0] == "def:parse" and "trimStart" in words

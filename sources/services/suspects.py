@@ -21,6 +21,7 @@ from django.db import transaction
 from detective_client import git
 from detective_client.hunks import MAX_HUNKS, FileHunks, Hunk, blame_at_head, read_hunks
 from detective_client.imports import import_graph
+from detective_client.scopes import scopes_of
 from risk import suspect_reach as reach
 from risk import suspects as ranking
 from sources.models import Commit, CommitFile, Release, ReleaseHead, TestCase, TestStatus
@@ -51,6 +52,14 @@ def _source_at(repo: Path, head: str, path: str) -> str | None:
         check=False,
     )
     return done.stdout if done.returncode == 0 else None
+
+
+def _scopes(path: str, text: str) -> list[ranking.Scope]:
+    """A module's functions at the head: Python's by `ast`, others' by tree-sitter."""
+    if path.endswith(".py"):
+        return ranking.python_scopes(text)
+    reader = scopes_of(path)
+    return [ranking.sent_scope(*found) for found in reader(text)] if reader else []
 
 
 def stored_form(
@@ -149,11 +158,7 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
     found = 0
     with transaction.atomic():
         for case, failure in prepared:
-            scopes = {
-                p: ranking.python_scopes(source(p) or "")
-                for p in failure.exercised
-                if p.endswith(".py")
-            }
+            scopes = {p: _scopes(p, source(p) or "") for p in failure.exercised}
             ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
             case.suspects = stored_form(failure, ranked, at)
             found += bool(ranked)
