@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, str] = {
     "detail": "bench.release_detail",
     "summary": "bench.release_summary",
     "assessment": "bench.assessment",
+    "suspects": "bench.suspects",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

@@ -57,6 +57,8 @@ MAX_IMPORTS = 200
 MAX_BLAMED_PATHS = 300
 MAX_SCOPES = 2_000  # functions a file
 MAX_WORDS = 300  # words a function
+CALL_MARK = "call:"  # a call in a test file (`calls_in_file`), `risk.suspect_reach.CALL_MARK`
+MAX_CALLS = 100  # calls a test file
 NAME_MARK = "def:"  # the word that gives a function's own name (`risk.suspects.sent_scope`)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _SOURCE_SUFFIXES = (".py", ".java", ".kt", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs")
@@ -129,6 +131,29 @@ def imported_names(test_path: str, source: str) -> list[str]:
     if test_path.endswith((".java", ".kt")):
         return _JAVA_IMPORT.findall(source)
     return _JS_IMPORT.findall(source)
+
+
+_CALL = re.compile(r"(?<![\w$])([A-Za-z_$][\w$]{2,})\s*\(")
+_NOT_CALLS = frozenset(
+    {"if", "for", "while", "switch", "catch", "function", "return", "typeof", "def", "class"}
+    | {"expect", "describe", "test", "assert", "toBe", "toEqual", "require", "import", "print"}
+)
+
+
+def calls_in_file(source: str) -> list[str]:
+    """The calls a test file makes, with their lines, marked `CALL_MARK` ("call:parse@12"):
+    the server keeps those near a failure's line in the file, what the failing test calls,
+    where its report shows no code (jest-junit's). At most `MAX_CALLS`."""
+    found: list[str] = []
+    for number, line in enumerate(source.splitlines(), 1):
+        for hit in _CALL.finditer(line):
+            name = hit[1]
+            before = line[: hit.start()].rstrip().rsplit(None, 1)[-1:]
+            if name not in _NOT_CALLS and before not in (["def"], ["function"], ["fun"]):
+                found.append(f"{CALL_MARK}{name}@{number}")
+                if len(found) >= MAX_CALLS:
+                    return found
+    return found
 
 
 def python_scopes(source: str) -> list[ScopeTuple]:
@@ -222,6 +247,7 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     for path in chosen:
         if path in texts:
             names = [f"/{p}" for p in edges.get(path, ())] + imported_names(path, texts[path])
+            names += calls_in_file(texts[path])  # last: the bound cuts them first
             imports[path] = tuple(dict.fromkeys(names))[:MAX_IMPORTS]
     for path, found in edges.items():
         if path not in imports and found:

@@ -10,6 +10,7 @@ import pytest
 from detective_client import head as head_module
 from detective_client.git import read_range
 from detective_client.head import (
+    calls_in_file,
     imported_names,
     looks_like_test,
     python_scopes,
@@ -172,3 +173,11 @@ def test_read_head_follows_a_root_test_js_into_the_package_and_reads_its_functio
     assert head.tests["index.js"] == ("/lib/parse.js",)
     [(start, end, words)] = head.scopes["lib/parse.js"]
     assert (start, end) == (1, 3) and words[0] == "def:parse" and "trimStart" in words
+
+
+def test_test_calls_with_their_lines() -> None:
+    source = (
+        "const d = require('./');\n\ntest('x', () => {\n"
+        "  expect(d.humanize(1500)).toBe('2s');\n});\nfunction helper(x) {}\n"
+    )
+    assert calls_in_file(source) == ["call:humanize@4"]

@@ -31,6 +31,7 @@ __all__ = ["MAX_DEPTH", "MAX_NODES", "Edges", "import_graph", "resolved_imports"
 
 MAX_DEPTH = 6  # import steps from a test file
 MAX_NODES = 500  # files read beyond the test files, a release
+MAX_PACKAGE_MODULES = 50  # modules an `import_module(f"pkg.{x}")` may name
 
 Edges = dict[str, tuple[str, ...]]
 ReadMany = Callable[[Sequence[str]], Mapping[str, str]]
@@ -166,13 +167,30 @@ def _python_edges(path: str, source: str, tree: _Tree, is_test: bool) -> list[st
             isinstance(node, ast.Call)
             and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
             and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
         ):
-            absolute(node.args[0].value)
+            name = node.args[0]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                absolute(name.value)
+            elif isinstance(name, ast.JoinedStr) and name.values:
+                # import_module(f"pkg.{param}"): any module of the package may be the one.
+                prefix = name.values[0]
+                if isinstance(prefix, ast.Constant) and str(prefix.value).endswith("."):
+                    for module in _package_modules(tree, str(prefix.value)[:-1]):
+                        out.extend(_with_packages(tree, module))
     if is_test:
         out += _pytest_chain(path, tree)
     return [p for p in dict.fromkeys(out) if p in tree.paths and p != path]
+
+
+def _package_modules(tree: _Tree, dotted: str) -> list[str]:
+    """The modules directly in a package (what `import_module(f"pkg.{name}")` may import)."""
+    init = _python_module(tree, dotted)
+    if init is None or not init.endswith("/__init__.py"):
+        return []
+    folder = _folder(init)
+    return sorted(
+        p for p in tree.paths if _folder(p) == folder and p.endswith(".py") and p != init
+    )[:MAX_PACKAGE_MODULES]
 
 
 def _pytest_chain(path: str, tree: _Tree) -> list[str]:

@@ -73,6 +73,16 @@ def test_the_implementation_a_conftest_fixture_picks() -> None:
         "conftest.py",
     }
     assert "src/markupsafe/_speedups.py" in edges["tests/conftest.py"]
+    # An f-string's package: any of its modules may be the one the fixture picks (and its
+    # __init__ runs first).
+    picked = {"tests/conftest.py": "import importlib\nimportlib.import_module(f'markupsafe.{x}')\n"}
+    edges = _graph({**files, **picked}, "tests/conftest.py")
+    assert set(edges["tests/conftest.py"]) == {
+        "src/markupsafe/__init__.py",
+        "src/markupsafe/_native.py",
+        "src/markupsafe/_speedups.py",
+        "conftest.py",
+    }
     assert "src/markupsafe/_native.py" in edges["src/markupsafe/__init__.py"]
 
 

@@ -17,9 +17,18 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from risk.suspects import exercised_by_names, is_test_file
 
-__all__ = ["MAX_IMPORT_DEPTH", "called_names", "calls_in_test", "import_distances"]
+__all__ = [
+    "CALL_MARK",
+    "MAX_IMPORT_DEPTH",
+    "called_names",
+    "calls_in_test",
+    "calls_near",
+    "import_distances",
+]
 
 MAX_IMPORT_DEPTH = 8
+CALL_MARK = "call:"  # detective_client.head: "call:<name>@<line>", a call in a test file
+CALL_WINDOW = 30  # lines above the failing line of a test file whose calls are the test's
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]{2,})\s*\(")
 # Calls every test makes, which name no code of the project.
 _COMMON_CALLS = frozenset(
@@ -47,7 +56,7 @@ def import_distances(
         for node in level:
             names = names_of.get(node, ())
             reached = {n[1:] for n in names if n.startswith("/")}
-            written = [n for n in names if not n.startswith("/")]
+            written = [n for n in names if not n.startswith(("/", CALL_MARK))]
             if written or is_test_file(node):
                 reached |= exercised_by_names(node, written, paths)
             for path in sorted(reached):
@@ -86,3 +95,20 @@ def calls_in_test(source: str, name: str) -> frozenset[str]:
                         found.add(func.id)
             return frozenset(found) - _COMMON_CALLS
     return frozenset()
+
+
+def calls_near(names: Sequence[str], lines: Sequence[int]) -> frozenset[str]:
+    """The calls a test file makes (as the client sends them, "call:<name>@<line>") on the
+    failing lines or up to `CALL_WINDOW` lines above them (the test's own body, near enough);
+    every call of the file when no frame gives a line (jest-junit's report has no code frame)."""
+    found: set[str] = set()
+    for entry in names:
+        if not entry.startswith(CALL_MARK):
+            continue
+        name, _, at = entry[len(CALL_MARK) :].rpartition("@")
+        if not at.isdigit() or not name:
+            continue
+        line = int(at)
+        if not lines or any(f - CALL_WINDOW <= line <= f for f in lines):
+            found.add(name)
+    return frozenset(found) - _COMMON_CALLS

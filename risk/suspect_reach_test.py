@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from risk.suspect_reach import called_names, calls_in_test, import_distances
+from risk.suspect_reach import called_names, calls_in_test, calls_near, import_distances
 from risk.suspects import (
     ON_PATH,
     UNDER_TEST,
@@ -64,6 +64,9 @@ _PARSER = (
     "\n"
     "def skip_chars(src, pos):\n"  # 10
     "    return src[pos:]\n"
+    "\n"
+    "def dumps(obj):\n"  # 13
+    "    return str(obj)\n"
 )
 
 
@@ -112,6 +115,8 @@ def test_through_the_tests_package_the_culprit_in_the_function_the_test_calls() 
     assert ranked[0].tier == UNDER_TEST
     assert "its change is in `loads`, which test_newline_escape calls" in ranked[0].reason
     assert "the test reaches it in 3 import steps" in ranked[0].reason
+    # Both changed `loads`; the sweep over every function is the wider change.
+    assert ranked[0].reason.endswith("as its change is narrower (hunks: 1 against 4)")
 
 
 def test_without_a_name_the_nearer_import_ranks_first_not_the_newer() -> None:
@@ -121,7 +126,8 @@ def test_without_a_name_the_nearer_import_ranks_first_not_the_newer() -> None:
     ]
     ranked = rank_suspects(_tomli_failure(frozenset()), commits)
     assert [s.sha[0] for s in ranked] == ["i", "p"]
-    assert ranked[0].reason.endswith("the test reaches it in 2 import steps")
+    assert "the test reaches it in 2 import steps; first, ahead of pppppppp" in ranked[0].reason
+    assert ranked[0].reason.endswith("as the test reaches it in fewer import steps (2 against 3)")
 
 
 def test_a_removed_line_at_a_functions_end_points_into_that_function() -> None:
@@ -129,7 +135,8 @@ def test_a_removed_line_at_a_functions_end_points_into_that_function() -> None:
     # the gap, the latter past `loads`' end. A newer commit changed another function.
     head = _PARSER.replace("    return out\n", "")
     commits = [
-        _c("n", "speed up skip_chars", F("src/tomli/_parser.py", (H(10, 1, 9, 1),))),
+        # dumps: no function loads calls
+        _c("n", "dumps: str of the object", F("src/tomli/_parser.py", (H(14, 1, 13, 1),))),
         _c("r", "tidy loads", F("src/tomli/_parser.py", (H(5, 1, 4, 0),))),
     ]
     scopes = {"src/tomli/_parser.py": python_scopes(head)}
@@ -210,3 +217,9 @@ def test_what_the_test_calls() -> None:
     source = "def test_a():\n    pass\n\ndef test_b():\n    assert m.parse(x) == len(y)\n"
     assert calls_in_test(source, "test_b[1-2]") == {"parse"}
     assert calls_in_test("def (:", "test_b") == frozenset()
+
+
+def test_calls_near_the_failing_line_of_a_test_file() -> None:
+    sent = ["/index.js", "call:Command@3", "call:option@3", "call:humanize@40", "call:bad@x"]
+    assert calls_near(sent, [5]) == {"Command", "option"}
+    assert calls_near(sent, []) == {"Command", "option", "humanize"}  # no line: the whole file

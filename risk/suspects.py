@@ -29,9 +29,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Protocol
+
+from risk.scope_evidence import NamedScope, call_reach, named_scope, why_named
 
 __all__ = [
     "NEAR_LINES",
@@ -377,46 +379,6 @@ def _shared_tail_dirs(a: str, b: str) -> int:
     return shared
 
 
-@dataclass(frozen=True)
-class _NamedScope:
-    rarity: int  # in how many of the module's functions the rarest shared name occurs
-    name: str  # that name
-    scope: str  # the function the changed lines sit in
-
-
-def _named_scope(
-    changed: ChangedRange, scopes: Sequence[Scope], names: frozenset[str]
-) -> _NamedScope | None:
-    """If the changed lines sit in a function whose name, text or class holds what the failure
-    names or its test calls: the rarest such name among the module's functions; else None."""
-    if changed.deleted:  # the gap's two lines: a function's last line removed reaches past it
-        around = [s for s in scopes if s.start <= changed.end and changed.start <= s.end]
-    else:
-        around = [s for s in scopes if s.start <= changed.start and changed.end <= s.end]
-    if not names or not around:
-        return None
-    innermost = min(around, key=lambda s: s.end - s.start)
-    shared = (innermost.words | {innermost.name}) & names
-    if not shared:
-        return None
-    counts = {n: sum(1 for s in scopes if n in s.words or n == s.name) for n in shared}
-    # The function's own name first among equally rare ones: "its change is in `loads`".
-    rarest = min(shared, key=lambda n: (counts[n], n != innermost.name, n))
-    return _NamedScope(counts[rarest], rarest, innermost.name)
-
-
-def _why_named(found: _NamedScope, failure: Failure) -> str:
-    test = failure.test_name or "the failing test"
-    scope = f"`{found.scope}`" if found.scope else "a function"
-    if found.name == found.scope:
-        named = f"{test} calls" if found.name in failure.called else "the failure names"
-        return f"its change is in {scope}, which {named}"
-    via = f"{test} calls" if found.name in failure.called else "the failure names"
-    if not found.scope:
-        return f"its change is in a function that uses `{found.name}`, which {via}"
-    return f"its change is in {scope}, which uses `{found.name}`, which {via}"
-
-
 def _spread(commit: RangeCommit) -> int:
     """How many hunks a commit has: a one-line fix says more about one failure than a sweep
     ("improve typing") over every function does, when nothing else tells them apart."""
@@ -484,17 +446,16 @@ def rank_suspects(
     standing = {(r.path, r.sha) for path in failure.exercised for r in owned.get(path, [])}
     # How rare the failure's rarest name is among the module's functions: a name only the
     # changed function holds (IntRange) says more than one every function holds (convert).
-    named_scope: dict[tuple[str, str], _NamedScope] = {}
+    tied: dict[tuple[str, str], NamedScope] = {}
     wanted = failure.names | failure.called
     for path in failure.exercised:
         module_scopes = (scopes or {}).get(path, ())
+        reach = call_reach(module_scopes, wanted) if module_scopes else {}
         for r in owned.get(path, []):
-            found = _named_scope(r, module_scopes, wanted)
+            found = named_scope(r, module_scopes, wanted, reach)
             key = (path, r.sha)
-            if found is not None and (
-                key not in named_scope or found.rarity < named_scope[key].rarity
-            ):
-                named_scope[key] = found
+            if found is not None and (key not in tied or found.key < tied[key].key):
+                tied[key] = found
     for commit in commits:
         if commit.automated:
             continue
@@ -502,9 +463,12 @@ def rank_suspects(
             if changed.path in failure.exercised and changed.path not in tests:
                 stands = (changed.path, commit.sha) in standing
                 named = changed.path in failure.namesakes
-                scoped = named_scope.get((changed.path, commit.sha))
+                scoped = tied.get((changed.path, commit.sha))
                 steps = failure.distances.get(changed.path, 1)
-                why = [_why_named(scoped, failure)] if scoped is not None else []
+                test_name = failure.test_name or "the failing test"
+                if " " in test_name:  # jest's "describe title": a sentence, not a name
+                    test_name = f'"{test_name}"'
+                why = [why_named(scoped, test_name, failure.called)] if scoped else []
                 if named:
                     why.append("the test is named after it")
                 why.append(
@@ -519,7 +483,7 @@ def rank_suspects(
                     + ("" if stands else " (its lines there were rewritten later in the range)")
                 )
                 offer(
-                    (1, 1_000_000 if scoped is None else scoped.rarity, 0 if named else 1,
+                    (1, *(scoped.key if scoped else (_UNTIED, 1)), 0 if named else 1,
                      steps, 0 if stands else 1, _spread(commit), order[commit.sha]),
                     Suspect(
                         commit.sha, commit.subject, commit.author, UNDER_TEST,
@@ -541,13 +505,65 @@ def rank_suspects(
                 )
                 offer(
                     (2, nearest if on_line and nearest is not None else near_lines + 1,
-                     order[commit.sha]),
+                     _spread(commit), order[commit.sha]),
                     Suspect(
                         commit.sha, commit.subject, commit.author, TEST_FILE,
                         changed.path, None, nearest if on_line else None, reason,
                     ),
                 )  # fmt: skip
-    return [suspect for _, suspect in sorted(best.values(), key=lambda item: item[0])]
+    ranked = sorted(best.values(), key=lambda item: item[0])
+    if len(ranked) > 1:
+        (key, first), (other_key, second) = ranked[0], ranked[1]
+        why = _why_first(key, other_key)
+        tail = f"; first, ahead of {_short(second.sha)} '{second.subject}', as {why}"
+        ranked[0] = (key, replace(first, reason=first.reason + tail))
+    return [suspect for _, suspect in ranked]
+
+
+# What each place of a tier's ordering key says, when it is where the first two suspects part.
+_NEWER = "it is newer; nothing else tells them apart"
+_NARROWER = "its change is narrower (hunks: {} against {})"
+_KEY_WORDS: dict[str, tuple[str, ...]] = {
+    ON_PATH: (
+        "",
+        "the frame is closer to its lines ({} against {} lines)",
+        "its frame is nearer where the failure was raised",
+        _NARROWER,
+        _NEWER,
+    ),
+    UNDER_TEST: (
+        "",
+        "the name it shares with the test is rarer in its module ({} against {} functions)",
+        "the test calls the function it changed, where the other's only mentions the name",
+        "the test is named after the file it changed",
+        "the test reaches it in fewer import steps ({} against {})",
+        "its lines there still stand at the head",
+        _NARROWER,
+        _NEWER,
+    ),
+    TEST_FILE: (
+        "",
+        "its change is nearer the failing line ({} against {} lines)",
+        _NARROWER,
+        _NEWER,
+    ),
+}
+_UNTIED = 1_000_000  # the rarity of a change tied to no name
+_TIERS = (ON_PATH, UNDER_TEST, TEST_FILE)
+
+
+def _why_first(key: tuple[int, ...], other: tuple[int, ...]) -> str:
+    """Why the suspect with ordering key `key` ranks above the one with `other`, in words."""
+    if key[0] != other[0]:
+        return f"its tier ({_TIERS[key[0]]}) ranks above the other's ({_TIERS[other[0]]})"
+    words = _KEY_WORDS[_TIERS[key[0]]]
+    for place in range(1, min(len(key), len(words))):
+        if key[place] != other[place]:
+            if key[0] == 1 and place == 1 and other[1] == _UNTIED:
+                return "its change is in a function the test calls or the failure names"
+            phrase = words[place]
+            return phrase.format(key[place], other[place]) if "{}" in phrase else phrase
+    return "nothing tells them apart"
 
 
 def verdict_sentence(test: str, suspects: Sequence[Suspect]) -> str:

@@ -135,6 +135,8 @@ def test_the_client_sends_what_ranks_the_culprit_first_in_any_order(tmp_path: Pa
             "/payments/__init__.py",
             "payments.timed",
             "payments.timed.max_age_ok",
+            "call:max_age_ok@5",  # the calls the test file makes, with their lines
+            "call:max_age_ok@9",
         ]
         assert head.sha == git(repo, "rev-parse", "v1.1.0")
 

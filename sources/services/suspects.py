@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import heapq
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import transaction
 
@@ -227,9 +228,48 @@ def rank_stored(release: Release) -> int | None:
         for c in stored
     ]
     head = ReleaseHead.objects.filter(release=release).first()
-    tests: dict[str, list[str]] = head.tests if head else {}
-    blame: dict[str, list[list[Any]]] = head.blame if head else {}
-    functions: dict[str, list[list[Any]]] = head.scopes if head else {}
+    changed = {p for _, p, _, _ in files}
+    if head is None:
+        stored_forms = rank_from_head(failed, commits, {}, {}, {}, changed)
+    else:
+        stored_forms = rank_from_head(failed, commits, head.tests, head.blame, head.scopes, changed)
+    found = 0
+    with transaction.atomic():
+        for case, kept in zip(failed, stored_forms, strict=True):
+            case.suspects = kept
+            found += bool(kept["ranked"])
+        TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
+    return found
+
+
+class CaseLike(Protocol):
+    """A failed test case as a JUnit report gives it (`TestCase`, or one read in a benchmark)."""
+
+    @property
+    def suite(self) -> str: ...
+    @property
+    def classname(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def failure_message(self) -> str: ...
+    @property
+    def traceback(self) -> str: ...
+
+
+def rank_from_head(
+    cases: Sequence[CaseLike],
+    commits: Sequence[ranking.RangeCommit],
+    tests: Mapping[str, Sequence[str]],
+    blame: Mapping[str, Sequence[Sequence[Any]]],
+    functions: Mapping[str, Sequence[Sequence[Any]]],
+    changed: Iterable[str],
+) -> list[dict[str, Any]]:
+    """Each case's stored suspects (`stored_form`), from the range's commits with their hunks
+    (newest first) and the head's facts as the CI client sent them (`HeadRecord`'s `tests`,
+    `blame`, `scopes`); `changed`: the paths the range changed."""
     scopes = {
         path: [ranking.sent_scope(start, end, words) for start, end, words in found]
         for path, found in functions.items()
@@ -240,33 +280,33 @@ def rank_stored(release: Release) -> int | None:
         for start, end, sha in ranges
     ]
     at = ranking.with_blame(ranking.lines_at_head(commits), blamed)
-    # The paths the ranking can name: those the range changed, the test files and the blamed.
+    # The paths the ranking can name: those the range changed, the test files and the blamed,
+    # and those the import graph reached.
     graph = {n[1:] for names in tests.values() for n in names if n.startswith("/")}
-    paths = sorted({p for _, p, _, _ in files} | set(tests) | set(blame) | graph)
-    found = 0
-    with transaction.atomic():
-        for case in failed:
-            frames = read_frames(case.traceback or case.failure_message, paths)
-            test_path = ranking.file_of_test_case(
-                case.classname, case.file, paths, case.suite, frames
-            )
-            starts = ranking.test_files(test_path, frames)
-            distances = reach.import_distances(starts, tests, paths)
-            named: frozenset[str] = frozenset()
-            for t in starts:
-                named |= ranking.namesakes(t, paths)
-            failure = ranking.Failure(
-                test_path=test_path,
-                frames=frames,
-                exercised=frozenset(p for p in distances if p not in starts),
-                namesakes=named,
-                names=ranking.message_names(case.failure_message),
-                distances=distances,
-                test_name=case.name,
-                called=reach.called_names(case.traceback or case.failure_message),
-            )
-            ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
-            case.suspects = stored_form(failure, ranked, at)
-            found += bool(ranked)
-        TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
-    return found
+    paths = sorted(set(changed) | set(tests) | set(blame) | graph)
+    out: list[dict[str, Any]] = []
+    for case in cases:
+        text = case.traceback or case.failure_message
+        frames = read_frames(text, paths)
+        test_path = ranking.file_of_test_case(case.classname, case.file, paths, case.suite, frames)
+        starts = ranking.test_files(test_path, frames)
+        distances = reach.import_distances(starts, tests, paths)
+        named: frozenset[str] = frozenset()
+        for t in starts:
+            named |= ranking.namesakes(t, paths)
+        failure = ranking.Failure(
+            test_path=test_path,
+            frames=frames,
+            exercised=frozenset(p for p in distances if p not in starts),
+            namesakes=named,
+            names=ranking.message_names(case.failure_message),
+            distances=distances,
+            test_name=case.name,
+            called=reach.called_names(text)
+            | reach.calls_near(
+                tests.get(test_path, ()), [f.line for f in frames if f.path == test_path]
+            ),
+        )
+        ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
+        out.append(stored_form(failure, ranked, at))
+    return out
