@@ -361,13 +361,29 @@ def run_shape(shape: Shape, root: Path) -> Outcome:
     culprit = shape.build(repo)
     repo.git("tag", "v2")
     report = shape.report(repo)
+    ranks, reason, failures = rank_range(repo.root, "v1..v2", report, culprit)
+    worst = None if not ranks or None in ranks else max(r for r in ranks if r is not None)
+    return Outcome(shape.name, shape.language, culprit, worst, reason, failures)
+
+
+def rank_range(
+    root: Path,
+    rev_range: str,
+    report: bytes,
+    culprit: str,
+    skip: frozenset[tuple[str, str]] = frozenset(),
+) -> tuple[list[int | None], str, int]:
+    """The culprit's rank for each failing test of `report` (None: not a suspect), the first
+    failure's first suspect's evidence, and how many tests failed; ranked from what the CI
+    client reads of `rev_range` in the checkout at `root`. `skip`: (classname, name) of tests
+    that fail without the culprit too (a real project's environment), left out."""
     cases = [
         c for c in junit.parse(report, "report.xml")
-        if c.status in ("failed", "error")
+        if c.status in ("failed", "error") and (c.classname, c.name) not in skip
     ]  # fmt: skip
-    hunks = read_hunks(repo.root, "v1..v2")
-    records = with_hunks(read_range(repo.root, "v1..v2"), hunks)
-    head = read_head(repo.root, "v1..v2", hunks)
+    hunks = read_hunks(root, rev_range)
+    records = with_hunks(read_range(root, rev_range), hunks)
+    head = read_head(root, rev_range, hunks)
     by_sha = {r.sha: r for r in records}
     commits = [  # newest first, as the hunks are read
         RangeCommit(
@@ -377,12 +393,11 @@ def run_shape(shape: Shape, root: Path) -> Outcome:
     ]
     changed = {f.path for c in hunks.commits for f in c.files}
     kept = rank_from_head(cases, commits, head.tests, head.blame, head.scopes, changed)
-    ranks = []
+    ranks: list[int | None] = []
     reason = ""
     for stored in kept:
         shas = [s["sha"] for s in stored["ranked"]]
         ranks.append(shas.index(culprit) + 1 if culprit in shas else None)
         if stored["ranked"] and not reason:
             reason = stored["ranked"][0]["reason"]
-    worst = None if not ranks or None in ranks else max(r for r in ranks if r is not None)
-    return Outcome(shape.name, shape.language, culprit, worst, reason, len(cases))
+    return ranks, reason, len(cases)

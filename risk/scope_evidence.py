@@ -13,6 +13,7 @@ from typing import Protocol
 __all__ = ["MAX_CALL_STEPS", "NamedScope", "call_reach", "named_scope", "why_named"]
 
 MAX_CALL_STEPS = 4
+HUB_FLOOR, HUB_SHARE = 3, 5  # a name in more than max(3, a fifth of the functions) is a hub
 
 
 class ScopeLike(Protocol):
@@ -55,12 +56,22 @@ def call_reach(scopes: Sequence[ScopeLike], names: frozenset[str]) -> dict[int, 
     for index, scope in enumerate(scopes):
         if scope.name:
             by_name.setdefault(scope.name, []).append(index)
+    # A name in many of the module's texts (`parse` in every docstring's example) is a hub, no
+    # evidence of a call: links through it are not followed.
+    hub = max(HUB_FLOOR, len(scopes) // HUB_SHARE)
+    mentions: dict[str, int] = {}
+    for scope in scopes:
+        for word in scope.words:
+            if word in by_name:
+                mentions[word] = mentions.get(word, 0) + 1
     reached = {i: (scopes[i].name,) for n in names for i in by_name.get(n, ())}
     level = list(reached)
     for _ in range(MAX_CALL_STEPS):
         following: list[int] = []
         for index in level:
             for word in sorted(scopes[index].words):
+                if mentions.get(word, 0) > hub:
+                    continue
                 for callee in by_name.get(word, ()):
                     if callee not in reached:
                         reached[callee] = (*reached[index], scopes[callee].name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from risk.scope_evidence import call_reach
 from risk.suspect_reach import called_names, calls_in_test, calls_near, import_distances
 from risk.suspects import (
     ON_PATH,
@@ -223,3 +224,15 @@ def test_calls_near_the_failing_line_of_a_test_file() -> None:
     sent = ["/index.js", "call:Command@3", "call:option@3", "call:humanize@40", "call:bad@x"]
     assert calls_near(sent, [5]) == {"Command", "option"}
     assert calls_near(sent, []) == {"Command", "option", "humanize"}  # no line: the whole file
+
+
+def test_a_name_in_many_functions_links_no_call() -> None:
+    # `parse` is in every function's text (a docstring's example): no call chain through it.
+    source = (
+        "".join(f"def f{n}(v):\n    '''parse(v)'''\n    return v\n\n" for n in range(6))
+        + "def parse(v):\n    return _cmp(v)\n\ndef _cmp(v):\n    return v\n"
+    )
+    scopes = python_scopes(source)
+    reached = call_reach(scopes, frozenset({"f0"}))
+    assert [scopes[i].name for i in reached] == ["f0"]
+    assert {scopes[i].name for i in call_reach(scopes, frozenset({"parse"}))} == {"parse", "_cmp"}
