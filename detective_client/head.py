@@ -56,6 +56,7 @@ MAX_TEST_FILES = 2_000
 MAX_IMPORTS = 200
 MAX_BLAMED_PATHS = 300
 MAX_SCOPES = 2_000  # functions a file
+MAX_SOURCE_CHARS = 500_000  # a file read for its imports
 MAX_WORDS = 300  # words a function
 CALL_MARK = "call:"  # a call in a test file (`calls_in_file`), `risk.suspect_reach.CALL_MARK`
 MAX_CALLS = 100  # calls a test file
@@ -232,12 +233,17 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     first = [p for p in changed if looks_like_test(p)]
     ordered = first + [p for p in tests if p not in set(first)]
     chosen = ordered[:MAX_TEST_FILES]
-    texts = _sources(repo, head, chosen)
+    # A test "file" of megabytes is data written as code (idna's 1.4 MB test_idna_uts46.py):
+    # its imports are not read, which took 25 s of parsing on a busy machine.
+    texts = {p: t for p, t in _sources(repo, head, chosen).items() if len(t) <= MAX_SOURCE_CHARS}
+
+    chosen_set = set(chosen)
 
     def read(paths: Sequence[str]) -> dict[str, str]:
-        missing = [p for p in paths if p not in texts]
+        missing = [p for p in paths if p not in texts and p not in chosen_set]
         if missing:
-            texts.update(_sources(repo, head, missing))
+            found = _sources(repo, head, missing)
+            texts.update({p: t for p, t in found.items() if len(t) <= MAX_SOURCE_CHARS})
         return {p: texts[p] for p in paths if p in texts}
 
     # The graph's edges as repository paths marked "/", before the names as written (which an

@@ -181,3 +181,13 @@ def test_test_calls_with_their_lines() -> None:
         "  expect(d.humanize(1500)).toBe('2s');\n});\nfunction helper(x) {}\n"
     )
     assert calls_in_file(source) == ["call:humanize@4"]
+
+
+def test_a_test_file_of_megabytes_is_not_read_for_imports(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(head_module, "MAX_SOURCE_CHARS", 30)
+    (repo / "tests/test_other.py").write_text("import shop.cart\n# " + "x" * 40 + "\n")
+    _commit(repo, "test: a big one")
+    head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
+    assert "tests/test_other.py" not in head.tests and "tests/test_cart.py" in head.tests

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["MAX_CALL_STEPS", "NamedScope", "call_reach", "named_scope", "why_named"]
+__all__ = ["MAX_CALL_STEPS", "NamedScope", "call_reach", "name_counts", "named_scope", "why_named"]
 
 MAX_CALL_STEPS = 4
 HUB_FLOOR, HUB_SHARE = 3, 5  # a name in more than max(3, a fifth of the functions) is a hub
@@ -49,6 +49,15 @@ class NamedScope:
         return (self.rarity, 0 if self.called else 1)
 
 
+def name_counts(scopes: Sequence[ScopeLike], names: frozenset[str]) -> dict[str, int]:
+    """In how many of the module's functions each of `names` occurs (its name or its text)."""
+    counts: dict[str, int] = {}
+    for scope in scopes:
+        for name in (scope.words | {scope.name}) & names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def call_reach(scopes: Sequence[ScopeLike], names: frozenset[str]) -> dict[int, tuple[str, ...]]:
     """The module's functions a name of `names` calls, within `MAX_CALL_STEPS`: index → the
     chain of names from that root to the function (root first)."""
@@ -85,6 +94,7 @@ def named_scope(
     scopes: Sequence[ScopeLike],
     names: frozenset[str],
     reach: dict[int, tuple[str, ...]] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> NamedScope | None:
     """The strongest tie between the function the changed lines sit in and `names`; None if
     the lines sit in no function or nothing ties it."""
@@ -102,8 +112,10 @@ def named_scope(
     innermost = scopes[index]
     reach = call_reach(scopes, names) if reach is None else reach
 
+    counts = name_counts(scopes, names) if counts is None else counts
+
     def rarity(name: str) -> int:
-        return sum(1 for s in scopes if name in s.words or name == s.name)
+        return counts.get(name, 0)
 
     options: list[NamedScope] = []
     if index in reach:

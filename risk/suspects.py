@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Protocol
 
-from risk.scope_evidence import NamedScope, call_reach, named_scope, why_named
+from risk.scope_evidence import NamedScope, call_reach, name_counts, named_scope, why_named
 
 __all__ = [
     "NEAR_LINES",
@@ -450,9 +450,12 @@ def rank_suspects(
     wanted = failure.names | failure.called
     for path in failure.exercised:
         module_scopes = (scopes or {}).get(path, ())
-        reach = call_reach(module_scopes, wanted) if module_scopes else {}
+        if not module_scopes:
+            continue
+        reach = call_reach(module_scopes, wanted)
+        counts = name_counts(module_scopes, wanted)
         for r in owned.get(path, []):
-            found = named_scope(r, module_scopes, wanted, reach)
+            found = named_scope(r, module_scopes, wanted, reach, counts)
             key = (path, r.sha)
             if found is not None and (key not in tied or found.key < tied[key].key):
                 tied[key] = found
