@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, str] = {
     "summary": "bench.release_summary",
     "assessment": "bench.assessment",
     "scale": "bench.scale",
+    "suspects": "bench.suspects",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 

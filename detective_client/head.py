@@ -2,14 +2,19 @@
 the CI job, the only place with a checkout (docs/decisions/2026-11-27-suspect-commits.md).
 
 The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one `HeadRecord`:
-- `tests`: for the repository's test files at the head, the names they import as written (a
-  Python module, a Java class, a JS relative path). The server resolves them to the paths the
-  range changed: a failure's "code under test". Test files the range changed come first.
+- `tests`: for the repository's test files at the head, the import graph's edges as
+  repository paths marked "/" (`imports.import_graph`: relative imports, package `__init__`s,
+  conftests, package.json entries, followed from file to file), then the names they import as
+  written (a Python module, a Java class, a JS relative path), which the server resolves by
+  itself; and the files the graph reached, with their edges. The server walks it from a
+  failing test: its "code under test", and how many import steps away. Test files the range
+  changed come first.
 - `blame`: for the paths the range changed that stand at the head, which commit of the range
   last wrote each line (`hunks.blame_at_head`): exact across merged branches, where carrying
   hunks forward misplaces a branch's lines (17 of 23 culprits first without it, 23 with).
-- `scopes`: for the Python files among those, each function's lines and the words of its text
-  (`python_scopes`), so a suspect whose lines sit in the function a failure names comes first.
+- `scopes`: for the Python, JavaScript/TypeScript and Java files among those, each function's
+  lines and the words of its text, its own name first (`python_scopes`, `scopes.scopes_of`),
+  so a suspect whose lines sit in the function a failing test calls or names comes first.
 
 Bounded, so a monorepo's job stays quick and its request small: at most `MAX_TEST_FILES` test
 files (`MAX_IMPORTS` names each) and `MAX_BLAMED_PATHS` blamed paths (the newest commits'
@@ -32,7 +37,9 @@ from pathlib import Path, PurePosixPath
 
 from detective_client.git import GitError, resolve, split_range
 from detective_client.hunks import HunkRange, blame_at_head, skipped_file
+from detective_client.imports import import_graph
 from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
+from detective_client.scopes import scopes_of
 
 __all__ = [
     "MAX_BLAMED_PATHS",
@@ -49,7 +56,11 @@ MAX_TEST_FILES = 2_000
 MAX_IMPORTS = 200
 MAX_BLAMED_PATHS = 300
 MAX_SCOPES = 2_000  # functions a file
+MAX_SOURCE_CHARS = 500_000  # a file read for its imports
 MAX_WORDS = 300  # words a function
+CALL_MARK = "call:"  # a call in a test file (`calls_in_file`), `risk.suspect_reach.CALL_MARK`
+MAX_CALLS = 100  # calls a test file
+NAME_MARK = "def:"  # the word that gives a function's own name (`risk.suspects.sent_scope`)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _SOURCE_SUFFIXES = (".py", ".java", ".kt", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs")
 _TEST_NAMES = (
@@ -59,6 +70,7 @@ _TEST_NAMES = (
     r"^.+\.(?:test|spec)\.[cm]?[jt]sx?$",
 )
 _TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
+_TEST_FILE_NAMES = re.compile(r"^(?:test|tests|spec)\.[cm]?[jt]sx?$")
 _JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\s*\(?\s*)['"](\.{1,2}/[^'"]+)['"]""")
 _JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+?)(?:\.\*)?\s*;", re.MULTILINE)
 
@@ -94,8 +106,10 @@ def looks_like_test(path: str) -> bool:
     parts = PurePosixPath(path).parts
     if not path.endswith((*_SOURCE_SUFFIXES, ".go")):
         return False
-    return any(re.match(p, parts[-1]) for p in _TEST_NAMES) or any(
-        part in _TEST_FOLDERS for part in parts[:-1]
+    return (
+        any(re.match(p, parts[-1]) for p in _TEST_NAMES)
+        or bool(_TEST_FILE_NAMES.match(parts[-1]))
+        or any(part in _TEST_FOLDERS for part in parts[:-1])
     )
 
 
@@ -120,9 +134,33 @@ def imported_names(test_path: str, source: str) -> list[str]:
     return _JS_IMPORT.findall(source)
 
 
+_CALL = re.compile(r"(?<![\w$])([A-Za-z_$][\w$]{2,})\s*\(")
+_NOT_CALLS = frozenset(
+    {"if", "for", "while", "switch", "catch", "function", "return", "typeof", "def", "class"}
+    | {"expect", "describe", "test", "assert", "toBe", "toEqual", "require", "import", "print"}
+)
+
+
+def calls_in_file(source: str) -> list[str]:
+    """The calls a test file makes, with their lines, marked `CALL_MARK` ("call:parse@12"):
+    the server keeps those near a failure's line in the file, what the failing test calls,
+    where its report shows no code (jest-junit's). At most `MAX_CALLS`."""
+    found: list[str] = []
+    for number, line in enumerate(source.splitlines(), 1):
+        for hit in _CALL.finditer(line):
+            name = hit[1]
+            before = line[: hit.start()].rstrip().rsplit(None, 1)[-1:]
+            if name not in _NOT_CALLS and before not in (["def"], ["function"], ["fun"]):
+                found.append(f"{CALL_MARK}{name}@{number}")
+                if len(found) >= MAX_CALLS:
+                    return found
+    return found
+
+
 def python_scopes(source: str) -> list[ScopeTuple]:
     """Every function of a Python module: its lines, and the words of its text and of its
-    enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each."""
+    enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each, the
+    first its own name marked `NAME_MARK`."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -137,8 +175,9 @@ def python_scopes(source: str) -> list[ScopeTuple]:
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 end = child.end_lineno or child.lineno
                 text = "\n".join(lines[child.lineno - 1 : end])
-                words = sorted(set(_WORD.findall(text)) | set(classes))[:MAX_WORDS]
-                scopes.append((child.lineno, end, tuple(words)))
+                words = sorted(set(_WORD.findall(text)) | set(classes))[: MAX_WORDS - 1]
+                # Its own name first, marked: the evidence says "its change is in `loads`".
+                scopes.append((child.lineno, end, (f"{NAME_MARK}{child.name}", *words)))
                 visit(child, classes)
 
     visit(tree, ())
@@ -194,19 +233,42 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     first = [p for p in changed if looks_like_test(p)]
     ordered = first + [p for p in tests if p not in set(first)]
     chosen = ordered[:MAX_TEST_FILES]
-    texts = _sources(repo, head, chosen)
-    imports = {
-        path: tuple(dict.fromkeys(imported_names(path, texts[path])))[:MAX_IMPORTS]
-        for path in chosen
-        if path in texts
-    }
+    # A test "file" of megabytes is data written as code (idna's 1.4 MB test_idna_uts46.py):
+    # its imports are not read, which took 25 s of parsing on a busy machine.
+    texts = {p: t for p, t in _sources(repo, head, chosen).items() if len(t) <= MAX_SOURCE_CHARS}
+
+    chosen_set = set(chosen)
+
+    def read(paths: Sequence[str]) -> dict[str, str]:
+        missing = [p for p in paths if p not in texts and p not in chosen_set]
+        if missing:
+            found = _sources(repo, head, missing)
+            texts.update({p: t for p, t in found.items() if len(t) <= MAX_SOURCE_CHARS})
+        return {p: texts[p] for p in paths if p in texts}
+
+    # The graph's edges as repository paths marked "/", before the names as written (which an
+    # older server resolves by itself), so a bound cuts the latter first.
+    edges, graph_cut = import_graph(chosen, at_head, read, looks_like_test)
+    imports: dict[str, tuple[str, ...]] = {}
+    for path in chosen:
+        if path in texts:
+            names = [f"/{p}" for p in edges.get(path, ())] + imported_names(path, texts[path])
+            names += calls_in_file(texts[path])  # last: the bound cuts them first
+            imports[path] = tuple(dict.fromkeys(names))[:MAX_IMPORTS]
+    for path, found in edges.items():
+        if path not in imports and found:
+            imports[path] = tuple(f"/{p}" for p in found)[:MAX_IMPORTS]
     blamed_paths = changed[:MAX_BLAMED_PATHS]
-    python = _sources(repo, head, [p for p in blamed_paths if p.endswith(".py")])
-    scopes = {path: tuple(python_scopes(text)) for path, text in python.items()}
+    readable = [p for p in blamed_paths if p.endswith(".py") or scopes_of(p) is not None]
+    scopes: dict[str, tuple[ScopeTuple, ...]] = {}
+    for path, text in _sources(repo, head, readable).items():
+        reader = python_scopes if path.endswith(".py") else scopes_of(path)
+        if reader is not None:
+            scopes[path] = tuple(reader(text)[:MAX_SCOPES])
     blame: dict[str, list[BlameTuple]] = {}
     for lines in blame_at_head(repo, rev_range, blamed_paths):
         blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))
-    truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS
+    truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS or graph_cut
     return HeadRecord(
         sha=head,
         tests=dict(imports.items()),

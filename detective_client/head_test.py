@@ -10,6 +10,7 @@ import pytest
 from detective_client import head as head_module
 from detective_client.git import read_range
 from detective_client.head import (
+    calls_in_file,
     imported_names,
     looks_like_test,
     python_scopes,
@@ -85,12 +86,14 @@ def test_read_head_sends_imports_blame_and_functions(repo: Path) -> None:
     head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
     assert head.sha == sha
     assert head.tests == {
-        "tests/test_cart.py": ("shop.cart", "shop.cart.total"),
-        "tests/test_other.py": ("shop",),
+        # The graph's edge, a repository path, then the names as written.
+        "tests/test_cart.py": ("/shop/cart.py", "shop.cart", "shop.cart.total"),
+        "tests/test_other.py": ("shop",),  # `shop` is no package: nothing to follow
     }
     assert head.blame == {"shop/cart.py": ((1, 3, sha),)}
     [(start, end, words)] = head.scopes["shop/cart.py"]
     assert (start, end) == (2, 3) and {"Cart", "total", "self", "items"} <= set(words)
+    assert words[0] == "def:total"  # its own name, marked
     assert not head.truncated
     # Through JSON and back, as the server reads it.
     assert type(head).from_json(head.to_json()) == head
@@ -141,4 +144,50 @@ def test_imported_names_as_written() -> None:
 
 def test_python_scopes_of_source_that_does_not_parse_are_none() -> None:
     assert python_scopes("def (:") == []
-    assert python_scopes("def f():\n    return g()\n") == [(1, 2, ("return",))]
+    assert python_scopes("def f():\n    return g()\n") == [(1, 2, ("def:f", "return"))]
+
+
+def test_read_head_follows_a_root_test_js_into_the_package_and_reads_its_functions(
+    tmp_path: Path,
+) -> None:
+    # debug/ms-shaped: a root test.js requiring the package folder; package.json's main names
+    # index.js, which requires lib/.
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "config", "user.name", "Mira Holt")
+    _git(tmp_path, "config", "user.email", "mira@example.org")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "package.json").write_text('{"name": "tiny", "main": "index.js"}\n')
+    (tmp_path / "index.js").write_text("module.exports = require('./lib/parse');\n")
+    (tmp_path / "lib/parse.js").write_text(
+        "exports.parse = function (s) {\n  return s.trim();\n};\n"
+    )
+    (tmp_path / "test.js").write_text("const { parse } = require('./');\n")
+    _commit(tmp_path, "start")
+    _git(tmp_path, "tag", "v1")
+    (tmp_path / "lib/parse.js").write_text(
+        "exports.parse = function (s) {\n  return s.trimStart();\n};\n"
+    )
+    _commit(tmp_path, "parse: keep trailing space")
+    head = read_head(tmp_path, "v1..HEAD", read_hunks(tmp_path, "v1..HEAD"))
+    assert head.tests["test.js"] == ("/index.js",)  # `./` alone: no name as written
+    assert head.tests["index.js"] == ("/lib/parse.js",)
+    [(start, end, words)] = head.scopes["lib/parse.js"]
+    assert (start, end) == (1, 3) and words[0] == "def:parse" and "trimStart" in words
+
+
+def test_test_calls_with_their_lines() -> None:
+    source = (
+        "const d = require('./');\n\ntest('x', () => {\n"
+        "  expect(d.humanize(1500)).toBe('2s');\n});\nfunction helper(x) {}\n"
+    )
+    assert calls_in_file(source) == ["call:humanize@4"]
+
+
+def test_a_test_file_of_megabytes_is_not_read_for_imports(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(head_module, "MAX_SOURCE_CHARS", 30)
+    (repo / "tests/test_other.py").write_text("import shop.cart\n# " + "x" * 40 + "\n")
+    _commit(repo, "test: a big one")
+    head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
+    assert "tests/test_other.py" not in head.tests and "tests/test_cart.py" in head.tests

@@ -269,6 +269,7 @@ _APART = {
     "vendored": "vendored or generated files",
     "generated": "vendored or generated files",
     "example": "examples",
+    "translation": "translations",
 }
 
 

@@ -29,9 +29,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Protocol
+
+from risk.scope_evidence import NamedScope, call_reach, name_counts, named_scope, why_named
 
 __all__ = [
     "NEAR_LINES",
@@ -47,6 +49,7 @@ __all__ = [
     "lines_at_head",
     "python_imports",
     "rank_suspects",
+    "sent_scope",
     "with_blame",
 ]
 
@@ -95,6 +98,12 @@ class Failure:
     namesakes: frozenset[str] = frozenset()
     # Names the failure's message gives (`message_names`): "DID NOT RAISE SignatureExpired".
     names: frozenset[str] = frozenset()
+    # Import steps from the failing test to each exercised path (`suspect_reach`): 1 for what
+    # the test imports or its conftest, 3 for tomli's parser reached through two `__init__`s.
+    distances: Mapping[str, int] = field(default_factory=dict)
+    # The failing test's name and what its code calls (`suspect_reach.called_names`).
+    test_name: str = ""
+    called: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,7 @@ class Scope:
     start: int
     end: int
     words: frozenset[str]
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -218,13 +228,22 @@ def python_scopes(source: str) -> list[Scope]:
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 end = child.end_lineno or child.lineno
                 text = "\n".join(lines[child.lineno - 1 : end])
-                scopes.append(
-                    Scope(child.lineno, end, frozenset(_WORD.findall(text)) | set(classes))
-                )
+                words = frozenset(_WORD.findall(text)) | set(classes)
+                scopes.append(Scope(child.lineno, end, words, child.name))
                 visit(child, classes)
 
     visit(tree, ())
     return scopes
+
+
+_NAME_MARK = "def:"  # detective_client.head.NAME_MARK
+
+
+def sent_scope(start: int, end: int, words: Iterable[str]) -> Scope:
+    """A function as the CI client sends it: its own name is the word marked "def:"."""
+    found = list(words)
+    name = next((w[len(_NAME_MARK) :] for w in found if w.startswith(_NAME_MARK)), "")
+    return Scope(start, end, frozenset(w for w in found if not w.startswith(_NAME_MARK)), name)
 
 
 def python_imports(source: str) -> list[str]:
@@ -265,12 +284,18 @@ def _named_after(test_path: str) -> list[str]:
 
 
 _TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
+# A whole suite in one file, as small node packages keep it (debug's and ms' `test.js`).
+_TEST_FILE_NAMES = re.compile(r"^(?:test|tests|spec)\.[cm]?[jt]sx?$")
 
 
 def is_test_file(path: str) -> bool:
     """A test's file by its name or folder (a frame there is the test's code, not the code's)."""
     parts = PurePosixPath(path).parts
-    return bool(_named_after(path)) or any(part in _TEST_FOLDERS for part in parts[:-1])
+    return (
+        bool(_named_after(path))
+        or bool(_TEST_FILE_NAMES.match(parts[-1] if parts else ""))
+        or any(part in _TEST_FOLDERS for part in parts[:-1])
+    )
 
 
 def test_files(test_path: str, frames: Iterable[FrameLike]) -> list[str]:
@@ -354,19 +379,10 @@ def _shared_tail_dirs(a: str, b: str) -> int:
     return shared
 
 
-def _named_scope_rarity(
-    changed: ChangedRange, scopes: Sequence[Scope], names: frozenset[str]
-) -> int | None:
-    """If the changed lines sit in a function whose text or class names what the failure names:
-    in how many of the module's functions the rarest such name occurs; else None."""
-    around = [s for s in scopes if s.start <= changed.start and changed.end <= s.end]
-    if not names or not around:
-        return None
-    innermost = min(around, key=lambda s: s.end - s.start)
-    shared = innermost.words & names
-    if not shared:
-        return None
-    return min(sum(1 for s in scopes if name in s.words) for name in shared)
+def _spread(commit: RangeCommit) -> int:
+    """How many hunks a commit has: a one-line fix says more about one failure than a sweep
+    ("improve typing") over every function does, when nothing else tells them apart."""
+    return sum(len(f.hunks or ()) for f in commit.files)
 
 
 def _distance(line: int, changed: ChangedRange) -> int:
@@ -409,14 +425,19 @@ def rank_suspects(
             if distance > near_lines:
                 continue
             commit = by_sha[changed.sha]
-            where = "runs through" if distance == 0 else f"is {distance} lines from"
+            if changed.deleted:
+                where = "is next to" if distance == 0 else f"is {distance} lines from"
+                what = "lines removed by"
+            else:
+                where = "runs through" if distance == 0 else f"is {distance} lines from"
+                what = "lines changed by"
             reason = (
                 f"{frame.path} line {frame.line}"
                 + (f" (in {frame.function})" if frame.function else "")
-                + f" {where} lines changed by {_short(commit.sha)} '{commit.subject}'"
+                + f" {where} {what} {_short(commit.sha)} '{commit.subject}'"
             )
             offer(
-                (0, distance, depth, order[commit.sha]),
+                (0, distance, depth, _spread(commit), order[commit.sha]),
                 Suspect(
                     commit.sha, commit.subject, commit.author, ON_PATH,
                     frame.path, frame.line, distance, reason,
@@ -425,14 +446,19 @@ def rank_suspects(
     standing = {(r.path, r.sha) for path in failure.exercised for r in owned.get(path, [])}
     # How rare the failure's rarest name is among the module's functions: a name only the
     # changed function holds (IntRange) says more than one every function holds (convert).
-    named_scope: dict[tuple[str, str], int] = {}
+    tied: dict[tuple[str, str], NamedScope] = {}
+    wanted = failure.names | failure.called
     for path in failure.exercised:
         module_scopes = (scopes or {}).get(path, ())
+        if not module_scopes:
+            continue
+        reach = call_reach(module_scopes, wanted)
+        counts = name_counts(module_scopes, wanted)
         for r in owned.get(path, []):
-            rarity = _named_scope_rarity(r, module_scopes, failure.names)
-            if rarity is not None:
-                key = (path, r.sha)
-                named_scope[key] = min(rarity, named_scope.get(key, rarity))
+            found = named_scope(r, module_scopes, wanted, reach, counts)
+            key = (path, r.sha)
+            if found is not None and (key not in tied or found.key < tied[key].key):
+                tied[key] = found
     for commit in commits:
         if commit.automated:
             continue
@@ -440,17 +466,28 @@ def rank_suspects(
             if changed.path in failure.exercised and changed.path not in tests:
                 stands = (changed.path, commit.sha) in standing
                 named = changed.path in failure.namesakes
-                rarity = named_scope.get((changed.path, commit.sha))
-                in_scope = rarity is not None
+                scoped = tied.get((changed.path, commit.sha))
+                steps = failure.distances.get(changed.path, 1)
+                test_name = failure.test_name or "the failing test"
+                if " " in test_name:  # jest's "describe title": a sentence, not a name
+                    test_name = f'"{test_name}"'
+                why = [why_named(scoped, test_name, failure.called)] if scoped else []
+                if named:
+                    why.append("the test is named after it")
+                why.append(
+                    "the test imports it"
+                    if steps <= 1
+                    else f"the test reaches it in {steps} import steps"
+                )
                 reason = (
                     f"{_short(commit.sha)} '{commit.subject}' changed {changed.path}, which "
-                    f"{failure.test_path} exercises"
-                    + (", in a function that names what the failure names" if in_scope else "")
+                    f"{failure.test_path} exercises: "
+                    + "; ".join(why)
                     + ("" if stands else " (its lines there were rewritten later in the range)")
                 )
                 offer(
-                    (1, 1_000_000 if rarity is None else rarity, 0 if named else 1,
-                     0 if stands else 1, order[commit.sha]),
+                    (1, *(scoped.key if scoped else (_UNTIED, 1)), 0 if named else 1,
+                     steps, 0 if stands else 1, _spread(commit), order[commit.sha]),
                     Suspect(
                         commit.sha, commit.subject, commit.author, UNDER_TEST,
                         changed.path, None, None, reason,
@@ -471,13 +508,65 @@ def rank_suspects(
                 )
                 offer(
                     (2, nearest if on_line and nearest is not None else near_lines + 1,
-                     order[commit.sha]),
+                     _spread(commit), order[commit.sha]),
                     Suspect(
                         commit.sha, commit.subject, commit.author, TEST_FILE,
                         changed.path, None, nearest if on_line else None, reason,
                     ),
                 )  # fmt: skip
-    return [suspect for _, suspect in sorted(best.values(), key=lambda item: item[0])]
+    ranked = sorted(best.values(), key=lambda item: item[0])
+    if len(ranked) > 1:
+        (key, first), (other_key, second) = ranked[0], ranked[1]
+        why = _why_first(key, other_key)
+        tail = f"; first, ahead of {_short(second.sha)} '{second.subject}', as {why}"
+        ranked[0] = (key, replace(first, reason=first.reason + tail))
+    return [suspect for _, suspect in ranked]
+
+
+# What each place of a tier's ordering key says, when it is where the first two suspects part.
+_NEWER = "it is newer; nothing else tells them apart"
+_NARROWER = "its change is narrower (hunks: {} against {})"
+_KEY_WORDS: dict[str, tuple[str, ...]] = {
+    ON_PATH: (
+        "",
+        "the frame is closer to its lines ({} against {} lines)",
+        "its frame is nearer where the failure was raised",
+        _NARROWER,
+        _NEWER,
+    ),
+    UNDER_TEST: (
+        "",
+        "the name it shares with the test is rarer in its module ({} against {} functions)",
+        "the test calls the function it changed, where the other's only mentions the name",
+        "the test is named after the file it changed",
+        "the test reaches it in fewer import steps ({} against {})",
+        "its lines there still stand at the head",
+        _NARROWER,
+        _NEWER,
+    ),
+    TEST_FILE: (
+        "",
+        "its change is nearer the failing line ({} against {} lines)",
+        _NARROWER,
+        _NEWER,
+    ),
+}
+_UNTIED = 1_000_000  # the rarity of a change tied to no name
+_TIERS = (ON_PATH, UNDER_TEST, TEST_FILE)
+
+
+def _why_first(key: tuple[int, ...], other: tuple[int, ...]) -> str:
+    """Why the suspect with ordering key `key` ranks above the one with `other`, in words."""
+    if key[0] != other[0]:
+        return f"its tier ({_TIERS[key[0]]}) ranks above the other's ({_TIERS[other[0]]})"
+    words = _KEY_WORDS[_TIERS[key[0]]]
+    for place in range(1, min(len(key), len(words))):
+        if key[place] != other[place]:
+            if key[0] == 1 and place == 1 and other[1] == _UNTIED:
+                return "its change is in a function the test calls or the failure names"
+            phrase = words[place]
+            return phrase.format(key[place], other[place]) if "{}" in phrase else phrase
+    return "nothing tells them apart"
 
 
 def verdict_sentence(test: str, suspects: Sequence[Suspect]) -> str:
@@ -509,16 +598,30 @@ def with_blame(
     return out
 
 
-def file_of_test_case(classname: str, file: str | None, repo_paths: Iterable[str]) -> str:
+def _by_file(file: str, paths: Sequence[str]) -> str:
+    wanted = file.replace("\\", "/").lstrip("./")
+    if not wanted:
+        return ""
+    hits = [p for p in paths if p == wanted or wanted.endswith("/" + p) or p.endswith(wanted)]
+    return min(hits, key=len) if hits else ""
+
+
+def file_of_test_case(
+    classname: str,
+    file: str | None,
+    repo_paths: Iterable[str],
+    suite: str = "",
+    frames: Sequence[FrameLike] = (),
+) -> str:
     """The repository path of a JUnit test case's file: its `file` attribute when the tool wrote
     one (pytest's xunit1, jest-junit's option), else from the classname, pytest's
-    `tests.test_timed.TestX` or Surefire's `org.x.FooTest` (`Foo$Inner` too); "" if not found."""
+    `tests.test_timed.TestX` or Surefire's `org.x.FooTest` (`Foo$Inner` too); else, for
+    jest-junit's default report (no `file`, a describe block's title for a classname), the suite
+    when it names a test file (`suiteNameTemplate: "{filepath}"`), or the first test file the
+    failure's frames run through; "" if not found."""
     paths = list(repo_paths)
-    if file:
-        wanted = file.replace("\\", "/").lstrip("./")
-        hits = [p for p in paths if p == wanted or wanted.endswith("/" + p) or p.endswith(wanted)]
-        if hits:
-            return min(hits, key=len)
+    if file and (hit := _by_file(file, paths)):
+        return hit
     parts = classname.split("$", 1)[0].split(".")
     for count in range(len(parts), 0, -1):
         stem = "/".join(parts[:count])
@@ -526,4 +629,9 @@ def file_of_test_case(classname: str, file: str | None, repo_paths: Iterable[str
             hits = [p for p in paths if p == stem + suffix or p.endswith("/" + stem + suffix)]
             if len(hits) == 1:
                 return hits[0]
+    if suite and is_test_file(suite.replace("\\", "/")) and (hit := _by_file(suite, paths)):
+        return hit
+    for frame in frames:
+        if frame.in_repo and is_test_file(frame.path) and frame.path in set(paths):
+            return frame.path
     return ""

@@ -129,8 +129,14 @@ def test_the_client_sends_what_ranks_the_culprit_first_in_any_order(tmp_path: Pa
         assert stored.hunks == [[2, 1, 2, 1]]
         head = ReleaseHead.objects.get(release__version="1.1.0")
         assert head.tests["tests/test_timed.py"] == [
+            # The import graph's edges (the module, its package's __init__), then the names
+            # as written.
+            "/payments/timed.py",
+            "/payments/__init__.py",
             "payments.timed",
             "payments.timed.max_age_ok",
+            "call:max_age_ok@5",  # the calls the test file makes, with their lines
+            "call:max_age_ok@9",
         ]
         assert head.sha == git(repo, "rev-parse", "v1.1.0")
 

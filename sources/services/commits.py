@@ -15,6 +15,7 @@ from detective_client.head import (
     MAX_WORDS,
 )
 from detective_client.hunks import MAX_HUNKS
+from detective_client.imports import MAX_NODES
 from detective_client.records import CommitRecord, HeadRecord
 from releases.models import Release
 from sources import summary
@@ -53,9 +54,10 @@ def _check_bounds(commits: Sequence[CommitRecord], head: HeadRecord | None) -> N
         raise IngestError(f"{hunks:,} hunks: at most {MAX_HUNKS:,} per release.", 413)
     if head is None:
         return
-    if len(head.tests) > MAX_TEST_FILES:
+    # The test files and the files their import graph reaches (`detective_client.imports`).
+    if len(head.tests) > MAX_TEST_FILES + MAX_NODES:
         raise IngestError(
-            f"head.tests: {len(head.tests):,} test files, at most {MAX_TEST_FILES:,}.", 413
+            f"head.tests: {len(head.tests):,} files, at most {MAX_TEST_FILES + MAX_NODES:,}.", 413
         )
     for path, names in head.tests.items():
         _check_text(f"head.tests[{path[:100]!r}]", path)

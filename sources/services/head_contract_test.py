@@ -53,6 +53,6 @@ def test_both_read_the_same_functions() -> None:
         "class Signer:\n    def unsign(self, value):\n        raise SignatureExpired(value)\n\n"
         "async def fetch(url):\n    return await get(url)\n"
     )
-    mine = [(s, e, frozenset(w)) for s, e, w in head.python_scopes(source)]
-    theirs = [(s.start, s.end, s.words) for s in suspects.python_scopes(source)]
+    mine = [suspects.sent_scope(s, e, w) for s, e, w in head.python_scopes(source)]
+    theirs = suspects.python_scopes(source)
     assert mine == theirs

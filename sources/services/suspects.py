@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import heapq
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import transaction
 
 from detective_client import git
 from detective_client.hunks import MAX_HUNKS, FileHunks, Hunk, blame_at_head, read_hunks
+from detective_client.imports import import_graph
+from detective_client.scopes import scopes_of
+from risk import suspect_reach as reach
 from risk import suspects as ranking
 from sources.models import Commit, CommitFile, Release, ReleaseHead, TestCase, TestStatus
 from sources.parsers.tracebacks import read_frames
@@ -49,6 +53,14 @@ def _source_at(repo: Path, head: str, path: str) -> str | None:
         check=False,
     )
     return done.stdout if done.returncode == 0 else None
+
+
+def _scopes(path: str, text: str) -> list[ranking.Scope]:
+    """A module's functions at the head: Python's by `ast`, others' by tree-sitter."""
+    if path.endswith(".py"):
+        return ranking.python_scopes(text)
+    reader = scopes_of(path)
+    return [ranking.sent_scope(*found) for found in reader(text)] if reader else []
 
 
 def stored_form(
@@ -108,37 +120,46 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
         return sources[path]
 
     blamed_paths: set[str] = set()
-    prepared: list[tuple[TestCase, ranking.Failure]] = []
+    read_cases = []
     for case in failed:
-        test_path = ranking.file_of_test_case(case.classname, case.file, paths)
-        text = case.traceback or case.failure_message
-        frames = read_frames(text, paths)
-        tests = ranking.test_files(test_path, frames)
-        exercised: frozenset[str] = frozenset()
+        frames = read_frames(case.traceback or case.failure_message, paths)
+        test_path = ranking.file_of_test_case(case.classname, case.file, paths, case.suite, frames)
+        read_cases.append((case, frames, test_path, ranking.test_files(test_path, frames)))
+    starts = sorted({t for *_, tests in read_cases for t in tests})
+
+    def read_many(wanted: list[str] | tuple[str, ...]) -> dict[str, str]:
+        return {p: text for p in wanted if (text := source(p)) is not None}
+
+    edges, _ = import_graph(starts, paths, read_many, ranking.is_test_file)
+    names_of = {path: [f"/{p}" for p in found] for path, found in edges.items()}
+    prepared: list[tuple[TestCase, ranking.Failure]] = []
+    for case, frames, test_path, tests in read_cases:
+        distances = reach.import_distances(tests, names_of, paths)
         named: frozenset[str] = frozenset()
         for t in tests:
-            exercised |= ranking.exercised_paths(t, source(t), paths)
             named |= ranking.namesakes(t, paths)
+        called = reach.called_names(case.traceback or case.failure_message)
+        if test_path.endswith(".py"):
+            called |= reach.calls_in_test(source(test_path) or "", case.name)
         failure = ranking.Failure(
             test_path=test_path,
             frames=frames,
-            exercised=exercised,
+            exercised=frozenset(p for p in distances if p not in tests),
             namesakes=named,
             names=ranking.message_names(case.failure_message),
+            distances=distances,
+            test_name=case.name,
+            called=called,
         )
         prepared.append((case, failure))
-        blamed_paths |= set(tests) | set(exercised)
+        blamed_paths |= set(tests) | set(failure.exercised)
         blamed_paths |= {f.path for f in frames if f.in_repo}
     blamed = blame_at_head(repo, rev_range, sorted(p for p in blamed_paths if p in set(paths)))
     at = ranking.with_blame(carried, blamed)
     found = 0
     with transaction.atomic():
         for case, failure in prepared:
-            scopes = {
-                p: ranking.python_scopes(source(p) or "")
-                for p in failure.exercised
-                if p.endswith(".py")
-            }
+            scopes = {p: _scopes(p, source(p) or "") for p in failure.exercised}
             ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
             case.suspects = stored_form(failure, ranked, at)
             found += bool(ranked)
@@ -207,11 +228,50 @@ def rank_stored(release: Release) -> int | None:
         for c in stored
     ]
     head = ReleaseHead.objects.filter(release=release).first()
-    tests: dict[str, list[str]] = head.tests if head else {}
-    blame: dict[str, list[list[Any]]] = head.blame if head else {}
-    functions: dict[str, list[list[Any]]] = head.scopes if head else {}
+    changed = {p for _, p, _, _ in files}
+    if head is None:
+        stored_forms = rank_from_head(failed, commits, {}, {}, {}, changed)
+    else:
+        stored_forms = rank_from_head(failed, commits, head.tests, head.blame, head.scopes, changed)
+    found = 0
+    with transaction.atomic():
+        for case, kept in zip(failed, stored_forms, strict=True):
+            case.suspects = kept
+            found += bool(kept["ranked"])
+        TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
+    return found
+
+
+class CaseLike(Protocol):
+    """A failed test case as a JUnit report gives it (`TestCase`, or one read in a benchmark)."""
+
+    @property
+    def suite(self) -> str: ...
+    @property
+    def classname(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def failure_message(self) -> str: ...
+    @property
+    def traceback(self) -> str: ...
+
+
+def rank_from_head(
+    cases: Sequence[CaseLike],
+    commits: Sequence[ranking.RangeCommit],
+    tests: Mapping[str, Sequence[str]],
+    blame: Mapping[str, Sequence[Sequence[Any]]],
+    functions: Mapping[str, Sequence[Sequence[Any]]],
+    changed: Iterable[str],
+) -> list[dict[str, Any]]:
+    """Each case's stored suspects (`stored_form`), from the range's commits with their hunks
+    (newest first) and the head's facts as the CI client sent them (`HeadRecord`'s `tests`,
+    `blame`, `scopes`); `changed`: the paths the range changed."""
     scopes = {
-        path: [ranking.Scope(start, end, frozenset(words)) for start, end, words in found]
+        path: [ranking.sent_scope(start, end, words) for start, end, words in found]
         for path, found in functions.items()
     }
     blamed = [
@@ -220,27 +280,33 @@ def rank_stored(release: Release) -> int | None:
         for start, end, sha in ranges
     ]
     at = ranking.with_blame(ranking.lines_at_head(commits), blamed)
-    # The paths the ranking can name: those the range changed, the test files and the blamed.
-    paths = sorted({p for _, p, _, _ in files} | set(tests) | set(blame))
-    found = 0
-    with transaction.atomic():
-        for case in failed:
-            test_path = ranking.file_of_test_case(case.classname, case.file, paths)
-            frames = read_frames(case.traceback or case.failure_message, paths)
-            exercised: frozenset[str] = frozenset()
-            named: frozenset[str] = frozenset()
-            for t in ranking.test_files(test_path, frames):
-                exercised |= ranking.exercised_by_names(t, tests.get(t, ()), paths)
-                named |= ranking.namesakes(t, paths)
-            failure = ranking.Failure(
-                test_path=test_path,
-                frames=frames,
-                exercised=exercised,
-                namesakes=named,
-                names=ranking.message_names(case.failure_message),
-            )
-            ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
-            case.suspects = stored_form(failure, ranked, at)
-            found += bool(ranked)
-        TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
-    return found
+    # The paths the ranking can name: those the range changed, the test files and the blamed,
+    # and those the import graph reached.
+    graph = {n[1:] for names in tests.values() for n in names if n.startswith("/")}
+    paths = sorted(set(changed) | set(tests) | set(blame) | graph)
+    out: list[dict[str, Any]] = []
+    for case in cases:
+        text = case.traceback or case.failure_message
+        frames = read_frames(text, paths)
+        test_path = ranking.file_of_test_case(case.classname, case.file, paths, case.suite, frames)
+        starts = ranking.test_files(test_path, frames)
+        distances = reach.import_distances(starts, tests, paths)
+        named: frozenset[str] = frozenset()
+        for t in starts:
+            named |= ranking.namesakes(t, paths)
+        failure = ranking.Failure(
+            test_path=test_path,
+            frames=frames,
+            exercised=frozenset(p for p in distances if p not in starts),
+            namesakes=named,
+            names=ranking.message_names(case.failure_message),
+            distances=distances,
+            test_name=case.name,
+            called=reach.called_names(text)
+            | reach.calls_near(
+                tests.get(test_path, ()), [f.line for f in frames if f.path == test_path]
+            ),
+        )
+        ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
+        out.append(stored_form(failure, ranked, at))
+    return out

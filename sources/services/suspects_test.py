@@ -56,7 +56,7 @@ def commits_body(*, hunks: bool = True, head: bool = True) -> dict[str, Any]:
             "sha": DOCS,
             "tests": {"tests/test_timed.py": ["payments.timed", "payments.timed.max_age_ok"]},
             "blame": {"payments/timed.py": [[2, 2, CULPRIT]], "README.md": [[1, 2, DOCS]]},
-            "scopes": {"payments/timed.py": [[1, 4, ["max_age_ok", "return", "False"]]]},
+            "scopes": {"payments/timed.py": [[1, 4, ["def:max_age_ok", "return", "False"]]]},
         }
     return body
 
@@ -128,7 +128,7 @@ def test_commits_then_the_report(api: tuple[Client, dict[str, str]]) -> None:
         "code under test",
         "payments/timed.py",
     )
-    assert "in a function that names what the failure names" in top["reason"]
+    assert "its change is in `max_age_ok`, which test_max_age calls" in top["reason"]
     assert case.suspects["lines"] == {CULPRIT: [["payments/timed.py", 2, 2, False]]}
     assert TestCase.objects.get(name="test_young").suspects is None
 

@@ -1,0 +1,40 @@
+"""Benchmark: the culprit's rank among the suspects on synthetic histories that reproduce the
+shapes of real bugs (issue 38; `bench/suspect_shapes.py`): Python run by pytest, JavaScript in
+jest-junit's default report. The figure is the rank of each shape's culprit (1 = first) over
+its failing tests (the worst of them), ranked from what the CI client sends; the target is
+every culprit first."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+from bench.harness import Context, Result, Skip
+from bench.suspect_shapes import SHAPES, run_shape
+
+NAME = "suspects"
+
+
+async def run(ctx: Context) -> list[Result]:
+    if shutil.which("git") is None:
+        raise Skip("the git command is not installed")
+    rows: list[Result] = []
+    for index, shape in enumerate(SHAPES):
+        if shape.language == "javascript" and shutil.which("node") is None:
+            ctx.say(f"{shape.name}: node is not installed, left out")
+            continue
+        outcome = await asyncio.to_thread(run_shape, shape, ctx.scratch / f"suspects-{index}")
+        ctx.say(f"{shape.name}: culprit at {outcome.rank}; {outcome.first_reason}")
+        rows.append(
+            Result(
+                NAME,
+                f"{shape.language}: {shape.name}",
+                "rank_from_head",
+                "rank",
+                value=outcome.rank,
+                target="1 (the culprit first)",
+                met=outcome.rank == 1,
+                note=f"{outcome.failures} failing test(s); worst rank over them",
+            )
+        )
+    return rows
