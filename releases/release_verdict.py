@@ -211,7 +211,14 @@ def verdict_of(release: Release) -> ReleaseVerdict:
         else None
     )
     run = Conversation.objects.filter(release=release).order_by("-created_at", "-pk").first()
-    verdict = build_verdict(release, report, decision, run)
+    return gate_verdict(release, report, build_verdict(release, report, decision, run))
+
+
+def gate_verdict(
+    release: Release, report: RiskReport | None, verdict: ReleaseVerdict
+) -> ReleaseVerdict:
+    """The verdict the gate goes by: the one built from the rows, or the policy's where no
+    model filed on the data the release has now."""
     if no_model_on_current_data(verdict, report, release):
         return with_policy_verdict(verdict, release)
     return verdict

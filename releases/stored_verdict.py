@@ -26,7 +26,7 @@ from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from releases.models import DATA_FIELDS, Conversation, Release, ReviewDecision, RiskReport
-from releases.release_verdict import ReleaseVerdict, build_verdict, verdict_of
+from releases.release_verdict import ReleaseVerdict, build_verdict, gate_verdict, verdict_of
 from releases.severity import SEVERITY_RANK
 
 BATCH = 500
@@ -165,7 +165,7 @@ def _refreshed(rows: list[Release]) -> Iterator[Release]:
         found = reports.get(row.pk, [])
         report = found[0] if found else None
         decision = decisions.get(report.pk) if report is not None else None
-        verdict = build_verdict(row, report, decision, runs.get(row.pk))
+        verdict = gate_verdict(row, report, build_verdict(row, report, decision, runs.get(row.pk)))
         latest_two = [(r.severity, r.needs_review) for r in found]
         for name, value in values_of(row, verdict, latest_two).items():
             setattr(row, name, value)

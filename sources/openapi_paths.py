@@ -154,6 +154,14 @@ PATHS: dict[str, dict[str, Any]] = {
             ),
         )
     },
+    "releases/{version}/traces": {
+        "get": _operation(
+            "Drill-down: the release's error groups (new, regressed, ongoing) and its routes "
+            "against their baseline, from the OTLP traces sent to /otlp/v1/traces",
+            f"{_READERS}.",
+            params=(_VERSION, _SERVICE),
+        )
+    },
     "risk-reports": {
         "post": _operation(
             "File a run's risk report (the agent's tool)",

@@ -12,6 +12,7 @@ from django.test import Client
 
 from assessments import filing
 from releases.models import Release, RiskReport
+from releases.stored_verdict import refresh_stored_verdict
 from review.views_test import reviewer_client
 
 pytestmark = pytest.mark.django_db
@@ -33,6 +34,8 @@ def needs_person(make_release: Callable[..., Release]) -> RiskReport:
     RiskReport.objects.filter(pk=report.pk).update(
         needs_review=True, review_reasons=["the model and the policy disagree"]
     )
+    # A bare update() skips the stored verdict's hooks: refresh it as the services do.
+    refresh_stored_verdict(release)
     return report
 
 

@@ -124,12 +124,14 @@ def test_the_lists_read_the_stored_verdict() -> None:
     report = file_risk_report(release=low, severity="high", findings=["Looks risky."])
     decide_report(report, user, decision="override", severity="low", reason="Known noise.")
 
+    # Never assessed: the policy's verdict on its data is the gate's (issue 37), stored too.
+    assert release_verdict(never).by_policy and release_verdict(never).severity == "medium"
     by_risk = [r.version for r in filtered_releases(ReleaseFilters(sort="-risk"))]
-    assert by_risk == [high.version, low.version, never.version]
+    assert by_risk == [high.version, never.version, low.version]
     highs = filtered_releases(ReleaseFilters(severity="high"))
     assert [r.version for r in highs] == [high.version]
     counts = dashboard().counts
-    assert (counts["high"], counts["low"], counts["unassessed"]) == (1, 1, 1)
+    assert (counts["high"], counts["medium"], counts["low"]) == (1, 1, 1)
     assert [r.version for r in dashboard().high_risk] == [high.version]
 
 
