@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from assessments import filing
 from releases.models import Conversation, Release, RiskReport, RunStatus
+from releases.stored_verdict import refresh_stored_verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -46,6 +47,7 @@ def waiting(make_release: Callable[..., Release]) -> RiskReport:
     RiskReport.objects.filter(pk=report.pk).update(
         needs_review=True, review_reasons=["severity low is below the policy's high"]
     )
+    refresh_stored_verdict(release)  # a bare update() skips the stored verdict's hooks
     report.refresh_from_db()
     assert (report.severity, report.policy_severity) == ("low", "high")
     return report
