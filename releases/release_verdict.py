@@ -194,8 +194,20 @@ def state_of(
 
 
 def verdict_of(release: Release) -> ReleaseVerdict:
-    """The release's verdict: three queries (latest report with its policy, its latest
-    decision, the latest run)."""
+    """The release's verdict as the gate goes by it: the recorded one, or the policy's where
+    no model filed on the data the release has now."""
+    recorded, report = _recorded(release)
+    return gate_verdict(release, report, recorded)
+
+
+def recorded_verdict(release: Release) -> ReleaseVerdict:
+    """The verdict of the reports, decisions and runs alone (what the lists store and sort
+    by, `stored_verdict.py`): three queries."""
+    return _recorded(release)[0]
+
+
+def _recorded(release: Release) -> tuple[ReleaseVerdict, RiskReport | None]:
+    """Three queries: the latest report with its policy, its latest decision, the latest run."""
     report = (
         RiskReport.objects.filter(release=release)
         .select_related("policy", "conversation")
@@ -211,7 +223,7 @@ def verdict_of(release: Release) -> ReleaseVerdict:
         else None
     )
     run = Conversation.objects.filter(release=release).order_by("-created_at", "-pk").first()
-    return gate_verdict(release, report, build_verdict(release, report, decision, run))
+    return build_verdict(release, report, decision, run), report
 
 
 def gate_verdict(

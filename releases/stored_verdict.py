@@ -3,9 +3,12 @@
 Computing the severity that counts inside the list's query (a CASE over the latest report's
 subqueries, once per release) made the sort by risk, home and the review desk take seconds at
 10,000 releases. So the verdict is computed for one release at a time, by the one function
-that decides it (`release_verdict.build_verdict`, over the rows `verdict_of` reads), and its
-output is written onto the release's `verdict_*` columns, which the lists filter, sort and
-count by (indexed).
+that decides it (`release_verdict.build_verdict`, over the rows `recorded_verdict` reads),
+and its output is written onto the release's `verdict_*` columns, which the lists filter, sort
+and count by (indexed). What is stored is the recorded verdict: the reports', decisions' and
+runs'. Where no model filed on the release's data now, the gate (`verdict_of`: the verdict
+API, `manage.py verdict`, the client and the release page) goes by the policy's verdict
+instead (issue 37), which reads the release's history; the lists do not store that one yet.
 
 `refresh_stored_verdict(release)` is the one door: every write that can change the verdict
 calls it in the same transaction (a report filed, a decision, a run started, claimed, ended,
@@ -26,7 +29,7 @@ from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from releases.models import DATA_FIELDS, Conversation, Release, ReviewDecision, RiskReport
-from releases.release_verdict import ReleaseVerdict, build_verdict, gate_verdict, verdict_of
+from releases.release_verdict import ReleaseVerdict, build_verdict, recorded_verdict
 from releases.severity import SEVERITY_RANK
 
 BATCH = 500
@@ -47,14 +50,14 @@ STORED_FIELDS = (
 
 
 def computed_values(release: Release) -> dict[str, Any]:
-    """What the release's `verdict_*` columns should hold now: `verdict_of` (three queries)
+    """What the release's `verdict_*` columns should hold now: `recorded_verdict` (three queries)
     and one more for the latest two reports' severity and review mark."""
     latest_two = list(
         RiskReport.objects.filter(release=release)
         .order_by("-filed_at", "-id")
         .values_list("severity", "needs_review")[:2]
     )
-    return values_of(release, verdict_of(release), latest_two)
+    return values_of(release, recorded_verdict(release), latest_two)
 
 
 def values_of(
@@ -106,7 +109,7 @@ def refresh_stored_verdict(release: Release | int | None) -> None:
 
 def refresh_all(releases: QuerySet[Release] | None = None) -> int:
     """`refresh_stored_verdict` for many releases, a transaction per batch (the releases there
-    before the columns, the benchmarks' bulk loads). The rows `verdict_of` reads for one
+    before the columns, the benchmarks' bulk loads). The rows `recorded_verdict` reads for one
     release are read for a batch at once (the newest of each by a window function) and the
     verdict built by the same `build_verdict`; `stored_verdict_test` checks both ways agree.
     Returns how many releases were written."""
@@ -165,7 +168,7 @@ def _refreshed(rows: list[Release]) -> Iterator[Release]:
         found = reports.get(row.pk, [])
         report = found[0] if found else None
         decision = decisions.get(report.pk) if report is not None else None
-        verdict = gate_verdict(row, report, build_verdict(row, report, decision, runs.get(row.pk)))
+        verdict = build_verdict(row, report, decision, runs.get(row.pk))
         latest_two = [(r.severity, r.needs_review) for r in found]
         for name, value in values_of(row, verdict, latest_two).items():
             setattr(row, name, value)

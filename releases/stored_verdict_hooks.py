@@ -67,13 +67,11 @@ def run_deleted(instance: Conversation, **_: Any) -> None:
 
 
 def release_saved(instance: Release, created: bool, raw: bool = False, **kwargs: Any) -> None:
-    """New data can put a release's report on the desk, or take it off (missing data), and
-    changes the policy's verdict where no model has filed on it."""
+    """New data can put a release's report on the desk, or take it off (missing data)."""
     fields = _named(kwargs.get("update_fields"))
-    if raw:
-        return
-    # A new release has no report, but the policy's verdict on its data is the gate's.
-    if created or fields is None or fields & frozenset(DATA_FIELDS):
+    if raw or created:
+        return  # a new release has no report and no run: its defaults are its verdict
+    if fields is None or fields & frozenset(DATA_FIELDS):
         refresh_stored_verdict(instance)
 
 

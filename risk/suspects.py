@@ -1,5 +1,8 @@
 """Which commits of a release's range may have broken a new failure: suspects, ranked.
 
+Over 600 lines on purpose: one ranking whose evidence kinds (frames, names, imports, scopes,
+deletions) each decide its order and say why in the same sentences.
+
 Pure functions over what ingestion keeps (issue 30): the failure's frames (file, line, function,
 read by `sources.parsers.tracebacks`), its test file and the modules that file imports at the
 release's head, and the range's commits with the line ranges they changed (`git log -p -U0`

@@ -24,8 +24,9 @@ from releases.models import Conversation, Release, RunStatus
 from review import services as review_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
-# Outside the site's permission rules: the admin (its own), the API (bearer tokens), login.
-OUTSIDE = ("admin/", "api/", "accounts/", "favicon.ico")
+# Outside the site's permission rules: the admin (its own), the API and OTLP in (bearer
+# tokens), login.
+OUTSIDE = ("admin/", "api/", "otlp/", "accounts/", "favicon.ico")
 
 
 def _patterns(resolvers: list[Any], prefix: str = "") -> Iterator[tuple[str, URLPattern]]:

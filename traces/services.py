@@ -19,7 +19,6 @@ from django.db import transaction
 from django.db.models import Q
 
 from releases.models import Release, Service
-from releases.stored_verdict import refresh_stored_verdict
 from sources.models import IngestionToken
 from traces.models import ErrorGroup, ErrorMinute, ErrorRelease, RouteMinute, TraceIntake
 from traces.otlp.aggregate import MINUTE_NS, ReleaseAggregate, aggregate
@@ -203,9 +202,6 @@ def _merge(release: Release, batch: ReleaseAggregate) -> None:
                 row.count += count
                 row.save(update_fields=["count"])
     intake.save()
-    if batch.errors:
-        # A new error group can raise the policy's verdict, which the lists read stored.
-        refresh_stored_verdict(release)
 
 
 def purge(before: datetime) -> tuple[int, int]:
