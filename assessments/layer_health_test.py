@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import pytest
 
+from assessments import layer_health
 from assessments.layer_health import Outage, Publisher
 
 
@@ -79,3 +82,42 @@ def test_publishing_skips_the_layer_for_a_while_after_a_failure() -> None:
     failing = False
     assert publisher.publish("run-1", {}) is True
     assert sent == ["run-1"] and not outage.down
+
+
+def test_a_slow_first_build_of_the_layer_is_no_outage(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+
+    sent: list[str] = []
+
+    class Layer:
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
+            sent.append(group)
+
+    def build_slowly() -> Layer:
+        time.sleep(0.3)  # channels_redis and redis.asyncio imported on a loaded machine
+        return Layer()
+
+    monkeypatch.setattr(layer_health, "PUBLISH_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(layer_health, "get_channel_layer", build_slowly)
+    publisher = Publisher(layer_health._group_send, Outage())
+
+    assert publisher.publish("run-1", {"type": "run.event"}) is True
+    assert sent == ["run-1"]
+    assert warnings(caplog) == []
+
+
+def test_a_layer_that_does_not_answer_in_time_is_an_outage(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+
+    class Paused:
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
+            await asyncio.sleep(5)
+
+    monkeypatch.setattr(layer_health, "PUBLISH_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(layer_health, "get_channel_layer", Paused)
+    publisher = Publisher(layer_health._group_send, Outage())
+
+    assert publisher.publish("run-1", {"type": "run.event"}) is False
+    assert [w.split(" (")[0] for w in warnings(caplog)] == ["the channel layer is not answering"]
