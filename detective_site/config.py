@@ -115,6 +115,10 @@ EXPECTED: dict[str, str] = {
     "DETECTIVE_TRACE_RETENTION_DAYS": (
         "days the per-minute figures of OTLP traces are kept (1 to 3650)"
     ),
+    "DETECTIVE_OTLP_MAX_IN_FLIGHT": (
+        "OTLP requests one web process reads and stores at once; the next is answered 429 with "
+        "Retry-After (1 to 256)"
+    ),
     "DETECTIVE_RUN_STALE_SECONDS": (
         "seconds without a heartbeat after which a running assessment is marked failed (5 or more)"
     ),
@@ -200,6 +204,15 @@ class DetectiveConfig(BaseSettings):
         le=3650,
         validation_alias="DETECTIVE_TRACE_RETENTION_DAYS",
         description=EXPECTED["DETECTIVE_TRACE_RETENTION_DAYS"],
+    )
+    # OTLP requests a web process works on at once; the next is shed (429, Retry-After), so a
+    # fleet of exporters waits out a slow database instead of piling requests onto it.
+    otlp_max_in_flight: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        validation_alias="DETECTIVE_OTLP_MAX_IN_FLIGHT",
+        description=EXPECTED["DETECTIVE_OTLP_MAX_IN_FLIGHT"],
     )
     run_stale_seconds: float = Field(
         default=30.0,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, SeverityNumber
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 SERVER = Span.SpanKind.SPAN_KIND_SERVER
@@ -60,4 +62,45 @@ def request(service: str, version: str, spans: Sequence[Span]) -> ExportTraceSer
     resource = message.resource_spans.add()
     resource.resource.attributes.extend(attributes(service__name=service, service__version=version))
     resource.scope_spans.add().spans.extend(spans)
+    return message
+
+
+def log_record(
+    start_ns: int,
+    *,
+    exception: tuple[str, str, str] | None = None,
+    route: str | None = None,
+    trace: int | None = None,
+) -> LogRecord:
+    """A log record as an SDK's logging bridge writes `logger.exception(...)`: the exception in
+    `exception.*` attributes, the trace's ids when written inside a span."""
+    made = LogRecord(
+        time_unix_nano=start_ns,
+        observed_time_unix_nano=start_ns,
+        severity_number=SeverityNumber.SEVERITY_NUMBER_ERROR,
+        severity_text="ERROR",
+        body=AnyValue(string_value="the request failed"),
+    )
+    if trace is not None:
+        made.trace_id = (trace + 1).to_bytes(16, "big")
+        made.span_id = (trace + 1).to_bytes(8, "big")
+    if route is not None:
+        made.attributes.extend(attributes(http__route=route, http__request__method="GET"))
+    if exception is not None:
+        kind, message, stack = exception
+        made.attributes.extend(
+            attributes(
+                exception__type=kind, exception__message=message, exception__stacktrace=stack
+            )
+        )
+    return made
+
+
+def log_request(
+    service: str, version: str, records: Sequence[LogRecord]
+) -> ExportLogsServiceRequest:
+    message = ExportLogsServiceRequest()
+    resource = message.resource_logs.add()
+    resource.resource.attributes.extend(attributes(service__name=service, service__version=version))
+    resource.scope_logs.add().log_records.extend(records)
     return message

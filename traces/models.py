@@ -105,6 +105,8 @@ class TraceIntake(models.Model):
 
     release = models.OneToOneField(Release, on_delete=models.CASCADE, related_name="trace_intake")
     spans = models.PositiveBigIntegerField(default=0)
+    # Log records with an exception (`/otlp/v1/logs`): occurrences of error groups, no requests.
+    log_records = models.PositiveBigIntegerField(default=0)
     routes_dropped = models.PositiveBigIntegerField(default=0)
     groups_dropped = models.PositiveBigIntegerField(default=0)
 

@@ -133,6 +133,7 @@ def release_traces(release: Release, *, with_suspects: bool = True) -> dict[str,
         "error_groups_total": len(groups),
         "routes": route_figures(release),
         "spans": intake.spans if intake else 0,
+        "log_records": intake.log_records if intake else 0,
         "routes_dropped": intake.routes_dropped if intake else 0,
         "groups_dropped": intake.groups_dropped if intake else 0,
     }

@@ -63,15 +63,17 @@ def _release_for(
 ) -> Release | None:
     service = Service.objects.filter(Q(name=service_name) | Q(slug=service_name)).first()
     if service is None:
-        read.reject("spans refused: no service of that service.name (make it first)", count)
+        read.reject(f"{read.what} refused: no service of that service.name (make it first)", count)
         return None
     if not token.may_ingest(service):
-        read.reject("spans refused: the token may not send that service's spans", count)
+        what = read.what
+        read.reject(f"{what} refused: the token may not send that service's {what}", count)
         return None
     release = Release.objects.filter(service=service, version=version).first()
     if release is None:
         read.reject(
-            "spans refused: no release of their service.version yet (send the release first)",
+            f"{read.what} refused: no release of their service.version yet "
+            "(send the release first)",
             count,
         )
     return release
@@ -86,7 +88,7 @@ def ingest(token: IngestionToken, read: Read) -> Stored:
     for index, ((service_name, version), spans) in enumerate(by_release.items()):
         if index >= MAX_RELEASES_A_REQUEST:
             read.reject(
-                f"spans refused: more than {MAX_RELEASES_A_REQUEST} releases in one request",
+                f"{read.what} refused: more than {MAX_RELEASES_A_REQUEST} releases in one request",
                 len(spans),
             )
             continue
@@ -155,6 +157,7 @@ def _merge(release: Release, batch: ReleaseAggregate) -> None:
     Release.objects.select_for_update().filter(pk=release.pk).first()
     intake, _ = TraceIntake.objects.get_or_create(release=release)
     intake.spans += batch.spans
+    intake.log_records += batch.log_records
     _merge_routes(release, batch, intake)
     groups_here = ErrorRelease.objects.filter(release=release).count()
     for fingerprint, found in batch.errors.items():

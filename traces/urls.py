@@ -8,4 +8,5 @@ app_name = "otlp"
 
 urlpatterns = [
     path("v1/traces", views.export_traces, name="traces"),
+    path("v1/logs", views.export_logs, name="logs"),
 ]

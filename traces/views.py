@@ -1,15 +1,20 @@
-"""`POST /otlp/v1/traces`: what an OpenTelemetry SDK's or Collector's OTLP/HTTP exporter sends
+"""`POST /otlp/v1/traces` and `POST /otlp/v1/logs`: what an OpenTelemetry SDK's or Collector's
+OTLP/HTTP exporter sends
 (`OTEL_EXPORTER_OTLP_ENDPOINT=https://detective.example.com/otlp`, the ingestion token in
 `OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer …`).
 
 Answers as the OTLP specification says, in the request's own encoding (protobuf or JSON): 200
-with an `ExportTraceServiceResponse` whose `partial_success` counts the refused spans and says
-why; 400 for a body it cannot read, 401/403 for the token, 413 past a bound, 415 for another
-type; a failure's body is a `google.rpc.Status` with the reason. A token API: no session, no
-CSRF.
+with an `ExportTraceServiceResponse` or `ExportLogsServiceResponse` whose `partial_success`
+counts the refused spans or log records and says why; 400 for a body it cannot read, 401/403
+for the token, 413 past a bound, 415 for another type, 429 with `Retry-After` when the process
+sheds load (`traces.shedding`), 503 with `Retry-After` while the database is away; a failure's
+body is a `google.rpc.Status` with the reason. A token API: no session, no CSRF.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.db import InterfaceError, OperationalError
@@ -19,6 +24,10 @@ from django.views.decorators.http import require_POST
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -27,12 +36,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from sources import api as ingestion_api
 from sources import selectors as sources_selectors
 from traces import services
-from traces.otlp.reading import MAX_BODY_BYTES, BodyError, decode_traces, is_json
-from traces.otlp.spans import read_spans
+from traces.otlp.logs import read_logs
+from traces.otlp.reading import MAX_BODY_BYTES, BodyError, decode_logs, decode_traces, is_json
+from traces.otlp.spans import Read, read_spans
+from traces.shedding import RETRY_AFTER_S, in_flight
 
 # google.rpc.Code: what each HTTP status means to a gRPC-minded client.
-_CODES = {400: 3, 401: 16, 403: 7, 413: 8, 415: 3, 503: 14}
-RETRY_AFTER_S = 5
+_CODES = {400: 3, 401: 16, 403: 7, 413: 8, 415: 3, 429: 8, 503: 14}
 
 
 def _answer(request: HttpRequest, message: Message, status: int) -> HttpResponse:
@@ -48,6 +58,8 @@ def _refused(request: HttpRequest, status: int, reason: str) -> HttpResponse:
     response = _answer(request, Status(code=_CODES.get(status, 2), message=reason), status)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="detective"'
+    if status in (429, 503):
+        response["Retry-After"] = str(RETRY_AFTER_S)
     return response
 
 
@@ -62,36 +74,45 @@ def _body(request: HttpRequest) -> bytes:
     return data
 
 
-@login_not_required
-@csrf_exempt
-@require_POST
-def export_traces(request: HttpRequest) -> HttpResponse:
+def _export(
+    request: HttpRequest,
+    decode: Callable[[bytes, str, str], Message],
+    read_of: Callable[[Any], Read],
+    answer: Callable[[Read], Message],
+) -> HttpResponse:
     scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
     token = sources_selectors.token_for(secret.strip()) if scheme.lower() == "bearer" else None
     if token is None:
         if kind := ingestion_api._other_token_kind(request):
-            return _refused(request, 403, f"{kind} cannot send spans: use an ingestion token.")
+            return _refused(request, 403, f"{kind} cannot send OTLP data: use an ingestion token.")
         return _refused(
             request, 401, "Authentication required: send Authorization: Bearer <ingestion token>."
         )
-    try:
-        decoded = decode_traces(
-            _body(request),
-            request.content_type or "",
-            request.headers.get("Content-Encoding", ""),
-        )
-    except BodyError as exc:
-        return _refused(request, exc.status, f"{exc.message} Nothing of it was stored.")
-    read = read_spans(decoded)
-    try:
-        services.ingest(token, read)
-    except (OperationalError, InterfaceError):
-        # The database is restarting or locked past its timeout: the exporter retries after
-        # Retry-After, as the specification asks of a 503; nothing of the batch was kept
-        # (each release's merge is one transaction).
-        response = _refused(request, 503, "The database is unavailable; send again later.")
-        response["Retry-After"] = str(RETRY_AFTER_S)
-        return response
+    with in_flight.slot() as taken:
+        if not taken:
+            return _refused(
+                request, 429, "Too many OTLP requests at once here; send again after Retry-After."
+            )
+        try:
+            decoded = decode(
+                _body(request),
+                request.content_type or "",
+                request.headers.get("Content-Encoding", ""),
+            )
+        except BodyError as exc:
+            return _refused(request, exc.status, f"{exc.message} Nothing of it was stored.")
+        read = read_of(decoded)
+        try:
+            services.ingest(token, read)
+        except (OperationalError, InterfaceError):
+            # The database is restarting or locked past its timeout: the exporter retries after
+            # Retry-After, as the specification asks of a 503; nothing of the batch was kept
+            # (each release's merge is one transaction).
+            return _refused(request, 503, "The database is unavailable; send again later.")
+    return _answer(request, answer(read), 200)
+
+
+def _traces_answer(read: Read) -> Message:
     response = ExportTraceServiceResponse()
     if read.rejected_count:
         response.partial_success.CopyFrom(
@@ -99,4 +120,30 @@ def export_traces(request: HttpRequest) -> HttpResponse:
                 rejected_spans=read.rejected_count, error_message=read.message()
             )
         )
-    return _answer(request, response, 200)
+    return response
+
+
+def _logs_answer(read: Read) -> Message:
+    response = ExportLogsServiceResponse()
+    if read.rejected_count:
+        response.partial_success.CopyFrom(
+            ExportLogsPartialSuccess(
+                rejected_log_records=read.rejected_count, error_message=read.message()
+            )
+        )
+    return response
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+def export_traces(request: HttpRequest) -> HttpResponse:
+    return _export(request, decode_traces, read_spans, _traces_answer)
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+def export_logs(request: HttpRequest) -> HttpResponse:
+    """Log records with `exception.*` attributes: occurrences of the same error groups."""
+    return _export(request, decode_logs, read_logs, _logs_answer)

@@ -10,15 +10,17 @@ from django.db import OperationalError
 from django.test import Client
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from releases.models import Release, Service
 from sources import services as sources_services
-from tests.otlp_requests import request, span
+from tests.otlp_requests import log_record, log_request, request, span
 from traces import services
 from traces.models import ErrorGroup, ErrorMinute, RouteMinute, TraceIntake
 from traces.otlp.grouping_test import stack
 from traces.services import load_sketch
+from traces.shedding import in_flight
 
 pytestmark = pytest.mark.django_db
 PROTOBUF = "application/x-protobuf"
@@ -149,3 +151,80 @@ def test_a_database_that_does_not_answer_is_a_503_with_retry_after(
     status = Status()
     status.ParseFromString(response.content)
     assert status.code == 14 and "send again later" in status.message
+
+
+def test_past_the_in_flight_bound_a_request_is_shed_with_429_and_nothing_stored(
+    token: str, settings: pytest.FixtureRequest
+) -> None:
+    settings.DETECTIVE_OTLP_MAX_IN_FLIGHT = 2  # type: ignore[attr-defined]
+    data = request("shop", "1.1.0", [span(1, NOW, exception=ERROR)]).SerializeToString()
+    # Two requests being ingested elsewhere in this process hold both slots.
+    with in_flight.slot() as first, in_flight.slot() as second:
+        assert first and second
+        shed = post(data, token)
+        logs = Client().post(
+            "/otlp/v1/logs",
+            log_request("shop", "1.1.0", [log_record(NOW, exception=ERROR)]).SerializeToString(),
+            content_type=PROTOBUF,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    for response in (shed, logs):
+        assert response.status_code == 429 and response["Retry-After"] == "5"
+        status = Status()
+        status.ParseFromString(response.content)
+        assert status.code == 8 and "Retry-After" in status.message
+    assert not RouteMinute.objects.exists() and not ErrorGroup.objects.exists()
+    # A slot given back, the same body is taken.
+    assert post(data, token).status_code == 200
+    assert RouteMinute.objects.get().requests == 1
+
+
+def post_logs(body: bytes, token: str, content_type: str = PROTOBUF, **headers: str):  # type: ignore[no-untyped-def]
+    return Client().post(
+        "/otlp/v1/logs",
+        body,
+        content_type=content_type,
+        headers={"Authorization": f"Bearer {token}", **headers},
+    )
+
+
+def test_log_records_with_an_exception_join_the_spans_error_group(token: str) -> None:
+    post(request("shop", "1.1.0", [span(1, NOW, exception=ERROR)]).SerializeToString(), token)
+    records = [
+        log_record(NOW + n, exception=ERROR, route="/cart/{cart_id}/total") for n in range(3)
+    ]
+    records.append(log_record(NOW))  # no exception: accepted, not kept
+    response = post_logs(
+        gzip.compress(log_request("shop", "1.1.0", records).SerializeToString()),
+        token,
+        **{"Content-Encoding": "gzip"},
+    )
+    assert response.status_code == 200, response.content
+    message = ExportLogsServiceResponse()
+    message.ParseFromString(response.content)
+    assert not message.HasField("partial_success")
+    group = ErrorGroup.objects.get()
+    assert sum(ErrorMinute.objects.filter(group=group).values_list("count", flat=True)) == 4
+    intake = TraceIntake.objects.get()
+    assert (intake.spans, intake.log_records) == (1, 3)
+    # Log records are no requests: the route's figures are the span's alone.
+    assert RouteMinute.objects.get().requests == 1
+
+
+def test_log_records_of_an_unknown_release_are_a_partial_success_in_json(token: str) -> None:
+    document = json_format.MessageToDict(
+        log_request("shop", "9.9.9", [log_record(NOW, exception=ERROR, trace=1)])
+    )
+    written = document["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]
+    written.update({"traceId": "ab" * 16, "spanId": "cd" * 8})
+    response = post_logs(json.dumps(document).encode(), token, "application/json")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    partial = json.loads(response.content)["partialSuccess"]
+    assert partial["rejectedLogRecords"] == "1"
+    assert "log records refused: no release of their service.version" in partial["errorMessage"]
+    assert not ErrorGroup.objects.exists()
+
+
+def test_logs_need_an_ingestion_token() -> None:
+    response = post_logs(b"", "nope")
+    assert response.status_code == 401 and "Bearer" in response["WWW-Authenticate"]

@@ -55,6 +55,7 @@ class ReleaseAggregate:
     routes: dict[tuple[str, int, Window], RouteMinute] = field(default_factory=dict)
     errors: dict[str, ErrorAggregate] = field(default_factory=dict)
     spans: int = 0
+    log_records: int = 0
 
 
 def window_of(start_ns: int, deployed_ns: int | None) -> Window:
@@ -66,7 +67,8 @@ def aggregate(spans: Iterable[SpanFacts], deployed_ns: int | None) -> ReleaseAgg
     deployed, every span counts as the release's)."""
     result = ReleaseAggregate()
     for span in spans:
-        result.spans += 1
+        result.spans += not span.log
+        result.log_records += span.log
         minute = span.start_ns // MINUTE_NS
         window = window_of(span.start_ns, deployed_ns)
         if span.request and span.route:
@@ -87,6 +89,8 @@ def aggregate(spans: Iterable[SpanFacts], deployed_ns: int | None) -> ReleaseAgg
             found.last_ns = max(found.last_ns, span.start_ns)
             key = (span.route, minute, window)
             found.counts[key] = found.counts.get(key, 0) + 1
-            if len(found.exemplars) < EXEMPLARS and span.trace_id not in found.exemplars:
+            # A log record outside any trace has no trace id to show.
+            fresh = span.trace_id and span.trace_id not in found.exemplars
+            if fresh and len(found.exemplars) < EXEMPLARS:
                 found.exemplars.append(span.trace_id)
     return result

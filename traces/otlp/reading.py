@@ -1,6 +1,7 @@
-"""An OTLP/HTTP traces body, decoded: protobuf (`application/x-protobuf`) or OTLP/JSON
+"""An OTLP/HTTP traces or logs body, decoded: protobuf (`application/x-protobuf`) or OTLP/JSON
 (`application/json`, trace and span ids written in hex, enums as integers), gzip or not, into
-the `opentelemetry-proto` message; never parsed by hand.
+the `opentelemetry-proto` message (`ExportTraceServiceRequest`, `ExportLogsServiceRequest`);
+never parsed by hand.
 
 Every failure is a `BodyError` with the HTTP status the OTLP specification asks for (400 for a
 body that cannot be read, 413 past a bound, 415 for a type it does not speak) and a sentence
@@ -14,16 +15,18 @@ import base64
 import binascii
 import json
 import zlib
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 __all__ = [
     "MAX_BODY_BYTES",
     "MAX_DECODED_BYTES",
     "BodyError",
+    "decode_logs",
     "decode_traces",
     "decompress",
 ]
@@ -34,6 +37,8 @@ MAX_DECODED_BYTES = 16 * 1024 * 1024
 # protobuf's own default; JSON is held to the same depth (json.loads would otherwise recurse
 # until Python's limit).
 MAX_DEPTH = 64
+
+Request = TypeVar("Request", ExportTraceServiceRequest, ExportLogsServiceRequest)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -96,9 +101,7 @@ def _hex_to_base64(value: Any, where: str) -> Any:
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
-def _ids_to_base64(document: Any) -> None:
-    if not isinstance(document, dict):
-        raise BodyError(400, "The JSON body is not an object.")
+def _span_ids_to_base64(document: dict[str, Any]) -> None:
     for r, resource in enumerate(_list(document.get("resourceSpans"))):
         for s, scope in enumerate(_list(_get(resource, "scopeSpans"))):
             for n, span in enumerate(_list(_get(scope, "spans"))):
@@ -114,6 +117,18 @@ def _ids_to_base64(document: Any) -> None:
                             link[name] = _hex_to_base64(link[name], f"{where}.links[{k}].{name}")
 
 
+def _log_ids_to_base64(document: dict[str, Any]) -> None:
+    for r, resource in enumerate(_list(document.get("resourceLogs"))):
+        for s, scope in enumerate(_list(_get(resource, "scopeLogs"))):
+            for n, record in enumerate(_list(_get(scope, "logRecords"))):
+                if not isinstance(record, dict):
+                    continue
+                where = f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{n}]"
+                for name in ("traceId", "spanId"):
+                    if name in record and record[name] != "":
+                        record[name] = _hex_to_base64(record[name], f"{where}.{name}")
+
+
 def _get(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, dict) else None
 
@@ -122,7 +137,7 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _from_json(data: bytes) -> ExportTraceServiceRequest:
+def _from_json(data: bytes, message: Request) -> Request:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -135,17 +150,22 @@ def _from_json(data: bytes) -> ExportTraceServiceRequest:
         raise BodyError(400, f"The JSON body cannot be read: {exc}.") from None
     if not _depth_ok(document, MAX_DEPTH):
         raise BodyError(400, f"The JSON body is nested deeper than {MAX_DEPTH} levels.")
-    _ids_to_base64(document)
-    message = ExportTraceServiceRequest()
+    if not isinstance(document, dict):
+        raise BodyError(400, "The JSON body is not an object.")
+    if isinstance(message, ExportLogsServiceRequest):
+        _log_ids_to_base64(document)
+        signal = "logs"
+    else:
+        _span_ids_to_base64(document)
+        signal = "traces"
     try:
         json_format.ParseDict(document, message, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
-        raise BodyError(400, f"The JSON body is not an OTLP traces request: {exc}.") from None
+        raise BodyError(400, f"The JSON body is not an OTLP {signal} request: {exc}.") from None
     return message
 
 
-def _from_protobuf(data: bytes) -> ExportTraceServiceRequest:
-    message = ExportTraceServiceRequest()
+def _from_protobuf(data: bytes, message: Request) -> Request:
     try:
         message.ParseFromString(data)
     except (DecodeError, RecursionError, ValueError) as exc:
@@ -153,8 +173,7 @@ def _from_protobuf(data: bytes) -> ExportTraceServiceRequest:
     return message
 
 
-def decode_traces(body: bytes, content_type: str, encoding: str = "") -> ExportTraceServiceRequest:
-    """The request a body holds, or `BodyError`."""
+def _decode(body: bytes, content_type: str, encoding: str, message: Request) -> Request:
     if len(body) > MAX_BODY_BYTES:
         raise BodyError(413, f"The body is larger than {MAX_BODY_BYTES:,} bytes.")
     kind = content_type.split(";", 1)[0].strip().lower()
@@ -163,7 +182,17 @@ def decode_traces(body: bytes, content_type: str, encoding: str = "") -> ExportT
             415, f"Content-Type {kind or 'none'!r} is not OTLP: send {PROTOBUF} or {JSON}."
         )
     data = decompress(body, encoding)
-    return _from_protobuf(data) if kind == PROTOBUF else _from_json(data)
+    return _from_protobuf(data, message) if kind == PROTOBUF else _from_json(data, message)
+
+
+def decode_traces(body: bytes, content_type: str, encoding: str = "") -> ExportTraceServiceRequest:
+    """The traces request a body holds, or `BodyError`."""
+    return _decode(body, content_type, encoding, ExportTraceServiceRequest())
+
+
+def decode_logs(body: bytes, content_type: str, encoding: str = "") -> ExportLogsServiceRequest:
+    """The logs request a body holds, or `BodyError`."""
+    return _decode(body, content_type, encoding, ExportLogsServiceRequest())
 
 
 def is_json(content_type: str) -> bool:

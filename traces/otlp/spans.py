@@ -54,11 +54,15 @@ class SpanFacts:
     duration_ms: float
     error: bool
     exceptions: tuple[ExceptionFacts, ...] = ()
+    # A log record (`/otlp/v1/logs`): its exception is an occurrence; it is no span nor request.
+    log: bool = False
 
 
 @dataclass(slots=True)
 class Read:
     spans: list[SpanFacts] = field(default_factory=list)
+    # What the request sent, as its refusals name it: "spans" or "log records".
+    what: str = "spans"
     rejected: Counter[str] = field(default_factory=Counter)
 
     def reject(self, reason: str, count: int = 1) -> None:
@@ -81,11 +85,11 @@ def _value(any_value: Any) -> str | int | float | bool | None:
     return None
 
 
-def _attributes(pairs: Iterable[Any], wanted: frozenset[str]) -> dict[str, Any]:
+def attributes_of(pairs: Iterable[Any], wanted: frozenset[str]) -> dict[str, Any]:
     return {kv.key: _value(kv.value) for kv in pairs if kv.key in wanted}
 
 
-def _text_ok(text: str) -> bool:
+def text_ok(text: str) -> bool:
     if "\x00" in text:
         return False
     try:
@@ -95,12 +99,12 @@ def _text_ok(text: str) -> bool:
     return True
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-_RESOURCE_KEYS = frozenset({"service.name", "service.version", "deployment.environment.name"})
-_SPAN_KEYS = frozenset(
+RESOURCE_KEYS = frozenset({"service.name", "service.version", "deployment.environment.name"})
+SPAN_KEYS = frozenset(
     {
         "http.route",
         "http.request.method",
@@ -109,7 +113,7 @@ _SPAN_KEYS = frozenset(
         "http.status_code",
     }
 )
-_EXCEPTION_KEYS = frozenset({"exception.type", "exception.message", "exception.stacktrace"})
+EXCEPTION_KEYS = frozenset({"exception.type", "exception.message", "exception.stacktrace"})
 
 
 def _status_code(attributes: Mapping[str, Any]) -> int | None:
@@ -123,9 +127,9 @@ def _status_code(attributes: Mapping[str, Any]) -> int | None:
 
 
 def _route(span: Any, attributes: Mapping[str, Any]) -> str:
-    route = _text(attributes.get("http.route"))
+    route = text_of(attributes.get("http.route"))
     if route:
-        method = _text(attributes.get("http.request.method") or attributes.get("http.method"))
+        method = text_of(attributes.get("http.request.method") or attributes.get("http.method"))
         return f"{method} {route}" if method and not route.startswith(method) else route
     return span.name if span.kind in (SERVER, CONSUMER) else ""
 
@@ -138,11 +142,11 @@ def _exceptions(span: Any) -> tuple[ExceptionFacts, ...] | None:
             continue
         if len(event.attributes) > MAX_ATTRIBUTES:
             return None
-        values = _attributes(event.attributes, _EXCEPTION_KEYS)
-        kind = _text(values.get("exception.type"))[:MAX_TYPE]
-        message = _text(values.get("exception.message"))[:MAX_MESSAGE]
-        stack = _text(values.get("exception.stacktrace"))[:MAX_STACKTRACE]
-        if not (_text_ok(kind) and _text_ok(message) and _text_ok(stack)):
+        values = attributes_of(event.attributes, EXCEPTION_KEYS)
+        kind = text_of(values.get("exception.type"))[:MAX_TYPE]
+        message = text_of(values.get("exception.message"))[:MAX_MESSAGE]
+        stack = text_of(values.get("exception.stacktrace"))[:MAX_STACKTRACE]
+        if not (text_ok(kind) and text_ok(message) and text_ok(stack)):
             return None
         if kind or message:
             found.append(ExceptionFacts(kind, message, stack))
@@ -162,15 +166,15 @@ def _span_problem(span: Any, now_ns: int) -> str | None:
     return None
 
 
-def _resource_problem(values: Mapping[str, Any], count: int) -> str | None:
+def resource_problem(values: Mapping[str, Any], count: int, what: str = "spans") -> str | None:
     if count > MAX_ATTRIBUTES:
-        return f"spans refused: their resource has more than {MAX_ATTRIBUTES:,} attributes"
+        return f"{what} refused: their resource has more than {MAX_ATTRIBUTES:,} attributes"
     for key in ("service.name", "service.version"):
-        value = _text(values.get(key))
+        value = text_of(values.get(key))
         if not value:
-            return f"spans refused: their resource has no {key}"
-        if len(value) > 100 or not _text_ok(value):
-            return f"spans refused: their resource's {key} cannot be read"
+            return f"{what} refused: their resource has no {key}"
+        if len(value) > 100 or not text_ok(value):
+            return f"{what} refused: their resource's {key} cannot be read"
     return None
 
 
@@ -180,16 +184,16 @@ def read_spans(request: ExportTraceServiceRequest, now_ns: int | None = None) ->
     for resource_spans in request.resource_spans:
         spans: Sequence[Any] = [s for scope in resource_spans.scope_spans for s in scope.spans]
         attributes = resource_spans.resource.attributes
-        values = _attributes(attributes, _RESOURCE_KEYS)
-        problem = _resource_problem(values, len(attributes))
+        values = attributes_of(attributes, RESOURCE_KEYS)
+        problem = resource_problem(values, len(attributes))
         if problem:
             read.reject(problem, len(spans))
             continue
         service, version = values["service.name"], values["service.version"]
-        environment = _text(values.get("deployment.environment.name"))[:64]
+        environment = text_of(values.get("deployment.environment.name"))[:64]
         # A span under a request (a database call, a template) belongs to its request's route.
         routes = {
-            s.trace_id: _route(s, _attributes(s.attributes, _SPAN_KEYS))
+            s.trace_id: _route(s, attributes_of(s.attributes, SPAN_KEYS))
             for s in spans
             if s.kind in (SERVER, CONSUMER)
         }
@@ -198,10 +202,10 @@ def read_spans(request: ExportTraceServiceRequest, now_ns: int | None = None) ->
             if problem:
                 read.reject(problem)
                 continue
-            span_values = _attributes(span.attributes, _SPAN_KEYS)
+            span_values = attributes_of(span.attributes, SPAN_KEYS)
             request = span.kind in (SERVER, CONSUMER)
             route = _route(span, span_values) if request else routes.get(span.trace_id, "")
-            if len(route) > MAX_ROUTE or not _text_ok(route):
+            if len(route) > MAX_ROUTE or not text_ok(route):
                 read.reject(f"spans refused: a route longer than {MAX_ROUTE} or not text")
                 continue
             exceptions = _exceptions(span)
