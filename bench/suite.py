@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, str] = {
     "assessment": "bench.assessment",
     "scale": "bench.scale",
     "suspects": "bench.suspects",
+    "otlp": "bench.otlp",
 }
 DEADLINE_S = {"quick": 120.0, "full": 900.0}
 
