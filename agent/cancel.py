@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from typing import TypeVar
 
 from agent.errors import RunCancelledError
@@ -142,3 +142,31 @@ async def _race(source: AsyncGenerator[T, None], token: CancelToken) -> AsyncGen
         waiter.remove_done_callback(interrupt)
         token._unwatch(waiter)
         await source.aclose()
+
+
+async def unless_cancelled(work: Awaitable[T], token: CancelToken | None) -> T:
+    """`work`'s result, unless `token` is set first: then `work` is cancelled (its HTTP
+    request released) and `RunCancelledError` raised at once. A tool call retrying a release
+    API that is gone (the site stopping: `up` killed, its web server with it) would otherwise
+    keep a stopping worker's run alive until the tool's deadline, 25 s and more."""
+    if token is None:
+        return await work
+    if token.is_set:
+        if asyncio.iscoroutine(work):
+            work.close()  # never started: nothing to cancel, no "never awaited" warning
+        raise RunCancelledError(token.reason)
+    task = asyncio.ensure_future(work)
+    waiter = token._watch()
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        token._unwatch(waiter)
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    raise RunCancelledError(token.reason)

@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator
 
 import pytest
 
-from agent.cancel import CancelToken, cancellable
+from agent.cancel import CancelToken, cancellable, unless_cancelled
 from agent.errors import RunCancelledError
 
 
@@ -190,3 +190,21 @@ async def test_a_source_that_swallows_the_cancellation_is_stopped_anyway() -> No
     with pytest.raises(RunCancelledError):
         await asyncio.wait_for(task, 2)
     assert task.cancelling() == 0
+
+
+async def test_unless_cancelled_returns_the_result_or_stops_the_work_at_once() -> None:
+    async def work(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "done"
+
+    assert await unless_cancelled(work(0), CancelToken()) == "done"
+    assert await unless_cancelled(work(0), None) == "done"
+    token = CancelToken()
+    slow = asyncio.ensure_future(work(30))
+    asyncio.get_running_loop().call_later(0.01, token.set, "stop")
+    with pytest.raises(RunCancelledError, match="stop"):
+        await asyncio.wait_for(unless_cancelled(slow, token), 5)
+    assert slow.cancelled()
+    assert token._waiters == []
+    with pytest.raises(RunCancelledError):  # already set: the work never starts
+        await unless_cancelled(work(30), token)

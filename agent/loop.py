@@ -47,7 +47,7 @@ from contextlib import aclosing
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.cancel import CancelToken, cancellable
+from agent.cancel import CancelToken, cancellable, unless_cancelled
 from agent.context.protocol import ContextFit, ContextManager
 from agent.errors import AgentError, RunCancelledError, RunLimitExceeded, StreamError
 from agent.events import (
@@ -470,7 +470,8 @@ class Agent:
                 raise RunCancelledError(cancel.reason)
             run.tool_calls += 1
             yield self._save(ToolCallRequested(step=run.steps, tool_call=call))
-            result = await self.tools.execute(call)
+            # A cancel lands inside a tool call too (the call then gets "not run" on resume).
+            result = await unless_cancelled(self.tools.execute(call), cancel)
             run.last_tool_failed = not result.success
             count_repeated_failure(run, self.config, call, result)
             if run.failure_repeats == 2 and not result.terminal:

@@ -401,6 +401,32 @@ async def test_a_cancelled_task_mid_tool_leaves_every_call_answered() -> None:
     assert "interrupted" in results[0].content
 
 
+async def test_a_cancel_mid_tool_ends_the_run_at_once_with_every_call_answered() -> None:
+    """The tool waits on a release API that is gone (the site stopping): the cancel does not
+    wait for the tool's deadline."""
+    token = CancelToken()
+
+    async def get_release_summary(release_id: str) -> dict:
+        asyncio.get_running_loop().call_later(0.01, token.set, "stopped with the site")
+        await asyncio.sleep(30)
+        return SUMMARY
+
+    tools = FakeTools({"get_release_summary": get_release_summary})
+    turns = [
+        reply(
+            "",
+            call("get_release_summary", "a", release_id="v1"),
+            call("get_release_summary", "b", release_id="v2"),
+        )
+    ]
+    agent, _ = make_agent(turns, tools)
+    events = await asyncio.wait_for(collect(agent, "Assess", token), 5)
+    assert events[-1].kind == "run_cancelled"
+    assert events[-1].reason == "stopped with the site"
+    results = [m for m in agent.conversation.messages if m.role == "tool"]
+    assert [(m.tool_call_id, m.is_error) for m in results] == [("a", True), ("b", True)]
+
+
 async def test_registered_secrets_are_scrubbed_from_failures(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -209,8 +209,20 @@ def mark_running(conversation_id: uuid.UUID | str) -> Conversation | None:
         claimed = Conversation.objects.filter(pk=conversation_id, status=RunStatus.QUEUED).update(
             status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
         )
-        run = Conversation.objects.get(pk=conversation_id) if claimed else None
+        run = (
+            Conversation.objects.select_related("release").get(pk=conversation_id)
+            if claimed
+            else None
+        )
         if run is not None:
+            if run.release is not None and data_fingerprint.of_run(run) is not None:
+                # The data it starts on, not the data it was queued on: a shard that came in
+                # while it waited is read by it, so it does not make the run stale.
+                run.metadata = {
+                    **(run.metadata or {}),
+                    data_fingerprint.METADATA_KEY: data_fingerprint.fingerprint(run.release),
+                }
+                run.save(update_fields=["metadata"])
             refresh_stored_verdict(run.release_id)
     return run
 
@@ -249,9 +261,14 @@ def finish_run(
     estimated_cost: Decimal | None = None,
     outcome: str = "",
     outcome_detail: str = "",
+    follow_up: Callable[[uuid.UUID, str], None] | None = None,
 ) -> bool:
     """Record how a running run ended; False if it had already been ended by someone else
-    (the sweep), whose verdict stands. The run's API token stops working here."""
+    (the sweep), whose verdict stands. The run's API token stops working here.
+
+    With `follow_up` (the worker's enqueue), a run whose release got new data while it ran is
+    marked stale and a new assessment of all the data is queued in the same transaction
+    (`_reassess_if_data_changed`), so nobody ever reads the stale report as the verdict."""
     fields: dict[str, Any] = {
         "status": status,
         "error": error,
@@ -270,12 +287,52 @@ def finish_run(
         ended = Conversation.objects.filter(pk=conversation_id, status=RunStatus.RUNNING)
         if not ended.update(**fields):
             return False
+        if follow_up is not None and status != RunStatus.CANCELLED:
+            _reassess_if_data_changed(conversation_id, follow_up)
         refresh_stored_verdict(
             Conversation.objects.filter(pk=conversation_id)
             .values_list("release_id", flat=True)
             .first()
         )
     return True
+
+
+STALE_KEY = "stale"
+STALE_DETAIL = "new data arrived while it ran: reassessed on all the data"
+
+
+def _reassess_if_data_changed(
+    conversation_id: uuid.UUID | str, enqueue: Callable[[uuid.UUID, str], None]
+) -> Conversation | None:
+    """A JUnit shard, metrics or commits that arrived while the run ran: its report judged
+    part of the data, so it is not the verdict. The run is marked stale (its metadata names
+    the run that follows) and a new one is queued on all the data; it is the latest run, so
+    the release reads as being assessed and a waiting job waits for that one's verdict. A run
+    that stored no report, or whose data is unchanged, is left as it is."""
+    from releases.models import RiskReport
+
+    run = Conversation.objects.select_related("release").get(pk=conversation_id)
+    release = run.release
+    recorded = data_fingerprint.of_run(run)
+    if release is None or recorded is None:
+        return None
+    if recorded == data_fingerprint.fingerprint(release):
+        return None
+    if not RiskReport.objects.filter(conversation=run).exists():
+        return None
+    follow = start_assessment(
+        release,
+        None,
+        provider=run.provider or None,
+        model=run.model or None,
+        enqueue=enqueue,
+        asked_by=f"new data during run {run.pk}",
+    )
+    run.metadata = {**(run.metadata or {}), STALE_KEY: {"followed_by": str(follow.pk)}}
+    run.outcome_detail = "; ".join(part for part in (run.outcome_detail, STALE_DETAIL) if part)
+    run.save(update_fields=["metadata", "outcome_detail"])
+    logger.info("run %s: %s (run %s)", run.pk, STALE_DETAIL, follow.pk)
+    return follow
 
 
 def issue_run_token(conversation_id: uuid.UUID | str) -> str:

@@ -12,8 +12,9 @@ from assessments import runner, services
 @task()
 def assess_release(conversation_id: str, traceparent: str = "") -> str:
     """Run a queued assessment; `traceparent` continues the trace of the request that queued
-    it. Returns the run's final status."""
-    return runner.run_assessment(conversation_id, traceparent)
+    it. Returns the run's final status. Data that arrived while it ran queues the next run
+    here (`services.finish_run`)."""
+    return runner.run_assessment(conversation_id, traceparent, follow_up=enqueue_assessment)
 
 
 def enqueue_assessment(conversation_id: uuid.UUID, traceparent: str) -> None:

@@ -391,7 +391,7 @@ def verdict(args: argparse.Namespace, api: DetectiveApi, out: TextIO, err: TextI
 
 EXIT_CODES = """exit codes:
   0   the severity that counts is below the bar (--fail-on)
-  1   it is at or above the bar
+  1   it is at or above the bar (medium-known: a medium on missing data alone is below)
   2   the report waits for a person's decision
   3   no verdict: the wait ran out, no such release, Detective unreachable or the token
       refused (without a model assessment the policy's verdict decides 0 or 1)
@@ -490,7 +490,16 @@ def parser(environment: dict[str, str]) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="when the report waits for a person, wait up to this long for their decision",
     )
-    ask.add_argument("--fail-on", choices=["high", "medium"], default="high")
+    ask.add_argument(
+        "--fail-on",
+        choices=verdicts.FAIL_ON,
+        default="high",
+        help=(
+            "the severity at which the exit code is 1 (default: high); medium-known: high, or "
+            "a medium the release's data shows (a new failure, a worse error rate), not a "
+            "medium on missing data alone (no metrics sent)"
+        ),
+    )
     ask.add_argument("--json", action="store_true", help="print the verdict's JSON")
     ask.add_argument(
         "--markdown",

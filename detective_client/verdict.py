@@ -3,7 +3,8 @@ and a Markdown summary it can show as it is.
 
 Exit codes:
 - 0: the severity that counts is below the bar (`--fail-on`, high by default);
-- 1: it is at or above the bar;
+- 1: it is at or above the bar (`medium-known`: high, or a medium the release's data shows,
+  not one that rests on missing fields alone);
 - 2: the report waits for a person's decision (whatever its provisional severity);
 - 3: no verdict: the wait ran out on an assessment of data a model had already judged, the
   release or the server could not be found, the server refused the token.
@@ -24,6 +25,7 @@ from typing import Any
 BELOW, AT_OR_ABOVE, WAITS_FOR_PERSON, NO_VERDICT = 0, 1, 2, 3
 USAGE = 64
 RANKS = {"low": 0, "medium": 1, "high": 2}
+FAIL_ON = ("high", "medium-known", "medium")
 POLICY_LABEL = "the policy's verdict (no model assessment)"
 # While these last, `--wait` keeps asking.
 PENDING_STATES = frozenset({"running", "not_assessed"})
@@ -68,6 +70,17 @@ def by_policy(verdict: dict[str, Any]) -> bool:
     return verdict.get("source") == "policy" and verdict.get("severity") in RANKS
 
 
+def at_or_above(verdict: dict[str, Any], severity: str, fail_on: str) -> bool:
+    """`medium-known` is the bar between high and medium: a medium the release's own data
+    shows fails, one that rests on missing fields alone (no metrics sent: the server's
+    `missing_data_only`) passes. A server that does not say counts every medium."""
+    if fail_on == "medium-known":
+        if severity == "medium" and verdict.get("missing_data_only") is True:
+            return False
+        fail_on = "medium"
+    return RANKS[severity] >= RANKS[fail_on]
+
+
 def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
     state = verdict.get("state")
     if state == "needs_person":
@@ -75,7 +88,7 @@ def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
     severity = verdict.get("severity")
     if not by_policy(verdict) and (state not in JUDGED_STATES or severity not in RANKS):
         return NO_VERDICT
-    return AT_OR_ABOVE if RANKS[severity] >= RANKS[fail_on] else BELOW
+    return AT_OR_ABOVE if at_or_above(verdict, severity, fail_on) else BELOW
 
 
 def outcome(code: int, fail_on: str) -> str:

@@ -37,3 +37,18 @@ def test_a_finding_the_policy_added_is_marked_as_the_policys() -> None:
     lines = markdown(verdict, "shop", "high").splitlines()
     assert "- Error rate 9 %" in lines
     assert "- 12 failed tests *(from the policy)*" in lines
+
+
+def test_medium_known_fails_a_medium_the_data_shows_and_passes_one_on_missing_data() -> None:
+    from detective_client.verdict import AT_OR_ABOVE, BELOW, exit_code
+
+    shown = {"state": "assessed", "severity": "medium", "missing_data_only": False}
+    missing = {**shown, "missing_data_only": True}
+    unsaid = {"state": "assessed", "severity": "medium"}  # a server from before: every medium
+    high = {"state": "assessed", "severity": "high", "missing_data_only": False}
+    assert exit_code(shown, "medium-known") == AT_OR_ABOVE
+    assert exit_code(missing, "medium-known") == BELOW
+    assert exit_code(missing, "medium") == AT_OR_ABOVE
+    assert exit_code(unsaid, "medium-known") == AT_OR_ABOVE
+    assert exit_code(high, "medium-known") == AT_OR_ABOVE
+    assert exit_code({**shown, "severity": "low"}, "medium-known") == BELOW

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from releases import data_fingerprint, policy_judge
+from releases.missing_data import rests_on_missing_data
 from releases.models import Conversation, Release, ReviewDecision, RiskReport, RunStatus
 from releases.severity import severity_that_counts
 
@@ -91,6 +92,9 @@ class ReleaseVerdict:
     run_error: str = ""
     # The severity is the policy's own: no model filed on the data the release has now.
     by_policy: bool = False
+    # A medium that rests on missing fields alone (`missing_data.py`): what
+    # `--fail-on medium-known` lets pass.
+    missing_data_only: bool = False
 
     @property
     def state_label(self) -> str:
@@ -133,6 +137,7 @@ class ReleaseVerdict:
             "report_id": self.report_id,
             "report_filed_at": self.report_filed_at.isoformat() if self.report_filed_at else None,
             "run_id": self.run_id,
+            "missing_data_only": self.missing_data_only,
             "run_status": self.run_status,
             "run_error": self.run_error,
         }
@@ -258,6 +263,9 @@ def with_policy_verdict(verdict: ReleaseVerdict, release: Release) -> ReleaseVer
         findings=tuple(VerdictFinding(text=text, from_policy=True) for text in policy.evidence()),
         suspects=suspects_said([signal.as_dict() for signal in policy.signals]),
         by_policy=True,
+        missing_data_only=rests_on_missing_data(
+            policy.severity, [signal.as_dict() for signal in policy.signals]
+        ),
     )
 
 
@@ -275,15 +283,18 @@ def build_verdict(
     }
     if report is None:
         return ReleaseVerdict(version=release.version, state=state, severity=None, **run_fields)
+    severity = severity_that_counts(
+        filed=report.severity,
+        policy=report.policy_severity,
+        needs_review=report.needs_review,
+        decided=decision.severity if decision is not None else None,
+    )
     return ReleaseVerdict(
         version=release.version,
         state=state,
-        severity=severity_that_counts(
-            filed=report.severity,
-            policy=report.policy_severity,
-            needs_review=report.needs_review,
-            decided=decision.severity if decision is not None else None,
-        ),
+        severity=severity,
+        missing_data_only=decision is None
+        and rests_on_missing_data(severity, report.signals or []),
         model_severity=report.severity,
         policy_severity=report.policy_severity or None,
         policy_version=report.policy.version if report.policy is not None else None,

@@ -320,3 +320,70 @@ def test_no_event_is_appended_after_the_run_has_ended(make_release: Callable[...
     late = RetryScheduled(attempt=1, max_attempts=3, delay_s=1.0, reason="x", error_type="y")
     assert OrmConversationStore().append_event(str(run.pk), late) == ended.seq
     assert list(run.events.values_list("kind", flat=True)) == ["run_started", "run_failed"]
+
+
+# ---- data that arrives during a run (issue 37, item 5) ------------------------------------
+
+
+def _running_with_report(release: Release, user: User) -> Conversation:
+    run = run_services.start_assessment(release, user, enqueue=tasks.enqueue_assessment)
+    run_services.mark_running(run.pk)
+    RiskReport.objects.create(release=release, severity="low", conversation=run)
+    return run
+
+
+def test_data_that_arrives_during_a_run_marks_it_stale_and_queues_the_next_one(
+    make_release: Callable[..., Release], user: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    from releases.release_verdict import VerdictState, verdict_of
+
+    release = make_release("v5.0.0", test_results={"passed": 10, "failed": 0, "skipped": 0})
+    run = _running_with_report(release, user)
+    # A late shard: the release's figures change while the model is at work.
+    Release.objects.filter(pk=release.pk).update(
+        test_results={"passed": 10, "failed": 5, "skipped": 0}
+    )
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        assert run_services.finish_run(
+            run.pk, status=RunStatus.SUCCEEDED, outcome="filed", follow_up=tasks.enqueue_assessment
+        )
+    assert len(callbacks) == 1  # the next run's task, once all this is committed
+    run.refresh_from_db()
+    follow = Conversation.objects.filter(release=release).exclude(pk=run.pk).get()
+    assert follow.status == RunStatus.QUEUED and follow.task_id
+    assert run.metadata[run_services.STALE_KEY] == {"followed_by": str(follow.pk)}
+    assert run_services.STALE_DETAIL in run.outcome_detail
+    assert follow.metadata["asked_by"] == f"new data during run {run.pk}"
+    # The stale report is not the verdict: the release is being assessed again.
+    release.refresh_from_db()
+    assert verdict_of(release).state == VerdictState.RUNNING
+
+
+def test_a_run_on_unchanged_data_or_without_its_worker_queues_nothing(
+    make_release: Callable[..., Release], user: User
+) -> None:
+    unchanged = _running_with_report(make_release("v5.1.0"), user)
+    assert run_services.finish_run(
+        unchanged.pk, status=RunStatus.SUCCEEDED, follow_up=tasks.enqueue_assessment
+    )
+    # `manage.py assess` runs it in its own process, with no worker to run a next one.
+    release = make_release("v5.2.0", test_results={"passed": 1, "failed": 0, "skipped": 0})
+    in_process = _running_with_report(release, user)
+    Release.objects.filter(pk=release.pk).update(test_results={"passed": 0, "failed": 1})
+    assert run_services.finish_run(in_process.pk, status=RunStatus.SUCCEEDED)
+    assert Conversation.objects.count() == 2
+    assert Conversation.objects.filter(status=RunStatus.QUEUED).count() == 0
+
+
+def test_data_that_arrives_while_the_run_is_queued_is_read_by_it(
+    make_release: Callable[..., Release], user: User
+) -> None:
+    release = make_release("v5.3.0", test_results={"passed": 1, "failed": 0, "skipped": 0})
+    run = run_services.start_assessment(release, user, enqueue=tasks.enqueue_assessment)
+    Release.objects.filter(pk=release.pk).update(test_results={"passed": 0, "failed": 1})
+    run_services.mark_running(run.pk)  # the worker starts it on the data there is now
+    RiskReport.objects.create(release=release, severity="medium", conversation=run)
+    assert run_services.finish_run(
+        run.pk, status=RunStatus.SUCCEEDED, follow_up=tasks.enqueue_assessment
+    )
+    assert Conversation.objects.filter(release=release).count() == 1

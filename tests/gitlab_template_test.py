@@ -1,7 +1,8 @@
 """The GitLab CI template (ci/gitlab/detective.gitlab-ci.yml) run as a runner runs a job that
 extends it: its variables set (with the client installed from this repository's folder), then
 `before_script` and `script` under bash with `-eo pipefail`. With Detective stopped the job
-still leaves detective-verdict.md saying so, and exits 3."""
+still leaves detective-verdict.md saying so (and the deploy time it took: the job's start),
+and exits 3."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def test_with_detective_stopped_the_job_leaves_its_summary_and_exits_3(tmp_path:
         "DETECTIVE_TOKEN": "dtk_anything",
         "DETECTIVE_SERVICE": "shop",
         "DETECTIVE_WAIT": "1",
+        "CI_JOB_STARTED_AT": "2026-11-29T07:00:00Z",
     }
     environment = {**os.environ, **variables}
     for name in ("VIRTUAL_ENV", "PYTHONPATH", "DJANGO_SETTINGS_MODULE"):
@@ -53,6 +55,11 @@ def test_with_detective_stopped_the_job_leaves_its_summary_and_exits_3(tmp_path:
     summary = (tmp_path / "detective-verdict.md").read_text()
     assert f"- **What to do:** Detective did not answer at {url}" in summary
     assert "**Sending the release failed (exit 1)**" in summary
+    # No DETECTIVE_DEPLOYED_AT: the job's start, said as such.
+    assert (
+        "- **Deploy time:** 2026-11-29T07:00:00Z, this job's start time "
+        "(DETECTIVE_DEPLOYED_AT not set)"
+    ) in summary
     assert summary.splitlines()[0] in done.stdout  # shown in the job's log too
     assert job["artifacts"] == {
         "when": "always",

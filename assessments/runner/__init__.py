@@ -42,6 +42,7 @@ import queue
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from decimal import Decimal
@@ -182,6 +183,7 @@ def run_assessment(
     http_client: httpx.AsyncClient | None = None,
     base_url: str | None = None,
     on_event: Callable[[EventRow], None] | None = None,
+    follow_up: Callable[[uuid.UUID, str], None] | None = None,
 ) -> str:
     """Run a queued assessment to its end; return its final status.
 
@@ -190,6 +192,8 @@ def run_assessment(
     - `http_client`: the client the tools use (`assess` routes it into the site in-process).
     - `base_url`: the provider's base URL, instead of DETECTIVE_BASE_URL.
     - `on_event`: also called with each saved event (`assess` prints them).
+    - `follow_up`: enqueues a new run when data arrived during this one (the worker's;
+      `services.finish_run`).
     """
     configure_process_telemetry()
     run = services.mark_running(conversation_id)
@@ -209,7 +213,7 @@ def run_assessment(
     status: str = RunStatus.FAILED
     try:
         with site_stop.watching(), trace.use_span(span, end_on_exit=False):
-            status = _Run(run, api_url, http_client, base_url, on_event).execute()
+            status = _Run(run, api_url, http_client, base_url, on_event, follow_up).execute()
             return status
     finally:
         # The outcome, then the end before the flush, so the root is in the trace file with
@@ -232,8 +236,10 @@ class _Run:
         http_client: httpx.AsyncClient | None,
         base_url: str | None,
         on_event: Callable[[EventRow], None] | None,
+        follow_up: Callable[[uuid.UUID, str], None] | None = None,
     ) -> None:
         self.run = run
+        self.follow_up = follow_up
         self.api_url = api_url or settings.DETECTIVE_API_URL or DEFAULT_API_URL
         self.http_client = http_client
         self.base_url = base_url
@@ -405,7 +411,9 @@ class _Run:
         return self.status or RunStatus.FAILED
 
     def _finish(self, status: str, error: str, **totals: Any) -> str:
-        if not services.finish_run(self.run.pk, status=status, error=error, **totals):
+        if not services.finish_run(
+            self.run.pk, status=status, error=error, follow_up=self.follow_up, **totals
+        ):
             # Ended by someone else meanwhile (the sweep): theirs is the verdict.
             ended = Conversation.objects.get(pk=self.run.pk).status
             logger.warning("run %s was already %s", self.run.pk, ended)

@@ -1,7 +1,8 @@
 """`manage.py verdict VERSION`: a release's verdict for a pipeline, as an exit status.
 
     0  the severity that counts is below the bar (`--fail-on`, high by default)
-    1  it is at or above the bar
+    1  it is at or above the bar (`--fail-on medium-known`: high, or a medium that does not rest
+       on missing data alone)
     2  the report waits for a person's decision
     3  there is no verdict: no such release, or an assessment still runs after a report on
        the data the release has now (or the `--wait` ran out)
@@ -81,16 +82,29 @@ def missing_markdown(version: str, service: str | None) -> str:
     )
 
 
+# `medium-known` is the bar between: a medium the release's data shows fails, a medium that
+# rests on missing fields alone (no metrics sent) passes (`releases/missing_data.py`).
+FAIL_ON = ("high", "medium-known", "medium")
+
+
+def at_or_above(verdict: ReleaseVerdict, severity: str, fail_on: str) -> bool:
+    if fail_on == "medium-known":
+        if severity == "medium" and verdict.missing_data_only:
+            return False
+        fail_on = "medium"
+    return SEVERITY_RANK[severity] >= SEVERITY_RANK[fail_on]
+
+
 def exit_code(verdict: ReleaseVerdict | None, fail_on: str) -> int:
     if verdict is None or verdict.severity is None:
         return NO_VERDICT
     if verdict.by_policy:
-        return AT_OR_ABOVE if SEVERITY_RANK[verdict.severity] >= SEVERITY_RANK[fail_on] else BELOW
+        return AT_OR_ABOVE if at_or_above(verdict, verdict.severity, fail_on) else BELOW
     if verdict.state in (VerdictState.RUNNING, VerdictState.FAILED, VerdictState.NOT_ASSESSED):
         return NO_VERDICT
     if verdict.state == VerdictState.NEEDS_PERSON:
         return NEEDS_PERSON
-    return AT_OR_ABOVE if SEVERITY_RANK[verdict.severity] >= SEVERITY_RANK[fail_on] else BELOW
+    return AT_OR_ABOVE if at_or_above(verdict, verdict.severity, fail_on) else BELOW
 
 
 def page_url(release: Release) -> str:
@@ -193,9 +207,12 @@ class Command(UsageCommand):
         )
         parser.add_argument(
             "--fail-on",
-            choices=["high", "medium"],
+            choices=FAIL_ON,
             default="high",
-            help="The severity at which the exit status is 1 (default: high).",
+            help=(
+                "The severity at which the exit status is 1 (default: high); medium-known: "
+                "high, or a medium the release's data shows (not one on missing data alone)."
+            ),
         )
         parser.add_argument("--json", action="store_true", help="Print the verdict as JSON.")
         parser.add_argument(
