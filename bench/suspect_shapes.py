@@ -199,6 +199,60 @@ def _deleted_line(repo: _Repo) -> str:
     return culprit
 
 
+def _schema_change(repo: _Repo) -> str:
+    """A migration that makes a column NOT NULL without a default: the tests error in their
+    fixture's setup (sqlite3's IntegrityError), through no line of the migration, while a
+    newer change to the module the test imports looks like the cause."""
+    repo.write({
+        "shop/__init__.py": "",
+        "shop/orders.py": (
+            "def create_order(db, total, currency='EUR'):\n"
+            "    db.execute('INSERT INTO orders (total, currency) VALUES (?, ?)', "
+            "(total, currency))\n"
+            "    return db.execute('SELECT max(id) FROM orders').fetchone()[0]\n\n\n"
+            "def order_total(db, order_id):\n"
+            "    row = db.execute('SELECT total FROM orders WHERE id = ?', (order_id,))\n"
+            "    return row.fetchone()[0]\n"
+        ),
+        "migrations/0001_orders.sql": (
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, "
+            "currency TEXT);\n"
+        ),
+        "tests/conftest.py": (
+            "import sqlite3\nfrom pathlib import Path\n\nimport pytest\n\n\n"
+            "@pytest.fixture\ndef db():\n"
+            "    conn = sqlite3.connect(':memory:')\n"
+            "    for step in sorted(Path(__file__).parents[1].glob('migrations/*.sql')):\n"
+            "        conn.executescript(step.read_text())\n"
+            "    conn.execute('INSERT INTO orders (total) VALUES (10)')  # the seed order\n"
+            "    return conn\n"
+        ),
+        "tests/test_orders.py": (
+            "from shop.orders import create_order, order_total\n\n\n"
+            "def test_total(db):\n    assert order_total(db, create_order(db, 25)) == 25\n\n\n"
+            "def test_seed(db):\n    assert order_total(db, 1) == 10\n"
+        ),
+    })  # fmt: skip
+    repo.commit("start")
+    repo.git("tag", "v1")
+    repo.write(
+        {
+            "migrations/0002_order_currency.sql": (
+                "CREATE TABLE orders_new (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, "
+                "currency TEXT NOT NULL);\n"
+                "INSERT INTO orders_new SELECT id, total, coalesce(currency, 'EUR') FROM orders;\n"
+                "DROP TABLE orders;\nALTER TABLE orders_new RENAME TO orders;\n"
+            ),
+        }
+    )
+    culprit = repo.commit("orders: currency is required")
+    repo.edit("shop/orders.py", "    return row.fetchone()[0]", "    return int(row.fetchone()[0])")
+    repo.commit("orders: totals are whole cents")
+    repo.write({"README.md": "# shop\n"})
+    repo.commit("docs: a readme")
+    return culprit
+
+
 # ---- JavaScript shapes, node's stack in jest-junit's default report ------------------------
 
 _SHIM = (
@@ -343,6 +397,7 @@ SHAPES = (
     Shape("tests package (tomli)", "python", _tests_package, _pytest_report),
     Shape("conftest fixture (markupsafe)", "python", _conftest_fixture, _pytest_report),
     Shape("deleted line", "python", _deleted_line, _pytest_report),
+    Shape("schema change, setup errors", "python", _schema_change, _pytest_report),
     Shape(
         "require('../') (commander.js)", "javascript", _require_the_package,
         lambda r: _jest_report(r, "tests/options.test.js", "options", "dry run"),

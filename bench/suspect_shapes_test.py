@@ -18,6 +18,11 @@ WHY = {
     ),
     "conftest fixture (markupsafe)": "its change is in `escape`, which test_escape[_fast] calls",
     "deleted line": "its change is in `to_metres`, which test_km calls",
+    "schema change, setup errors": (
+        "changed the schema (migrations/0002_order_currency.sql) and the test fails on it "
+        "(NOT NULL constraint failed: orders.currency); its file names currency; "
+        "the release's only schema change; first, ahead of"
+    ),
     "require('../') (commander.js)": (
         'its change is in `option`, which "options dry run" calls; the test reaches it in 2 '
         "import steps; first, ahead of"

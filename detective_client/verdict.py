@@ -133,6 +133,9 @@ def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
     if by_policy(verdict):
         lines.append(f"- **Verdict:** {POLICY_LABEL}")
     lines.append(f"- **Gate:** {outcome(code, fail_on)} (exit {code})")
+    if verdict.get("tests"):
+        # Tests and subtests apart, and how much of the usual suite ran when not all of it.
+        lines.append(f"- **Tests:** {_cell(verdict['tests'])}")
     parts = [
         f"model {verdict['model_severity']}" if verdict.get("model_severity") else "",
         f"policy {verdict['policy_severity']}" if verdict.get("policy_severity") else "",

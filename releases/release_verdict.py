@@ -29,6 +29,7 @@ from releases import data_fingerprint, policy_judge
 from releases.missing_data import rests_on_missing_data
 from releases.models import Conversation, Release, ReviewDecision, RiskReport, RunStatus
 from releases.severity import severity_that_counts
+from risk.test_runs import results_said
 
 
 class VerdictState(enum.StrEnum):
@@ -85,6 +86,9 @@ class ReleaseVerdict:
     review_reasons: tuple[str, ...] = ()
     # The first suspect commit of each new failure, as the policy's evidence said it.
     suspects: tuple[str, ...] = ()
+    # The test results in pytest's terms, tests and subtests apart, and how much of the usual
+    # suite ran when it did not all run (risk/test_runs.py): "" without results.
+    tests: str = ""
     report_id: int | None = None
     report_filed_at: datetime | None = None
     run_id: str | None = None  # the latest run's
@@ -134,6 +138,7 @@ class ReleaseVerdict:
             "summary": self.summary,
             "review_reasons": list(self.review_reasons),
             "suspects": list(self.suspects),
+            "tests": self.tests,
             "report_id": self.report_id,
             "report_filed_at": self.report_filed_at.isoformat() if self.report_filed_at else None,
             "run_id": self.run_id,
@@ -262,6 +267,9 @@ def with_policy_verdict(verdict: ReleaseVerdict, release: Release) -> ReleaseVer
         policy_version=judged.policy.version,
         findings=tuple(VerdictFinding(text=text, from_policy=True) for text in policy.evidence()),
         suspects=suspects_said([signal.as_dict() for signal in policy.signals]),
+        tests=results_said(
+            release.test_results or {}, judged.history.earlier_test_counts, judged.settings
+        ),
         by_policy=True,
         missing_data_only=rests_on_missing_data(
             policy.severity, [signal.as_dict() for signal in policy.signals]
@@ -281,6 +289,9 @@ def build_verdict(
         "run_status": run.status if run is not None else None,
         "run_error": run.error if run is not None else "",
     }
+    # The results alone: the usual count needs the history, which the policy's verdict reads
+    # (`with_policy_verdict`) and a filed report's signals said when it was filed.
+    run_fields["tests"] = results_said(release.test_results or {})
     if report is None:
         return ReleaseVerdict(version=release.version, state=state, severity=None, **run_fields)
     severity = severity_that_counts(

@@ -87,6 +87,11 @@ TEST_RESULTS_SCHEMA: dict[str, Any] = {
         # (pytest 9's subtests).
         "xfailed": COUNT,
         "not_in_test_cases": COUNT,
+        # Of those subtests, the ones that failed (in `failed`'s tests, not in its count).
+        "failed_subtests": COUNT,
+        # The runner marked the run interrupted (pytest's report of a run stopped by Ctrl-C or
+        # a time box): the tests after the mark never ran.
+        "interrupted": {"type": "boolean"},
     },
     "additionalProperties": False,
 }

@@ -194,6 +194,18 @@ def _test_claims(
                     f"test{'s' if failed != 1 else ''}",
                 )
             )
+        elif partial := next(
+            (s for s in (verdict.signals if verdict else ()) if s.name == "partial_test_run"),
+            None,
+        ):
+            # A run that stopped part-way is never green: its 0 failures cover what ran.
+            checks.append(
+                ClaimCheck(
+                    "contradicts",
+                    f"it says {all_pass.group(0)!r}, but only part of the tests ran: "
+                    f"{partial.detail}",
+                )
+            )
         else:
             checks.append(ClaimCheck("holds", "the release has 0 failed tests"))
     passes = [m for m in _PASS_RE.finditer(text) if not _negated(text, m.start())]

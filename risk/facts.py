@@ -42,6 +42,8 @@ _PLAIN_NAMES = {
     "tests.passed": ("passed tests", "count", "tests"),
     "tests.failed": ("failed tests", "count", "tests"),
     "tests.skipped": ("skipped tests", "count", "tests"),
+    "tests.not_in_test_cases": ("subtests", "count", "tests"),
+    "tests.failed_subtests": ("failed subtests", "count", "tests"),
     "deployment_metrics.error_rate": ("the error rate", "fraction", "error rate"),
     "deployment_metrics.response_time_p95": ("the p95 latency", "ms", "latency"),
     "deployment_metrics.response_time_p95_baseline": (
@@ -61,6 +63,7 @@ _SIGNAL_KINDS: dict[str, tuple[Kind, str | None]] = {
     "skipped_tests": ("count", "tests"),
     "risky_changes": ("count", "changes"),
     "no_tests_ran": ("count", "tests"),
+    "partial_test_run": ("count", "tests"),
     # From the release's history (history_signals.py): "failed in 4 of the last 10 releases"
     # is grounded by these only (grounding's history rule).
     "known_flaky_failures": ("count", "history"),

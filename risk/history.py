@@ -267,6 +267,9 @@ class History:
     window: int = 10
     # Test results were ingested for this release (JUnit): its failures have a history.
     has_test_detail: bool = False
+    # (version, tests that ran) of each recent earlier release with test results, most recent
+    # first: what "the usual number of tests" is judged against (risk/test_runs.py).
+    earlier_test_counts: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def empty(cls) -> History:

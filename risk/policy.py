@@ -60,6 +60,7 @@ from risk.signal import (
     severity_of,
     shown,
 )
+from risk.test_runs import failed_subtests_said, partial_run_signal
 
 __all__ = [
     "DEFAULT_CRITICAL_AREAS",
@@ -239,6 +240,7 @@ def _tests(
     excused: frozenset[str] = frozenset(),
     computed: frozenset[str] = frozenset(),
     ranked: frozenset[str] = frozenset(),
+    earlier_counts: Sequence[tuple[str, int]] = (),
 ) -> list[Signal]:
     """The test signals. `excused` are failing tests the history shows to be known flaky:
     failures of those alone count at `known_flaky_failures_level`, and they neither make a
@@ -287,9 +289,12 @@ def _tests(
                 else ""
             ),
             detail=f"{failed_count} failed test{'s' if failed_count != 1 else ''}{names}"
-            + (f" ({flaky_count} of them known flaky)" if flaky_count else ""),
+            + (f" ({flaky_count} of them known flaky)" if flaky_count else "")
+            + (f"; {subtests}" if (subtests := failed_subtests_said(tests)) else ""),
         )
     )
+    if partial := partial_run_signal(tests, earlier_counts, cfg):
+        signals.append(partial)
     risky, changed_in = risky_found
     critical_failures, areas = _in_critical_areas(
         [name for name in counted if name not in computed], cfg, changed_in
@@ -496,6 +501,7 @@ def evaluate(
             excused=failures.excused,
             computed=computed,
             ranked=ranked,
+            earlier_counts=past.earlier_test_counts,
         )
     else:
         signals.append(_missing("tests", MISSING_LABELS["tests"], cfg))

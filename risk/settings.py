@@ -239,6 +239,13 @@ class PolicySettings(BaseModel):
     p95_min_ms_rise: float | None = Field(50.0, ge=0)
     # Test results that ran nothing (0 passed, 0 failed, 0 skipped) show nothing: as missing.
     no_tests_ran_level: Level = "medium"
+    # A run the runner marked interrupted, or one where fewer than this share of the usual
+    # number of tests ran (the median of the recent releases with results, from
+    # `partial_run_min_usual` tests): what did not run shows nothing, so it is never green
+    # (risk/test_runs.py). A pytest run stopped at a time box stored 412 of 54,136 tests.
+    partial_run_level: Level = "medium"
+    partial_run_share_below: float | None = Field(0.5, gt=0, le=1)
+    partial_run_min_usual: int = Field(20, ge=1)
     # Database upgrades and schema changes, found in change titles and commit messages by
     # these patterns (regular expressions, case-insensitive), and in changed paths by these
     # globs; both count as the area they are listed under.

@@ -19,6 +19,9 @@ The ranking, in three tiers:
    lines in that module still stand at the head first (their code is what ran), then the newest.
 3. "test file": commits that changed the failing test's own file, those whose lines a frame of
    the test runs through first.
+And "schema change" (`risk/schema_evidence.py`): where the failure is a schema or constraint
+error (`Failure.schema_error`), the commits that changed a migration: the release's only one
+ranks above every tier, several rank after "on the path" and before "code under test".
 Bot commits and dependency bumps are suspects only in tier 1, where their files are on the path.
 With no suspect, `NO_SUSPECT` says so: a sign of flakiness or of the environment.
 
@@ -36,11 +39,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Protocol
 
+from risk.schema_evidence import schema_changes, shared_words
 from risk.scope_evidence import NamedScope, call_reach, name_counts, named_scope, why_named
 
 __all__ = [
     "NEAR_LINES",
     "NO_SUSPECT",
+    "SCHEMA",
     "ChangedRange",
     "Failure",
     "RangeCommit",
@@ -59,6 +64,7 @@ __all__ = [
 NEAR_LINES = 10
 NO_SUSPECT = "no change in this release touches the code this failure runs through"
 ON_PATH, UNDER_TEST, TEST_FILE = "on the path", "code under test", "test file"
+SCHEMA = "schema change"
 
 
 class HunkLike(Protocol):
@@ -107,6 +113,8 @@ class Failure:
     # The failing test's name and what its code calls (`suspect_reach.called_names`).
     test_name: str = ""
     called: frozenset[str] = frozenset()
+    # The schema or constraint error the failure shows (`schema_evidence.schema_error`).
+    schema_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -415,8 +423,29 @@ def rank_suspects(
     best: dict[str, tuple[tuple[int, ...], Suspect]] = {}
 
     def offer(key: tuple[int, ...], suspect: Suspect) -> None:
-        if suspect.sha not in best or key < best[suspect.sha][0]:
+        if suspect.sha not in best or _place(key) < _place(best[suspect.sha][0]):
             best[suspect.sha] = (key, suspect)
+
+    if failure.schema_error:
+        changed_schema = schema_changes(commits)
+        for change in changed_schema:
+            commit = by_sha[change.sha]
+            named = {p: shared_words(failure.schema_error, p) for p in change.paths}
+            path = max(change.paths, key=lambda p: len(named[p]))
+            words = named[path]
+            only = len(changed_schema) == 1
+            reason = (
+                f"{_short(commit.sha)} '{commit.subject}' changed the schema ({path}) and the "
+                f"test fails on it ({failure.schema_error})"
+                + (f"; its file names {', '.join(words)}" if words else "")
+                + ("; the release's only schema change" if only else "")
+            )
+            offer(
+                (3, 0 if only else 1, 0 if words else 1, _spread(commit), order[commit.sha]),
+                Suspect(
+                    commit.sha, commit.subject, commit.author, SCHEMA, path, None, None, reason
+                ),
+            )
 
     # Innermost frame last for Python, first for Java and node: depth counts from the failure
     # text's end for the former; order within a tie then hardly matters.
@@ -517,7 +546,7 @@ def rank_suspects(
                         changed.path, None, nearest if on_line else None, reason,
                     ),
                 )  # fmt: skip
-    ranked = sorted(best.values(), key=lambda item: item[0])
+    ranked = sorted(best.values(), key=lambda item: _place(item[0]))
     if len(ranked) > 1:
         (key, first), (other_key, second) = ranked[0], ranked[1]
         why = _why_first(key, other_key)
@@ -555,12 +584,29 @@ _KEY_WORDS: dict[str, tuple[str, ...]] = {
     ),
 }
 _UNTIED = 1_000_000  # the rarity of a change tied to no name
-_TIERS = (ON_PATH, UNDER_TEST, TEST_FILE)
+_TIERS = (ON_PATH, UNDER_TEST, TEST_FILE, SCHEMA)
+_KEY_WORDS[SCHEMA] = (
+    "",
+    "",
+    "its file names a table or column of the error",
+    _NARROWER,
+    _NEWER,
+)
+
+
+def _place(key: tuple[int, ...]) -> tuple[float, tuple[int, ...]]:
+    """Where a suspect's ordering key sorts: by tier, the release's only schema change (of a
+    failure on the schema) above all, several between "on the path" and "code under test"."""
+    if key[0] == 3:
+        return (-1.0 if key[1] == 0 else 0.5), key
+    return float(key[0]), key
 
 
 def _why_first(key: tuple[int, ...], other: tuple[int, ...]) -> str:
     """Why the suspect with ordering key `key` ranks above the one with `other`, in words."""
     if key[0] != other[0]:
+        if key[0] == 3 and key[1] == 0:
+            return "a schema error points at the schema first"
         return f"its tier ({_TIERS[key[0]]}) ranks above the other's ({_TIERS[other[0]]})"
     words = _KEY_WORDS[_TIERS[key[0]]]
     for place in range(1, min(len(key), len(words))):

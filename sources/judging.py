@@ -8,12 +8,15 @@ weighs (earlier releases' tests, commits and metric samples) is read from this a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from releases.models import Release
 from releases.release_order import earlier_releases
 from releases.verdicts import Judged, current_policy, p95_of, previous_p95, settings_of
 from risk.history import ReleaseRef
 from risk.policy import evaluate
 from risk.signal import PolicyVerdict, severity_of
+from risk.test_runs import ran_count
 from sources.history import read_history
 from sources.judging_hooks import extra_signals
 
@@ -27,19 +30,28 @@ def judge_release(release: Release) -> Judged:
     window = settings.history_releases
     wanted = max(window, 1)
     rows = list(
-        earlier_releases(release).values_list("id", "version", "order_at", "deployment_metrics")[
-            :wanted
-        ]
+        earlier_releases(release).values_list(
+            "id", "version", "order_at", "deployment_metrics", "test_results"
+        )[:wanted]
     )
-    measured = [metrics for *_, metrics in rows if metrics is not None]
+    measured = [metrics for *_, metrics, _tests in rows if metrics is not None]
     if measured:
         previous = p95_of(measured[0])
     elif len(rows) < wanted:
         previous = None  # every earlier release was read: none was measured
     else:
         previous = previous_p95(release)
-    refs = [ReleaseRef(id=pk, version=version, at=at) for pk, version, at, _ in rows[:window]]
+    refs = [ReleaseRef(id=pk, version=version, at=at) for pk, version, at, *_ in rows[:window]]
     past = read_history(release, window=window, refs=refs, settings=settings)
+    # What "the usual number of tests" is judged against (risk/test_runs.py): read with the
+    # earlier releases above, no query of its own.
+    counts = tuple(
+        (version, ran)
+        for _pk, version, _at, _metrics, tests in rows[:window]
+        if isinstance(tests, dict) and (ran := ran_count(tests))
+    )
+    if counts:
+        past = replace(past, earlier_test_counts=counts)
     summary = release.as_summary()
     verdict = evaluate(summary, settings, previous_p95=previous, history=past)
     if extra := extra_signals(release, settings, past):

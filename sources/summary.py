@@ -308,13 +308,19 @@ def test_results(release: Release) -> dict[str, Any] | None:
     # Said only when there are some, so a release of plain reports reads as it did.
     if counts["xfailed"]:
         results["xfailed"] = counts["xfailed"]
-    not_written = sum(
-        (ingestion.counts or {}).get("not_in_test_cases", 0)
+    reports = [
+        ingestion.counts or {}
         for ingestion in release.ingestions.filter(kind=SourceKind.JUNIT).only("counts")
-    )
+    ]
+    not_written = sum(counts.get("not_in_test_cases", 0) for counts in reports)
     if not_written:
         # pytest 9's subtests: in the header's count, not written as test cases.
         results["not_in_test_cases"] = not_written
+        failed_subtests = sum(counts.get("failed_subtests", 0) for counts in reports)
+        if failed_subtests:
+            results["failed_subtests"] = min(failed_subtests, not_written)
+    if any(counts.get("interrupted") for counts in reports):
+        results["interrupted"] = True
     return results
 
 

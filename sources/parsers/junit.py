@@ -2,8 +2,10 @@
 
 The formats read, as their tools write them:
 - pytest, `junit_family=xunit1` (a `file` and `line` on each test case) and `xunit2` (none);
-  pytest 9's subtests are counted in the header's `tests` but not written as test cases, and an
-  expected failure is `<skipped type="pytest.xfail">`;
+  pytest 9's subtests are counted in the header's `tests` but not written as test cases (a test
+  whose subtests failed has one `<failure>` each and a last one "contains N failed subtests"),
+  an expected failure is `<skipped type="pytest.xfail">`, and a run stopped by Ctrl-C or a time
+  box's SIGINT ends with a `<testcase>` with no name attribute (the mark of an interrupted run);
 - Maven Surefire: one file per class, and for reruns `flakyFailure` / `flakyError` (failed,
   then passed: the test is *flaky*) and `rerunFailure` / `rerunError` (failed on every rerun);
 - jest-junit: `testsuites` > `testsuite` (one per test file, its path as the suite's name) >
@@ -55,6 +57,7 @@ _FLAKY = {"flakyFailure": "failed", "flakyError": "error"}
 _RERUN = {"rerunFailure": "failed", "rerunError": "error"}
 _OUTCOME = {"failure": "failed", "error": "error", "skipped": "skipped"}
 _RUNS = {**_FLAKY, **_RERUN, **_OUTCOME}
+_FAILED_SUBTESTS = re.compile(r"contains (\d+) failed subtests?")
 
 
 class TestCaseRecord(NamedTuple):
@@ -96,6 +99,10 @@ class ReportHeader:
     tests: int | None = None
     failures: int | None = None
     test_cases: int = 0
+    # pytest 9: the subtests that failed, from each test's "contains N failed subtests".
+    failed_subtests: int = 0
+    # The runner marked the run interrupted (pytest's nameless last <testcase>).
+    interrupted: bool = False
 
     @property
     def not_written(self) -> int:
@@ -238,6 +245,13 @@ class _Reader:
                 self._capture(tag == "stackTrace")
             return
         if tag == "testcase":
+            if "name" not in attrs and "classname" not in attrs:
+                # pytest's mark of a run stopped by KeyboardInterrupt (Ctrl-C, a time box's
+                # SIGINT): a <testcase> with no name attribute at all, no test of its own, so
+                # nothing is stored for it. (jest-junit writes name="" for a real test.)
+                self.header.interrupted = True
+                self.case, self.case_depth, self.runs = {"mark": True}, depth, []
+                return
             suite, suite_file = self.suites[-1] if self.suites else ("", None)
             name = _text(attrs.get("name"), MAX_NAME_CHARS)
             classname = _text(attrs.get("classname"), MAX_SUITE_CHARS)
@@ -293,7 +307,10 @@ class _Reader:
         self.depth -= 1
         if self.case is not None:
             if depth == self.case_depth:
-                if self.runs:
+                if self.case.get("mark"):
+                    pass
+                elif self.runs:
+                    self._count_subtests(self.runs)
                     self.out.extend(_records(self.case, self.runs))
                 else:
                     case = self.case
@@ -318,6 +335,11 @@ class _Reader:
             return
         if tag == "testsuite":
             self.suites.pop()
+
+    def _count_subtests(self, runs: list[tuple[str, dict[str, str], list[str]]]) -> None:
+        for tag, attrs, _chunks in runs:
+            if tag == "failure" and (found := _FAILED_SUBTESTS.fullmatch(attrs.get("message", ""))):
+                self.header.failed_subtests += int(found.group(1))
 
     def _capture(self, on: bool) -> None:
         # Text is handed to Python only inside a run element: the whitespace and output

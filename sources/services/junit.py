@@ -112,6 +112,11 @@ def ingest_junit(
             # kept and said, not dropped. Counts of elements (test_cases) stay what they are.
             counts["header_tests"] = header.tests if header.tests is not None else 0
             counts["not_in_test_cases"] = header.not_written
+            if header.failed_subtests:
+                counts["failed_subtests"] = header.failed_subtests
+            if header.interrupted:
+                # The runner's own mark: the tests after it never ran (said, never green).
+                counts["interrupted"] = 1
             content_hash = hashing.hash.hexdigest()
             existing = Ingestion.objects.filter(
                 release=release, kind=SourceKind.JUNIT, content_hash=content_hash

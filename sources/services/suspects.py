@@ -25,6 +25,7 @@ from detective_client.imports import import_graph
 from detective_client.scopes import scopes_of
 from risk import suspect_reach as reach
 from risk import suspects as ranking
+from risk.schema_evidence import schema_error
 from sources.models import Commit, CommitFile, Release, ReleaseHead, TestCase, TestStatus
 from sources.parsers.tracebacks import read_frames
 
@@ -150,6 +151,7 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
             distances=distances,
             test_name=case.name,
             called=called,
+            schema_error=schema_error(f"{case.failure_message}\n{case.traceback}"),
         )
         prepared.append((case, failure))
         blamed_paths |= set(tests) | set(failure.exercised)
@@ -306,6 +308,7 @@ def rank_from_head(
             | reach.calls_near(
                 tests.get(test_path, ()), [f.line for f in frames if f.path == test_path]
             ),
+            schema_error=schema_error(f"{case.failure_message}\n{case.traceback}"),
         )
         ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
         out.append(stored_form(failure, ranked, at))

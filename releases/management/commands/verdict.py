@@ -150,6 +150,8 @@ def markdown(verdict: ReleaseVerdict, code: int, fail_on: str, url: str) -> str:
             f"{_word(verdict.decided_severity)}"
             f"{by}{why} |"
         )
+    if verdict.tests:
+        lines.append(f"| Tests | {_cell(verdict.tests)} |")
     if verdict.by_policy and verdict.suspects:
         lines.append(f"| Suspects | {_cell('; '.join(verdict.suspects))} |")
     if verdict.state == VerdictState.FAILED and verdict.run_error:
