@@ -591,3 +591,22 @@ def test_errors_in_setup_are_said() -> None:
     )
     alone = dataclasses.replace(tests[0], setup_error=False)
     assert "setup" not in _new_failures(evaluate(summary(alone.label), CFG, history=history(alone)))
+
+
+def test_a_rerun_that_failed_every_time_gets_its_suspect_sentence() -> None:
+    # The "no suspect sentence for a rerun failure": excused as known flaky, its
+    # suspect was never said. Not excused, its first suspect is.
+    every = dataclasses.replace(
+        test_history(CART, recent="KPKP"),
+        failed_runs=3,
+        suspects=(_suspect("catalog/search.py"),),
+        suspects_computed=True,
+    )
+    verdict = evaluate(summary(CART), CFG, history=history(every))
+    said = [s.detail for s in verdict.signals if s.name == "failure_suspects"]
+    assert said and "9999999" in said[0] and "catalog/search.py" in said[0]
+    once = dataclasses.replace(every, failed_runs=1)
+    assert not any(
+        s.name == "failure_suspects"
+        for s in evaluate(summary(CART), CFG, history=history(once)).signals
+    )
