@@ -327,4 +327,5 @@ def build_agent(
     if release_id is not None:
         agent.conversation.metadata["release_id"] = release_id
     agent.conversation.metadata["prompt_profile"] = profile.name
+    agent.conversation.metadata["prompt_profile_reads"] = profile.reads
     return TracedAgent(agent, capture_content=capture)

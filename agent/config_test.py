@@ -148,6 +148,7 @@ def test_build_agent_composes_the_layers() -> None:
     assert isinstance(inner.context._inner, WindowManager)
     assert agent.conversation.metadata["release_id"] == "v2.1.0"
     assert agent.conversation.metadata["prompt_profile"] == "default"
+    assert "drill-downs it chooses to call" in agent.conversation.metadata["prompt_profile_reads"]
 
 
 def test_small_models_get_the_compact_profile() -> None:
@@ -158,6 +159,9 @@ def test_small_models_get_the_compact_profile() -> None:
     # It gets no drill-down tools: the policy's evidence carries what they would show.
     tools = {t.name for t in agent._inner.tools.get_tools()}
     assert tools == {"get_release_summary", "file_risk_report"}
+    # And the run says so plainly (the run page shows it): no drill-downs, what it read.
+    reads = agent.conversation.metadata["prompt_profile_reads"]
+    assert reads.startswith("No drill-downs.") and "first suspect commit" in reads
     forced = build_agent(AgentSettings(prompt_profile="default"), provider=provider)
     assert forced.conversation.system_prompt == DEFAULT_SYSTEM_PROMPT
 

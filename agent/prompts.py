@@ -118,10 +118,18 @@ class PromptProfile(BaseModel):
     # The summary is read for the model before its first step (a call it always makes first,
     # which a small model spends seconds writing out); the prompt's step 1 is then done.
     read_summary_first: bool = False
+    # What the model reads, in one plain sentence for the run page (issue 40): a reader of a
+    # small model's report must know it never looked at a test, a commit or a metric itself.
+    reads: str = ""
 
 
 DEFAULT_PROFILE = PromptProfile(
-    name="default", system_prompt=DEFAULT_SYSTEM_PROMPT, max_steps=12, drill_down=True
+    name="default",
+    system_prompt=DEFAULT_SYSTEM_PROMPT,
+    max_steps=12,
+    drill_down=True,
+    reads="The release summary, and the drill-downs it chooses to call: the tests, the "
+    "commits, a metric's history, a failure's suspect commits and the traces.",
 )
 
 # Small models drift with freedom: greedy decoding and one more nudge keep them on the
@@ -135,6 +143,11 @@ SMALL_MODEL_PROFILE = PromptProfile(
     file_summary=False,
     brief_summary=True,
     read_summary_first=True,
+    # Decision 2026-11-29-small-profile-without-drill-downs: none offered, none read for it;
+    # the brief view's suspects are the one drill-down's answer it gets.
+    reads="No drill-downs. The release summary's brief view alone, read for it before its "
+    "first step: the policy's severity floor, its first five evidence sentences, and each new "
+    "failure's first suspect commit. It never looked at a test, a commit or a metric itself.",
 )
 
 PROFILES = {profile.name: profile for profile in (DEFAULT_PROFILE, SMALL_MODEL_PROFILE)}

@@ -8,8 +8,10 @@ from agent.errors import ConfigurationError
 from agent.prompts import (
     DEFAULT_PROFILE,
     DEFAULT_SYSTEM_PROMPT,
+    PROFILES,
     SMALL_MODEL_PROFILE,
     SMALL_MODEL_SYSTEM_PROMPT,
+    PromptProfile,
     is_small_model,
     profile_for,
 )
@@ -93,3 +95,14 @@ def test_profile_for_picks_by_model_and_honours_overrides() -> None:
 def test_small_profile_keeps_small_models_on_track() -> None:
     assert SMALL_MODEL_PROFILE.temperature == 0
     assert SMALL_MODEL_PROFILE.max_text_only_nudges >= DEFAULT_PROFILE.max_text_only_nudges
+
+
+@pytest.mark.parametrize("profile", list(PROFILES.values()), ids=list(PROFILES))
+def test_each_profile_says_plainly_whether_it_drills_down(profile: PromptProfile) -> None:
+    # Issue 40: the small profile has none, and its run says so rather than leave a reader to
+    # think the model looked at the tests.
+    assert profile.reads
+    assert profile.reads.startswith("No drill-downs.") is (not profile.drill_down)
+    # What stands in for the one drill-down that matters: the brief view's first suspects.
+    if profile.brief_summary:
+        assert "first suspect commit" in profile.reads

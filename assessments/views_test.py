@@ -230,3 +230,19 @@ def test_the_run_page_marks_the_policys_findings_the_model_left_out(
     assert checked.report is not None and checked.report.policy_findings
     page = admin_client.get(f"/runs/{run.pk}/").content.decode()
     assert page.count('<span class="rv-flag rv-flag-policy"') == len(checked.report.policy_findings)
+
+
+def test_the_run_page_says_what_the_model_read(manager_client: Client, release: Release) -> None:
+    # Issue 40: a small model's run says plainly it had no drill-downs.
+    run = run_services.start_assessment(release, None, enqueue=tasks.enqueue_assessment)
+    page = manager_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "What the model read" not in page  # not known before the agent was built
+    run.metadata = {
+        **run.metadata,
+        "prompt_profile": "small",
+        "prompt_profile_reads": "No drill-downs. The <brief> view alone.",
+    }
+    run.save(update_fields=["metadata"])
+    page = manager_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "What the model read" in page
+    assert "Small profile ·</span> No drill-downs. The &lt;brief&gt; view alone." in page

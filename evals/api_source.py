@@ -46,7 +46,7 @@ from evals.scenario import Scenario
 from releases import verdicts
 from releases.models import Conversation, Release
 from risk import filing
-from risk.own_words import own_share
+from risk.own_words import own_words
 from sources import judging
 
 EVAL_KEY = "eval"
@@ -246,13 +246,19 @@ def file_report(
             # What the API found wrong with the report, judged as a real filing is (for a
             # scenario made of files, with the release's history): the evaluators' truth.
             "problems": decision.problems,
-            # How much of the findings' text is the model's own, not the policy's sentences
-            # (issue 40): a model that only copies the policy adds nothing a person reads.
-            "own_share": own_share(
-                findings,
-                [*(s.detail for s in judged.verdict.signals if s.detail), *decision.from_policy],
-            ),
         }
+        # How much of the report's text (findings and summary) is the model's own, not the
+        # policy's sentences, and how much of that holds (issue 40): a model that only copies
+        # the policy adds nothing a person reads; one that writes its own must be right.
+        said = own_words(
+            findings,
+            summary,
+            [*(s.detail for s in judged.verdict.signals if s.detail), *decision.from_policy],
+            report["grounding"],
+        )
+        report["own_share"] = said.share
+        report["own_held"] = said.held
+        report["own_unchecked"] = said.unchecked
         reports.append(report)
         row.metadata = {**row.metadata, REPORT_KEY: {"latest": report, "all": reports}}
         row.save(update_fields=["metadata"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evals.compare import Change, Comparison, DeltaStat
 from evals.stats import Interval, MeanStat, RunSummary, ScenarioSummary
@@ -330,24 +330,57 @@ def write_reports(
     *,
     json_path: str | Path | None = None,
     markdown_path: str | Path | None = None,
-    own_words: Mapping[str, tuple[float, int]] | None = None,
+    own_words: Mapping[str, OwnWordsFigures] | None = None,
 ) -> None:
     """Write the JSON and/or Markdown report (what `run_evals --json/--markdown` need).
-    `own_words`: per prompt profile, the mean share of the filed findings' text that is the
-    model's own and the number of reports it is over (issue 40)."""
+    `own_words`: per prompt profile, how much of the filed reports is the model's own and how
+    much of that holds (issue 40; `evals.selectors.own_shares`)."""
     shares = dict(own_words or {})
     if json_path is not None:
         data = json_report(run, comparison)
         data["summary"]["own_words"] = {
-            profile: {"share": _r(share), "reports": count}
-            for profile, (share, count) in shares.items()
+            profile: {
+                "share": _r(figures.mean),
+                "reports": figures.reports,
+                "held": None if figures.held is None else _r(figures.held),
+                "unchecked": None if figures.unchecked is None else _r(figures.unchecked),
+                "reports_with_own_words": figures.with_own,
+            }
+            for profile, figures in shares.items()
         }
         Path(json_path).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     if markdown_path is not None:
         text = markdown_report(run, comparison)
-        said = [
-            f"- The model's own words ({profile} profile): {_pct(share)} of the findings' text, "
-            f"over {count} filed report(s)"
-            for profile, (share, count) in shares.items()
-        ]
+        said = [f"- {own_words_line(profile, figures)}" for profile, figures in shares.items()]
         Path(markdown_path).write_text(text + ("\n" + "\n".join(said) + "\n" if said else ""))
+
+
+class OwnWordsFigures(Protocol):
+    """One profile's own-words figures (`evals.selectors.OwnShare` has them)."""
+
+    @property
+    def mean(self) -> float: ...
+    @property
+    def reports(self) -> int: ...
+    @property
+    def held(self) -> float | None: ...
+    @property
+    def unchecked(self) -> float | None: ...
+    @property
+    def with_own(self) -> int: ...
+
+
+def own_words_line(profile: str, figures: OwnWordsFigures) -> str:
+    """One sentence for a profile: its own share, and how much of it holds."""
+    line = (
+        f"The model's own words ({profile} profile): {_pct(figures.mean)} of the reports' text "
+        f"(findings and summary), over {figures.reports} filed report(s)"
+    )
+    if figures.held is None or figures.unchecked is None:
+        return line + "; none wrote anything of its own"
+    wrong = max(0.0, 1 - figures.held - figures.unchecked)
+    return (
+        f"{line}; of the own words in {figures.with_own} report(s), {_pct(figures.held)} hold "
+        f"(found in the data), {_pct(figures.unchecked)} not checked, {_pct(wrong)} wrong or "
+        "not in the data"
+    )

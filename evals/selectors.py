@@ -418,26 +418,47 @@ def trial_verdict(run: Conversation) -> TrialVerdict | None:
 
 @dataclass(frozen=True, slots=True)
 class OwnShare:
-    """The model's own share of its filed reports' findings, for one prompt profile."""
+    """The model's own share of its filed reports, for one prompt profile: `mean`, of the
+    reports' text (findings and summary); `held` and `unchecked`, of that own text over the
+    reports that had any, the share the grounding found in the data and the share it could
+    not check (None: no report had words of its own)."""
 
     profile: str
     mean: float
     reports: int
+    held: float | None = None
+    unchecked: float | None = None
+    with_own: int = 0
 
 
 def own_shares(run: EvalRun) -> list[OwnShare]:
-    """Per prompt profile, the mean share of the filed findings' text that is the model's own
-    (`risk.own_words`), over the trials that filed a report."""
+    """Per prompt profile, the mean share of the filed reports' text that is the model's own
+    (`risk.own_words`), over the trials that filed a report, and how much of it holds."""
     shares: dict[str, list[float]] = {}
+    held: dict[str, list[tuple[float, float]]] = {}
     for metadata in Conversation.objects.filter(eval_results__run=run).values_list(
         "metadata", flat=True
     ):
         report = filed_report(metadata or {})
         share = report.get("own_share") if report else None
-        if isinstance(share, int | float):
-            profile = str((metadata or {}).get("prompt_profile") or "unknown")
-            shares.setdefault(profile, []).append(float(share))
-    return [
-        OwnShare(profile, sum(values) / len(values), len(values))
-        for profile, values in sorted(shares.items())
-    ]
+        if not isinstance(share, int | float):
+            continue
+        profile = str((metadata or {}).get("prompt_profile") or "unknown")
+        shares.setdefault(profile, []).append(float(share))
+        own_held, own_unchecked = report.get("own_held"), report.get("own_unchecked")
+        if isinstance(own_held, int | float) and isinstance(own_unchecked, int | float):
+            held.setdefault(profile, []).append((float(own_held), float(own_unchecked)))
+    found = []
+    for profile, values in sorted(shares.items()):
+        pairs = held.get(profile, [])
+        found.append(
+            OwnShare(
+                profile,
+                sum(values) / len(values),
+                len(values),
+                held=sum(h for h, _ in pairs) / len(pairs) if pairs else None,
+                unchecked=sum(u for _, u in pairs) / len(pairs) if pairs else None,
+                with_own=len(pairs),
+            )
+        )
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -141,3 +142,13 @@ def test_up_uses_the_local_model_only_when_nothing_else_is_configured(
     assert plan(provider="ollama") == UpPlan(start_local=False)
     # A llama-server of one's own, at a URL: nothing to start.
     assert plan(provider="local", base_url="http://127.0.0.1:9/v1") == UpPlan(start_local=False)
+
+
+def test_the_server_runs_one_thread_unless_told(paths: LocalModelPaths) -> None:
+    # Two threads on two shared cores fell to 0.9-3.1 tokens/s under load where one kept 10.8
+    # (issue 40): one is the default of `serve` and `up`'s background server.
+    argv = server_argv(paths, 8123, context=4096)
+    assert argv[argv.index("--threads") + 1] == "1"
+    assert inspect.signature(start_background_server).parameters["threads"].default == 1
+    told = server_argv(paths, 8123, context=4096, threads=2)
+    assert told[told.index("--threads") + 1] == "2"

@@ -18,7 +18,10 @@ SERVER_CMAKE_ARGS = (
 SERVER_BINARY = "llama-server"
 
 DEFAULT_CONTEXT = 8192
-DEFAULT_THREADS = 2
+# One thread: on this project's 2 shared cores two llama.cpp threads wait on each other
+# whenever anything else runs (0.9 to 3.1 tokens/s at load 5 to 9 against 10.8 on one; two
+# runs timed out on 2 threads at load 8). Decision 2026-11-29-one-server-thread.
+DEFAULT_THREADS = 1
 HEALTH_TIMEOUT = 120.0
 STOP_TIMEOUT = 10.0
 

@@ -580,6 +580,13 @@ class RiskReport(models.Model):
         return [*details, *(self.policy_findings or [])]
 
     @property
+    def model_own_words(self) -> list[str]:
+        """The findings and the summary the model wrote itself, not the policy's sentences:
+        the pages mark them "the model's own" beside their grounding (issue 40)."""
+        texts = [*self.model_findings, *([self.summary] if self.summary.strip() else [])]
+        return own_findings(texts, self.policy_sentences)
+
+    @property
     def agreed_with_policy(self) -> bool:
         """The model filed the policy's severity with the policy's sentences only: the page
         says so once instead of showing the sentences twice (issue 40)."""

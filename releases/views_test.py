@@ -548,3 +548,9 @@ def test_a_report_that_only_repeats_the_policy_says_the_model_agreed_with_it(
     assert checked.report is not None and not checked.report.agreed_with_policy
     page = admin_client.get(reverse("releases:detail", args=["v4.0.0"])).content.decode()
     assert "The model agreed with the policy:" not in page
+    # The model's own sentence is kept and marked as the model's, beside its grounding; the
+    # policy's sentences it copied are not.
+    assert checked.report.model_own_words == [own]
+    marked = '<span class="rv-flag rv-flag-own"'
+    assert page.count(marked) == 1
+    assert page.index(marked) > page.index("The error rate rose with the retry change")

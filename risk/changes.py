@@ -103,6 +103,10 @@ _HEADER = re.compile(
 _BREAKING_FOOTER = re.compile(r"^BREAKING[ -]CHANGE: ?\S", re.MULTILINE)
 _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
 
+# The one line of changes a release whose range holds no commit has (both refs at the same
+# commit: a rebuild). Written by the commits ingestion, read by the policy's `no_changes`.
+NO_CHANGES = "No changes: a rebuild of the previous release's commit (the range holds no commit)"
+
 
 def _matches(path: str, globs: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(path, glob) for glob in globs)

@@ -62,10 +62,25 @@ class TestHistory:
     # The suspects were computed for its failure here (none found included): the evidence of
     # a critical area is then the suspect's path, never the test's name (risk/policy.py).
     suspects_computed: bool = False
+    # Its file was renamed in this release (git's status R): the file's old path, under whose
+    # classname its earlier results were read. Said in its sentence, since the history
+    # follows the rename silently otherwise.
+    renamed_from: str = ""
+    # Its attempts that failed in this release: 2 or more with none passed is a rerun that
+    # failed too (Surefire's rerunFailure), which no flakiness excuses.
+    failed_runs: int = 0
+    # Its failure here errored in setup (pytest's "failed on setup with ..."): the test's own
+    # code never ran; a fixture, the database or a migration broke first.
+    setup_error: bool = False
 
     @property
     def failed_here(self) -> bool:
         return self.outcome == "failed"
+
+    @property
+    def failed_every_rerun(self) -> bool:
+        """Rerun in this release and failed every time: not the flakiness a rerun excuses."""
+        return self.outcome == "failed" and self.failed_runs >= 2 and not self.flaky_here
 
     @property
     def recent_releases(self) -> int:

@@ -31,7 +31,10 @@ from risk.suspect_signals import suspect_signals
 
 def is_known_flaky(test: TestHistory, cfg: PolicySettings) -> bool:
     """Failed and passed on the same release (here or recently), or failed in separate
-    stretches of the recent releases, on and off."""
+    stretches of the recent releases, on and off. Never a test rerun here that failed every
+    time (Surefire's rerunFailure): the rerun that excused it before did not pass it now."""
+    if test.failed_every_rerun:
+        return False
     return (
         test.flaky_here
         or test.flaky_in_recent > 0
@@ -282,6 +285,37 @@ def _returned_sentence(test: TestHistory) -> str:
     )
 
 
+def _what_the_history_follows(tests: Sequence[TestHistory], all_failing: int) -> list[str]:
+    """What the failures' history read that their labels do not show: a test file renamed in
+    this release (its history is the old name's), reruns that failed every time, and errors
+    in setup. Each changes what a failure means, and no other sentence said it."""
+    sentences = []
+    for t in tests[: NAMED * 4]:
+        if t.renamed_from:
+            sentences.append(
+                f"{shown(t.label)} is in a test file renamed in this release from "
+                f"{t.renamed_from}: its history is the old file's"
+            )
+        if t.failed_every_rerun:
+            before = (
+                ", where a rerun had passed it before"
+                if t.flaky_in_recent or t.failure_runs >= 2
+                else ""
+            )
+            sentences.append(
+                f"{shown(t.label)} failed on all {t.failed_runs} runs in this release (its "
+                f"reruns failed too{before}): not flaky this time"
+            )
+    in_setup = [t for t in tests if t.setup_error]
+    if in_setup:
+        sentences.append(
+            f'{_which(in_setup, all_failing)} errored in setup ("failed on setup"): '
+            f"{'its' if len(in_setup) == 1 else 'their'} own code never ran; a fixture, the test "
+            "database or its migrations broke first"
+        )
+    return sentences
+
+
 def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -> list[Signal]:
     signals = []
     service = history.service
@@ -311,6 +345,7 @@ def failure_signals(history: History, failures: Failures, cfg: PolicySettings) -
         sentences = [_first_failures_sentence(fresh, service, all_failing)] if fresh else []
         sentences += [_returned_sentence(t) for t in back[:NAMED]]
         more = f"; and {len(back) - NAMED} more" if len(back) > NAMED else ""
+        more += "".join(f"; {s}" for s in _what_the_history_follows(new_ones, all_failing))
         signals.append(
             Signal(
                 name="new_failures",

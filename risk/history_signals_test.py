@@ -530,3 +530,83 @@ def test_risky_changes_pair_only_with_failures_whose_suspects_are_not_known() ->
     text = detail(verdict, "risky_changes_with_failures")
     assert text.endswith("failing tests with no ranked suspect: checkout.TaxTest::test_vat")
     assert CART not in text
+
+
+# ---- what the history follows and no label shows (issue 40) ---------------------------------
+
+
+def _new_failures(verdict: PolicyVerdict) -> str:
+    return next(s.detail for s in verdict.signals if s.name == "new_failures")
+
+
+def test_a_test_file_renamed_in_the_release_is_said() -> None:
+    moved = dataclasses.replace(
+        test_history("shipping.test_rates::test_free", recent="PPPP"),
+        renamed_from="shipping/rates_test.py",
+    )
+    verdict = evaluate(summary(moved.label), CFG, history=history(moved))
+    assert "renamed in this release from shipping/rates_test.py" in _new_failures(verdict)
+    # Without the rename nothing speaks of one.
+    plain = test_history("shipping.test_rates::test_free", recent="PPPP")
+    assert "renamed" not in _new_failures(
+        evaluate(summary(plain.label), CFG, history=history(plain))
+    )
+
+
+def test_a_rerun_that_failed_every_time_is_not_excused_as_known_flaky() -> None:
+    # Passed on a rerun in 2 of the last 4 releases: known flaky, when it fails once here.
+    once = test_history(CART, recent="KPKP")
+    assert is_known_flaky(once, CFG)
+    assert evaluate(summary(CART), CFG, history=history(once)).severity == "low"
+    # Failed, then failed again on both of Surefire's reruns.
+    every = dataclasses.replace(once, failed_runs=3)
+    assert every.failed_every_rerun and not is_known_flaky(every, CFG)
+    verdict = evaluate(summary(CART), CFG, history=history(every))
+    assert verdict.severity == "medium"
+    assert "failed on all 3 runs in this release (its reruns failed too, where a rerun had " in (
+        _new_failures(verdict)
+    )
+    assert "not flaky this time" in _new_failures(verdict)
+    assert not any(s.name == "known_flaky_failures" for s in verdict.signals)
+
+
+def test_a_rerun_that_passed_is_still_flaky() -> None:
+    # Failed and passed here: failed_runs counts the failure, the pass makes it flaky.
+    passed = dataclasses.replace(
+        test_history(CART, outcome="flaky", recent="PP", flaky_here=True), failed_runs=1
+    )
+    assert not passed.failed_every_rerun and is_known_flaky(passed, CFG)
+
+
+def test_errors_in_setup_are_said() -> None:
+    tests = [
+        dataclasses.replace(
+            test_history(f"orders.history_test::test_{n}", recent="PPP"), setup_error=True
+        )
+        for n in ("a", "b")
+    ]
+    verdict = evaluate(summary(*(t.label for t in tests)), CFG, history=history(*tests))
+    assert 'All 2 failing tests errored in setup ("failed on setup"): their own code never ran' in (
+        _new_failures(verdict)
+    )
+    alone = dataclasses.replace(tests[0], setup_error=False)
+    assert "setup" not in _new_failures(evaluate(summary(alone.label), CFG, history=history(alone)))
+
+
+def test_a_rerun_that_failed_every_time_gets_its_suspect_sentence() -> None:
+    # The issue's "no suspect sentence for a rerun failure": excused as known flaky, its
+    # suspect was never said. Not excused, its first suspect is.
+    every = dataclasses.replace(
+        test_history(CART, recent="KPKP"),
+        failed_runs=3,
+        suspects=(_suspect("catalog/search.py"),),
+        suspects_computed=True,
+    )
+    verdict = evaluate(summary(CART), CFG, history=history(every))
+    said = [s.detail for s in verdict.signals if s.name == "failure_suspects"]
+    assert said and "9999999" in said[0] and "catalog/search.py" in said[0]
+    once = dataclasses.replace(every, failed_runs=1)
+    assert not any(
+        s.name == "failure_suspects"
+        for s in evaluate(summary(CART), CFG, history=history(once)).signals
+    )

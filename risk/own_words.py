@@ -10,7 +10,11 @@ made of their clauses only, whatever the spacing, case or closing stop.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from risk.grounding import FOUND, UNCHECKED
 
 _JOINS = re.compile(r";\s+|\.\s+(?=[A-Z])")
 
@@ -45,3 +49,45 @@ def own_share(findings: Sequence[str], policy_sentences: Iterable[str]) -> float
     if not total:
         return None
     return sum(len(f) for f in own_findings(findings, policy_sentences)) / total
+
+
+@dataclass(frozen=True, slots=True)
+class OwnWords:
+    """How much of a filed report is the model's own, and how much of that holds.
+
+    `share`: of the report's text (its findings and its summary), the share that is not the
+    policy's sentences. `held`: of that own text, the share whose figures and claims the
+    grounding found in the data; `unchecked`: the share with nothing the grounding could check
+    (no figure, no claim it knows). The rest contradicts the data or is not in it. Both None
+    when the model wrote nothing of its own."""
+
+    share: float | None
+    held: float | None
+    unchecked: float | None
+    own: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"share": self.share, "held": self.held, "unchecked": self.unchecked}
+
+
+def own_words(
+    findings: Sequence[str],
+    summary: str,
+    policy_sentences: Iterable[str],
+    grounding: Iterable[Mapping[str, Any]] = (),
+) -> OwnWords:
+    """The model's own part of a report (`grounding`: `ReportGrounding.as_list()`, each part's
+    `text` and `verdict`). The summary is the model's own unless it only repeats the policy."""
+    sentences = list(policy_sentences)
+    texts = [*findings, *([summary] if summary.strip() else [])]
+    total = sum(len(t) for t in texts)
+    if not total:
+        return OwnWords(None, None, None)
+    own = own_findings(texts, sentences)
+    own_chars = sum(len(t) for t in own)
+    if not own_chars:
+        return OwnWords(0.0, None, None)
+    verdicts = {str(part.get("text")): str(part.get("verdict")) for part in grounding}
+    held = sum(len(t) for t in own if verdicts.get(t) == FOUND)
+    unchecked = sum(len(t) for t in own if verdicts.get(t, UNCHECKED) == UNCHECKED)
+    return OwnWords(own_chars / total, held / own_chars, unchecked / own_chars, tuple(own))

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from risk.change_signals import changed_areas
+from risk.changes import NO_CHANGES
 from risk.history import EMPTY as EMPTY_HISTORY
 from risk.history import History
 from risk.history_signals import (
@@ -49,6 +50,7 @@ from risk.settings import (
 )
 from risk.signal import (
     INSTRUCTIONS_SIGNAL,
+    NO_CHANGES_SIGNAL,
     PolicyVerdict,
     Signal,
     areas_in,
@@ -433,6 +435,22 @@ def _missing(field_name: str, what: str, cfg: PolicySettings) -> Signal:
     )
 
 
+def _no_changes() -> Signal:
+    """A range with no commit. Nothing to weigh in it, but it says what every other signal
+    means: a failure or a metric that moved did not come from the release's code."""
+    return Signal(
+        name=NO_CHANGES_SIGNAL,
+        label="No changes in the range",
+        level="none",
+        critical=False,
+        figure=0,
+        threshold="said whenever the release's range holds no commit",
+        detail="No changes: the range holds no commit (a rebuild of the previous release's "
+        "commit), so whatever differs from that release came from outside its code: the "
+        "environment, data, configuration or dependencies resolved at build time",
+    )
+
+
 def _instructions(summary: Mapping[str, Any], cfg: PolicySettings, past: History) -> Signal | None:
     found = instruction_like_texts(summary)
     # Commit bodies (issue 30): an order hidden below a plain title is seen, not left unread.
@@ -480,6 +498,8 @@ def evaluate(
     )
     if not changes:
         signals.append(_missing("changes", MISSING_LABELS["changes"], cfg))
+    elif changes == [NO_CHANGES]:
+        signals.append(_no_changes())
     failures = classify_failures(past, cfg) if past.has_test_detail else Failures()
     # With the commits themselves, their code files decide the areas (and a person's subject
     # naming a schema change); the summary's lines are those commits' subjects again, whose

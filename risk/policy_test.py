@@ -337,3 +337,22 @@ def test_the_error_rates_rise_thresholds_are_settings() -> None:
         s.name == "error_rate_change"
         for s in evaluate(release(deployment_metrics={"error_rate": 0.011})).signals
     )
+
+
+def test_an_empty_range_says_no_changes_in_every_view() -> None:
+    from risk.changes import NO_CHANGES
+    from risk.digest import evidence_keys
+
+    rebuild = release(changes=[NO_CHANGES], deployment_metrics={"error_rate": 0.034})
+    verdict = evaluate(rebuild)
+    said = signal(verdict, "no_changes")
+    assert said.level == "none" and said.detail.startswith("No changes: the range holds no commit")
+    assert not any(s.name == "missing_changes" for s in verdict.signals)
+    # Raised by the error rate alone, and the sentence that says what it means comes first.
+    assert verdict.severity == "medium"
+    assert evidence_keys(verdict)["E1"] == said.detail
+    # A rebuild with nothing else raises nothing by itself, and is still said.
+    clean = evaluate(release(changes=[NO_CHANGES]))
+    assert clean.severity == "low" and said.detail in clean.evidence()
+    # Missing changes are not an empty range.
+    assert not any(s.name == "no_changes" for s in evaluate(release(changes=None)).signals)

@@ -29,6 +29,10 @@ INSTRUCTIONS_SIGNAL = "instructions_in_data"
 ALWAYS_CITED = frozenset(
     {"known_flaky_failures", "metric_judge", "newly_skipped", "newly_flaky", "failure_suspects"}
 )
+# A range with no commit: its sentence is cited in every view, the brief one too, since it says
+# what every other sentence means (a failure with no change behind it). Level none: a rebuild
+# raises nothing by itself.
+NO_CHANGES_SIGNAL = "no_changes"
 # A signal whose sentence the evidence leaves out when the other one's is there, since that one
 # says it again with more: "3 changes in payments and 8 failed tests" says what "3 changes in
 # payments" does. Measured on Qwen2.5-Coder-1.5B (high_payment_failures, 3 of 3 trials): given
@@ -98,6 +102,9 @@ class PolicyVerdict:
         shown = flagged + [s for s in self.raised() if s not in flagged]
         if not shown:
             return [s.detail for s in self.signals if s.detail]
+        # Second, after orders in the data: the brief view keeps the first few sentences.
+        context = [s for s in self.signals if s.name == NO_CHANGES_SIGNAL]
+        shown = shown[: len(flagged)] + context + shown[len(flagged) :]
         if always_cited:
             shown += [s for s in self.signals if s.name in ALWAYS_CITED and s not in shown]
         names = {s.name for s in shown}

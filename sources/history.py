@@ -15,7 +15,17 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db.models import Case, F, IntegerField, Q, QuerySet, TextField, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    F,
+    IntegerField,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from releases.models import Release
@@ -44,6 +54,9 @@ MAX_SAMPLES = 5000
 # The earlier (author, path) pairs read to tell who is new to what.
 MAX_EARLIER_PATHS = 50_000
 
+# How pytest's JUnit XML says a fixture broke before the test ran: an <error> whose message is
+# 'failed on setup with "..."' (the test's own failure is a <failure>).
+SETUP_ERROR = "failed on setup"
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 _FAILED_ONCE = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.FLAKY)
 
@@ -167,7 +180,15 @@ def test_histories(
             | Q(release_id__in=_earlier_ids(release), status__in=_FAILED_ONCE),
             name__in=names,
         )
-        .annotate(order_at=Coalesce("release__deployed_at", "release__created_at"))
+        .annotate(
+            order_at=Coalesce("release__deployed_at", "release__created_at"),
+            # pytest writes a fixture's error as "failed on setup with ...".
+            setup=Case(
+                When(status=TestStatus.ERROR, failure_message__startswith=SETUP_ERROR, then=True),
+                default=False,
+                output_field=BooleanField(),
+            ),
+        )
         .order_by("attempt", "id")
         .values_list(
             "release_id",
@@ -179,6 +200,7 @@ def test_histories(
             "release__version",
             "order_at",
             "suspects",
+            "setup",
         )
     )
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -189,11 +211,14 @@ def test_histories(
     recent: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
     failed_in: dict[tuple[str, str], set[int]] = defaultdict(set)
     order: dict[int, tuple[Any, int, str]] = {}
-    for release_id, suite, classname, name, file, status, version, at, suspects in rows:
+    setup_errors: set[tuple[str, str]] = set()
+    for release_id, suite, classname, name, file, status, version, at, suspects, setup in rows:
         stored = (classname, name)
         if release_id == release.pk:
             if stored in keys:
                 attempts[stored].append(status)
+                if setup:
+                    setup_errors.add(stored)
                 where.setdefault(stored, (suite, file))
                 if suspects is not None and status in _FAILING:
                     computed.add(stored)
@@ -244,6 +269,9 @@ def test_histories(
                 recent=tuple(history_here),
                 suspects=suspects_of.get(key, ()),
                 suspects_computed=key in computed,
+                renamed_from=_renamed_file(key[0], renames) if key in alias.values() else "",
+                failed_runs=sum(status in _FAILING for status in statuses),
+                setup_error=last in _FAILING and key in setup_errors,
             )
         )
     return tuple(histories), True
@@ -277,6 +305,14 @@ def _renamed_from(classname: str, renames: Sequence[tuple[str, str]]) -> str | N
             if classname.endswith("." + new_form) or f".{new_form}." in f".{classname}.":
                 return classname.replace(new_form, old_form, 1)
     return None
+
+
+def _renamed_file(classname: str, renames: Sequence[tuple[str, str]]) -> str:
+    """The old path of the renamed file a test's classname lives in, or ""."""
+    for old, new in renames:
+        if _renamed_from(classname, [(old, new)]) is not None:
+            return old
+    return ""
 
 
 def _author_key(name: str, email: str) -> str:

@@ -121,6 +121,12 @@ def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
     own = report["summary"]["own_words"]["default"]
     assert own["reports"] > 0 and 0 < own["share"] < 1
     assert "The model's own words (default profile):" in (tmp_path / "base.md").read_text()
+    # And how much of it holds: its own sentences ("Risk: payment needs attention.") carry no
+    # figure to check, and none is wrong.
+    assert own["reports_with_own_words"] == own["reports"]
+    assert own["held"] is not None and own["unchecked"] is not None
+    assert own["held"] + own["unchecked"] == pytest.approx(1.0)
+    assert "hold (found in the data)" in out and "0% wrong or not in the data" in out
     # Every report filed after reading the summary was checked, and kept the policy's evidence.
     kept = _kept_checks(baseline)
     assert set(kept) == {
@@ -167,6 +173,11 @@ def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
         r for s in summary.scenarios for r in s.failure_reasons if s.scenario_id != "low_clean_docs"
     )
     assert "invent" in reasons.lower() or "made up" in reasons.lower()
+    # The invented "42.7%" is the model's own and wrong: the figure says so.
+    worse_own = json.loads((tmp_path / "worse.json").read_text())["summary"]["own_words"]
+    wrong = 1 - worse_own["default"]["held"] - worse_own["default"]["unchecked"]
+    assert wrong > 0.01, worse_own
+    assert "wrong or not in the data" in (tmp_path / "worse.md").read_text()
     analysis = json.loads((tmp_path / "worse.json").read_text())["regression_analysis"]
     assert analysis["verdict"] == "fail"
     regressed = {r["key"] for r in analysis["regressions"]}

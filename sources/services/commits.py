@@ -18,6 +18,7 @@ from detective_client.hunks import MAX_HUNKS
 from detective_client.imports import MAX_NODES
 from detective_client.records import CommitRecord, HeadRecord
 from releases.models import Release
+from risk.changes import NO_CHANGES
 from sources import summary
 from sources.models import (
     ChangeType,
@@ -42,7 +43,7 @@ from sources.services.suspects import rank_stored
 # Blame ranges a release's head may carry in all (a 300-path blame of real files is far below).
 MAX_BLAME_RANGES = 200_000
 
-REBUILD = "No changes: a rebuild of the previous release's commit (the range holds no commit)"
+REBUILD = NO_CHANGES
 
 # ---- commits -----------------------------------------------------------------------------------
 

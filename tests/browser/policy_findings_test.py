@@ -76,6 +76,9 @@ def test_the_policys_sentences_the_model_left_out_are_marked_on_the_release_page
         model = page.locator(".rv-finding").first
         expect(model).to_contain_text("Error rate 6.4 % after the deploy")
         expect(model.locator(".rv-flag-policy")).to_have_count(0)
+        # It is marked as the model's own, as its summary is (issue 40).
+        expect(model.locator(".rv-flag-own")).to_have_text("the model's own")
+        expect(page.locator(".rv-flag-own")).to_have_count(2)
         if size is DESKTOP:
             screenshots(page, "release-policy-findings")
         page.context.close()

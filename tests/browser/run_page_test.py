@@ -297,6 +297,8 @@ def test_reassess_streams_the_run_live_and_the_report_reaches_the_release_page(
     expect(latest).to_contain_text(f"run {str(run.pk)[:8]}")
     screenshots(page, "release-with-new-report")
     page.goto(f"/runs/{run.pk}/")
+    # What the model read, said plainly (issue 40): this model has the drill-downs.
+    expect(page.locator("#run-reads")).to_contain_text("drill-downs it chooses to call")
     screenshots(page, "run-finished")
 
 

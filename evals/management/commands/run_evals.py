@@ -38,7 +38,7 @@ from assessments.runner.process import freeze_startup_heap, instrument_web
 from evals import selectors, services
 from evals.compare import Comparison
 from evals.models import EvalRun
-from evals.reports import write_reports
+from evals.reports import own_words_line, write_reports
 from evals.runner.trials import (
     DEFAULT_TOOL_TIMEOUT_S,
     DEFAULT_TRIAL_TIMEOUT_S,
@@ -193,17 +193,14 @@ class Command(BaseCommand):
         print_summary(console, run, summary)
         shares = selectors.own_shares(run)
         for share in shares:
-            console.print(
-                f"The model's own words ({escape(share.profile)} profile): {share.mean:.0%} of "
-                f"the findings' text, over {share.reports} filed report(s)"
-            )
+            console.print(escape(own_words_line(share.profile, share)))
         comparison = self._compare(console, run, against)
         write_reports(
             summary,
             comparison,
             json_path=options["json"],
             markdown_path=options["markdown"],
-            own_words={s.profile: (s.mean, s.reports) for s in shares},
+            own_words={s.profile: s for s in shares},
         )
         for kind in ("json", "markdown"):
             if options[kind]:

@@ -52,6 +52,8 @@ class Failure:
     classname: str
     name: str
     message: str
+    # pytest's error in a fixture: <error message='failed on setup with "..."'>.
+    setup: bool = False
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Commit:
     files: list[tuple[str, int, int]]  # path, added, deleted
     author: str = "Dana Reyes"
     email: str = "dana@example.com"
+    # Files git saw renamed (status R): old path, new path, added, deleted.
+    renamed: list[tuple[str, str, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -76,6 +80,11 @@ class Release:
     samples: int = 61
     baseline_samples: int | None = None  # None: as many as the previous release measured
     total_tests: int | None = None
+    # Failed, and failed again on each of Surefire's 2 reruns (rerunFailure).
+    rerun_failures: list[Failure] = field(default_factory=list)
+    # Tests as Maven Surefire reports them: one TEST-<class>.xml per class, replacing the
+    # pytest report of COMMON_TESTS (the release's tests are then `extra_tests` alone).
+    surefire: bool = False
 
 
 @dataclass
@@ -127,14 +136,103 @@ def junit_xml(release: Release) -> str:
                 lines.append(f"    <testcase {attrs}/>")
                 continue
             lines.append(f"    <testcase {attrs}>")
-            lines.append(
-                f'      <failure type="AssertionError" message={quoteattr(failure.message)}>'
-                f"{failure.message}</failure>"
-            )
+            if failure.setup:
+                # As pytest 8/9 write a fixture's exception (the test itself never ran).
+                message = f'failed on setup with "{failure.message}"'
+                lines.append(
+                    f"      <error message={quoteattr(message)}>{_escape(failure.message)}</error>"
+                )
+            else:
+                lines.append(
+                    f'      <failure type="AssertionError" message={quoteattr(failure.message)}>'
+                    f"{failure.message}</failure>"
+                )
             lines.append("    </testcase>")
         lines.append("  </testsuite>")
     lines.append("</testsuites>")
     return "\n".join(lines) + "\n"
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+SUREFIRE_HEAD = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<testsuite '
+    'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+    'xsi:noNamespaceSchemaLocation="https://maven.apache.org/surefire/maven-surefire-plugin/xsd/'
+    'surefire-test-report-3.0.xsd" version="3.0"'
+)
+
+
+def surefire_reports(release: Release) -> dict[str, str]:
+    """Maven Surefire 3's TEST-<class>.xml per test class, as `mvn test` with
+    `-Dsurefire.rerunFailingTestsCount=2` writes them: a test that failed then passed has a
+    flakyFailure; one that failed on every run, its failure and a rerunFailure per rerun."""
+    failing = {(f.classname, f.name): f for f in release.failures}
+    flaky = {(f.classname, f.name): f for f in release.reruns}
+    rerun = {(f.classname, f.name): f for f in release.rerun_failures}
+    by_class: dict[str, list[str]] = {}
+    for _, classname, name in release.extra_tests:
+        by_class.setdefault(classname, []).append(name)
+    rng = random.Random(f"surefire {release.version}")
+    reports = {}
+    for classname, names in by_class.items():
+        cases, counts = [], {"failures": 0, "flakes": 0}
+        simple = classname.rsplit(".", 1)[-1]
+        for name in names:
+            key = (classname, name)
+            attrs = f'name="{name}" classname="{classname}" time="{rng.uniform(0.01, 0.9):.3f}"'
+            failure = failing.get(key) or rerun.get(key)
+            if key in flaky:
+                counts["flakes"] += 1
+                message = flaky[key].message
+                cases += [
+                    f"  <testcase {attrs}>",
+                    f'    <flakyFailure message={quoteattr(message)} type="'
+                    'org.opentest4j.AssertionFailedError">',
+                    f"      <stackTrace><![CDATA[org.opentest4j.AssertionFailedError: {message}",
+                    f"\tat {classname}.{name}({simple}.java:{40 + len(name)})",
+                    "]]></stackTrace>",
+                    "    </flakyFailure>",
+                    "  </testcase>",
+                ]
+            elif failure is not None:
+                counts["failures"] += 1
+                trace = (
+                    f"org.opentest4j.AssertionFailedError: {failure.message}\n"
+                    f"\tat {classname}.{name}({simple}.java:{40 + len(name)})\n"
+                )
+                kind = 'type="org.opentest4j.AssertionFailedError"'
+                cases += [
+                    f"  <testcase {attrs}>",
+                    f"    <failure message={quoteattr(failure.message)} {kind}>"
+                    f"<![CDATA[{trace}]]></failure>",
+                ]
+                if key in rerun:
+                    for _ in range(2):
+                        cases += [
+                            f"    <rerunFailure message={quoteattr(failure.message)} {kind}>",
+                            f"      <stackTrace><![CDATA[{trace}]]></stackTrace>",
+                            "    </rerunFailure>",
+                        ]
+                cases.append("  </testcase>")
+            else:
+                cases.append(f"  <testcase {attrs}/>")
+        flakes = f' flakes="{counts["flakes"]}"' if counts["flakes"] else ""
+        reports[f"TEST-{classname}.xml"] = (
+            "\n".join(
+                [
+                    f'{SUREFIRE_HEAD} name="{classname}" time="{rng.uniform(0.5, 3):.3f}" '
+                    f'tests="{len(names)}" errors="0" skipped="0" failures="{counts["failures"]}"'
+                    f"{flakes}>",
+                    *cases,
+                    "</testsuite>",
+                ]
+            )
+            + "\n"
+        )
+    return reports
 
 
 def commits_json(release: Release, deployed_at: datetime, parent: str | None) -> str:
@@ -152,6 +250,10 @@ def commits_json(release: Release, deployed_at: datetime, parent: str | None) ->
                 "files": [
                     {"path": path, "old_path": None, "added": added, "deleted": deleted}
                     for path, added, deleted in commit.files
+                ]
+                + [
+                    {"path": new, "old_path": old, "added": added, "deleted": deleted}
+                    for old, new, added, deleted in commit.renamed
                 ],
                 "parents": [parent] if parent else [],
             }
@@ -206,10 +308,18 @@ def write(scenario: Scenario, root: Path = HERE) -> list[str]:
     for index, release in enumerate(scenario.releases):
         deployed_at = START + timedelta(days=7 * index)
         stem = release.version
-        (directory / f"{stem}.junit.xml").write_text(junit_xml(release), encoding="utf-8")
+        if release.surefire:
+            reports = [f"surefire-reports/{stem}/{name}" for name in surefire_reports(release)]
+            (directory / "surefire-reports" / stem).mkdir(parents=True, exist_ok=True)
+            for name, text in surefire_reports(release).items():
+                (directory / "surefire-reports" / stem / name).write_text(text, encoding="utf-8")
+        else:
+            reports = [f"{stem}.junit.xml"]
+            (directory / f"{stem}.junit.xml").write_text(junit_xml(release), encoding="utf-8")
         commits = commits_json(release, deployed_at, parent)
         (directory / f"{stem}.commits.json").write_text(commits, encoding="utf-8")
-        parent = json.loads(commits)[-1]["sha"]
+        # A rebuild (no commit in its range) keeps the previous release's head.
+        parent = json.loads(commits)[-1]["sha"] if release.commits else parent
         metrics = openmetrics(release, deployed_at, previous)
         (directory / f"{stem}.metrics.txt").write_text(metrics, encoding="utf-8")
         previous = (release, deployed_at)
@@ -218,7 +328,7 @@ def write(scenario: Scenario, root: Path = HERE) -> list[str]:
             f'version = "{release.version}"',
             f"deployed_at = {deployed_at.strftime('%Y-%m-%dT%H:%M:%SZ')}",
             f"title = {json.dumps(release.title)}",
-            f'junit = ["{stem}.junit.xml"]',
+            "junit = [" + ", ".join(f'"{name}"' for name in reports) + "]",
             f'commits = "{stem}.commits.json"',
             f'metrics = "{stem}.metrics.txt"',
             "",
@@ -577,6 +687,142 @@ SCENARIOS = [
                 [Commit("docs: clarify the returns window", [("docs/returns.md", 3, 1)])],
                 p95_ms=408,
                 error_rate=0.001,
+            ),
+        ],
+    ),
+]
+
+# Issue 40: key risks only the history shows (a rename, an empty range, a rerun that failed,
+# an error in setup); the policy's own sentences must say each.
+SHIPPING_TESTS = [
+    ("shipping/rates_test.py", "shipping.rates_test", f"test_{case}")
+    for case in ["free_shipping_from_the_threshold", "remote_postcode_surcharge", "weight_bands"]
+]
+RENAMED_SHIPPING_TESTS = [
+    ("shipping/test_rates.py", "shipping.test_rates", name) for _, _, name in SHIPPING_TESTS
+]
+SEARCH_CLIENT = "com.northwind.catalog.SearchIndexClientTest"
+JAVA_TESTS = [
+    (file, classname, name)
+    for file, classname, names in [
+        ("", "com.northwind.catalog.ProductListingTest", ["sortsByPrice", "filtersByBrand"]),
+        ("", "com.northwind.catalog.PriceFormatTest", ["formatsEuros", "roundsHalfEven"]),
+        ("", SEARCH_CLIENT, ["findsByPrefix", "retriesWhenTheIndexIsBusy", "closesIdleSessions"]),
+    ]
+    for name in names
+]
+BUSY_INDEX = Failure(
+    "",
+    SEARCH_CLIENT,
+    "retriesWhenTheIndexIsBusy",
+    "expected: <3> but was: <1> (attempts before giving up on a busy index)",
+)
+ORDER_HISTORY_ERRORS = [
+    Failure(
+        "orders/history_test.py",
+        "orders.history_test",
+        f"test_{case}",
+        "django.db.utils.ProgrammingError: column orders_order.delivery_street does not exist",
+        setup=True,
+    )
+    for case in ["lists_newest_first", "filters_by_status", "exports_csv"]
+]
+
+SCENARIOS += [
+    Scenario(
+        "renamed_test_file_fails",
+        [
+            *(
+                _routine(f"v41.0.{i}", touch=("shipping/rates.py",), extra_tests=SHIPPING_TESTS)
+                for i in range(4)
+            ),
+            Release(
+                "v41.1.0",
+                "Free shipping per country",
+                [
+                    Commit(
+                        "test(shipping): name the rates tests the pytest way",
+                        [],
+                        renamed=[("shipping/rates_test.py", "shipping/test_rates.py", 2, 2)],
+                    ),
+                    Commit(
+                        "feat(shipping): a free-shipping threshold per country",
+                        [("shipping/rates.py", 31, 9), ("shipping/thresholds.py", 40, 0)],
+                    ),
+                ],
+                p95_ms=412,
+                error_rate=0.001,
+                failures=[
+                    Failure(
+                        "shipping/test_rates.py",
+                        "shipping.test_rates",
+                        "test_free_shipping_from_the_threshold",
+                        "AssertionError: shipping 4.90 EUR for a 60.00 EUR order, expected 0.00",
+                    )
+                ],
+                extra_tests=RENAMED_SHIPPING_TESTS,
+            ),
+        ],
+    ),
+    Scenario(
+        "empty_range_errors_rise",
+        [
+            *(_routine(f"v42.0.{i}", touch=("catalog/listing.py",)) for i in range(4)),
+            # Both refs at the same commit: the CI rebuilt v42.0.3 on a new base image.
+            Release("v42.0.4", "Rebuild on the new base image", [], p95_ms=418, error_rate=0.034),
+        ],
+    ),
+    Scenario(
+        "surefire_rerun_failure",
+        [
+            _routine("v43.0.0", surefire=True, extra_tests=JAVA_TESTS),
+            _routine("v43.0.1", surefire=True, extra_tests=JAVA_TESTS, reruns=[BUSY_INDEX]),
+            _routine("v43.0.2", surefire=True, extra_tests=JAVA_TESTS),
+            _routine("v43.0.3", surefire=True, extra_tests=JAVA_TESTS, reruns=[BUSY_INDEX]),
+            Release(
+                "v43.1.0",
+                "Search index client",
+                [
+                    Commit(
+                        "fix(catalog): give up on a busy search index after the first answer",
+                        [
+                            (
+                                "src/main/java/com/northwind/catalog/SearchIndexClient.java",
+                                14,
+                                22,
+                            )
+                        ],
+                    ),
+                    Commit("docs: the catalog's search settings", [("docs/search.md", 8, 2)]),
+                ],
+                p95_ms=408,
+                error_rate=0.001,
+                surefire=True,
+                extra_tests=JAVA_TESTS,
+                rerun_failures=[BUSY_INDEX],
+            ),
+        ],
+    ),
+    Scenario(
+        "setup_error_after_migration",
+        [
+            *(_routine(f"v44.0.{i}", touch=("orders/models.py",)) for i in range(3)),
+            Release(
+                "v44.1.0",
+                "Delivery address in two fields",
+                [
+                    Commit(
+                        "feat(orders): split the delivery address into street and city",
+                        [
+                            ("orders/models.py", 12, 4),
+                            ("orders/migrations/0042_split_delivery_address.py", 38, 0),
+                        ],
+                    ),
+                    Commit("fix(ui): the cart's empty state", [("ui/cart.html", 6, 2)]),
+                ],
+                p95_ms=410,
+                error_rate=0.001,
+                failures=ORDER_HISTORY_ERRORS,
             ),
         ],
     ),

@@ -1,0 +1,66 @@
+"""The scenarios whose key risk only the release's history shows (issue 40): a renamed test
+file, an empty range, a Surefire rerun that failed, an error in setup after a migration. The
+product must say each itself: the policy's evidence as the small profile reads it (the brief
+view's keyed sentences, which that model copies into its findings) names every key risk, and
+the policy's severity is one the scenario accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+from evals import scenario_sources
+from evals.evaluators.matching import find_group
+from evals.scenario import Suite, load_suite
+from sources import judging
+from sources.models import TestCase
+
+pytestmark = pytest.mark.django_db
+
+HISTORY_ONLY = {
+    "renamed_test_file_fails": "medium",
+    "empty_range_errors_rise": "high",
+    "surefire_rerun_failure": "medium",
+    "setup_error_after_migration": "high",
+}
+
+
+@pytest.fixture(scope="module")
+def suite() -> Suite:
+    return load_suite()
+
+
+@pytest.mark.parametrize("scenario_id", sorted(HISTORY_ONLY))
+def test_the_brief_evidence_says_every_key_risk(suite: Suite, scenario_id: str) -> None:
+    scenario = suite.get(scenario_id)
+    release = scenario_sources.ingest_scenario(scenario)
+    judged = judging.judge_release(release)
+    brief = judged.for_agent(brief=True)["policy"]
+    text = " ".join(brief["evidence"].values())
+    # As the decision-quality evaluator matches a report's findings and summary.
+    missing = [g.name for g in scenario.expect.key_risks if find_group(text, g) is None]
+    assert not missing, (scenario_id, missing, text)
+    assert len(scenario.expect.key_risks) >= 2
+    assert brief["severity_floor"] == HISTORY_ONLY[scenario_id]
+    assert brief["severity_floor"] in scenario.expect.acceptable
+
+
+def test_the_files_hold_what_the_scenarios_are_about(suite: Suite) -> None:
+    """The real formats carry the risk: git's rename (old_path), an empty commits list,
+    Surefire's rerunFailure, pytest's 'failed on setup'."""
+    renamed = scenario_sources.ingest_scenario(suite.get("renamed_test_file_fails"))
+    assert renamed.commits.filter(files__old_path="shipping/rates_test.py").exists()
+
+    rebuild = scenario_sources.ingest_scenario(suite.get("empty_range_errors_rise"))
+    assert not rebuild.commits.exists()
+    assert rebuild.changes is not None and rebuild.changes[0].startswith("No changes")
+
+    rerun = scenario_sources.ingest_scenario(suite.get("surefire_rerun_failure"))
+    attempts = TestCase.objects.filter(release=rerun, name="retriesWhenTheIndexIsBusy")
+    assert list(attempts.order_by("attempt").values_list("status", flat=True)) == ["failed"] * 3
+
+    setup = scenario_sources.ingest_scenario(suite.get("setup_error_after_migration"))
+    errors = TestCase.objects.filter(release=setup, status="error")
+    assert errors.count() == 3
+    assert all(
+        m.startswith("failed on setup") for m in errors.values_list("failure_message", flat=True)
+    )
