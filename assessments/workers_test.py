@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from assessments import workers
 
@@ -30,6 +32,11 @@ def test_a_living_worker_is_not_gone() -> None:
         [sys.executable, "-c", "import time; time.sleep(30)", "run_worker"],
     )
     try:
+        # Between fork and exec the child still reads as this test's program: wait for exec.
+        cmdline = Path(f"/proc/{child.pid}/cmdline")
+        deadline = time.monotonic() + 10
+        while b"run_worker" not in cmdline.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert workers.gone(workers.worker_id(child.pid)) is None
         assert workers.gone("elsewhere:1") is None
     finally:

@@ -349,7 +349,9 @@ def wait_for_decision(
     """Until a person has decided the report that waits for one, or `--wait-for-decision`
     seconds. Detective is told a pipeline waits (the review page shows it) and the review
     page's address is printed once; then the verdict is asked again, every 0.25 s at first,
-    doubling up to 2 s, so a decision reaches the job within about 2 s."""
+    doubling up to 2 s, so a decision reaches the job within about 2 s. A reassessment that
+    starts meanwhile (new data) is waited for within the same time, and a new report that
+    needs a person is announced as the first was."""
     deadline = clock() + args.wait_for_decision
 
     def ask(call: Callable[[str, str], dict[str, Any]]) -> dict[str, Any]:
@@ -358,16 +360,24 @@ def wait_for_decision(
         )
 
     answer = ask(api.waiting)
+    announced = answer.get("report_id")
     if answer.get("state") == "needs_person":
         print(f"waiting for a person's decision: {answer.get('review_url')}", file=err)
     pause = DECISION_POLL_FIRST_S
-    while answer.get("state") == "needs_person":
+    # A reassessment under way (new data came in) is waited for too: the waiting job gets
+    # its verdict, or waits again if its report needs a person as well.
+    while answer.get("state") == "needs_person" or answer.get("state") in verdicts.PENDING_STATES:
         remaining = deadline - clock()
         if remaining <= 0:
             break
         sleep(min(pause, remaining))
         pause = min(pause * 2, DECISION_POLL_CAP_S)
         answer = ask(api.verdict)
+        if answer.get("state") == "needs_person" and answer.get("report_id") != announced:
+            # Another report waits now: the review page is told a pipeline waits for it.
+            answer = ask(api.waiting)
+            announced = answer.get("report_id")
+            print(f"waiting for a person's decision: {answer.get('review_url')}", file=err)
     return answer
 
 

@@ -501,6 +501,35 @@ def test_wait_for_decision_waits_until_a_person_decided(known: Double) -> None:
     assert asked == ["GET verdict", "GET verdict", "POST waiting", "GET verdict", "GET verdict"]
 
 
+def test_wait_for_decision_waits_through_a_reassessment_and_for_its_report(
+    known: Double,
+) -> None:
+    """New data while the job waits for a person: the release is assessed again, and the job
+    waits for that verdict, then for the decision on the new report (announced anew)."""
+    first, second = {"report_id": 1}, {"report_id": 2}
+    decided = verdict_json("decided", "medium", decision={"kind": "accept", "by": "rm"})
+    known.verdicts = [
+        (200, verdict_json("needs_person", "high", **first)),
+        (200, verdict_json("needs_person", "high", **first)),
+        (200, verdict_json("running", None)),
+        (200, verdict_json("needs_person", "medium", **second)),
+        (200, verdict_json("needs_person", "medium", **second)),
+        (200, {**decided, **second}),
+    ]
+    code, out, err = run(
+        known, "verdict", "1.4.0", "--service", "shop", "--wait-for-decision", "30",
+        "--fail-on", "medium",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "severity medium, decided" in out
+    assert err.count("waiting for a person's decision: ") == 2
+    asked = [f"{r.method} {r.path.rsplit('/', 1)[1]}" for r in known.received]
+    assert asked == [
+        "GET verdict", "POST waiting", "GET verdict", "GET verdict", "POST waiting",
+        "GET verdict",
+    ]  # fmt: skip
+
+
 def test_plain_wait_does_not_wait_for_the_person(known: Double) -> None:
     known.verdicts = [(200, verdict_json("needs_person", "high"))]
     code, _, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--wait", "30")

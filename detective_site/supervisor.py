@@ -8,6 +8,10 @@ supervisor itself dies (PR_SET_PDEATHSIG), so they cannot outlive it as orphans.
 start in order; one with a readiness check (the local model server) must be ready before the
 next one starts.
 
+With `watch_parent` (up started by `uv run`, which forwards Ctrl+C and SIGTERM but cannot
+forward a kill -9 of itself), the supervisor also stops everything once that parent is gone,
+rather than serving on with nobody to stop it.
+
 A child marked `restart` (the web server, the task worker) that dies is started again after a
 back-off (1 s, 2 s, 4 s ... up to 30 s) while the others go on; only after `max_quick_crashes`
 crashes in a row, each within `quick_crash_seconds` of its start, does the supervisor give up
@@ -76,8 +80,10 @@ class Supervisor:
         max_restart_delay: float = MAX_RESTART_DELAY,
         quick_crash_seconds: float = QUICK_CRASH_SECONDS,
         max_quick_crashes: int = MAX_QUICK_CRASHES,
+        watch_parent: int | None = None,
     ) -> None:
         self.specs = list(children)
+        self.watch_parent = watch_parent
         self.first_restart_delay = first_restart_delay
         self.max_restart_delay = max_restart_delay
         self.quick_crash_seconds = quick_crash_seconds
@@ -195,6 +201,9 @@ class Supervisor:
         """
         announced = ready is None
         while self.stop_signal is None:
+            if self.watch_parent is not None and os.getppid() != self.watch_parent:
+                self.log(f"The launcher that started this ({self.watch_parent}) is gone; stopping.")
+                return 0
             if exited := self.exited_child():
                 name, code = exited
                 self._notify_exit(name, code)

@@ -320,3 +320,20 @@ def test_a_failing_exit_callback_does_not_stop_the_supervisor() -> None:
     )
     assert supervisor.run() == 1
     assert "after worker exited, its clean-up failed: RuntimeError('database gone')" in lines
+
+
+def test_a_watched_parent_that_is_gone_stops_the_supervisor_and_its_children(
+    tmp_path: Path,
+) -> None:
+    """`uv run manage.py up` and kill -9 of uv: up (its child) stops everything it started.
+    Here the watched "launcher" is a pid that is not the parent: gone, as far as it knows."""
+    lines: list[str] = []
+    supervisor = Supervisor(
+        [ChildSpec("sleeper", python(SLEEPER))], log=lines.append, watch_parent=os.getppid() + 1
+    )
+    started = time.monotonic()
+    assert supervisor.run() == 0
+    assert time.monotonic() - started < 5
+    [process] = supervisor.processes.values()
+    assert not alive(process.pid)
+    assert any("is gone; stopping" in line for line in lines)

@@ -135,7 +135,23 @@ def test_a_clean_first_release_with_its_deploy_time_passes_without_a_wait(
             repo,
             runner_environment(),
         )  # fmt: skip
-        logs = "\n".join(done.logs) + site.log_text()
+        # The next release with `deployed-at: none`: the file is still taken, read against
+        # the stated fallback (all its samples the release's own, no baseline), and the
+        # summary says so.
+        unplaced = run_action(
+            ACTION,
+            {"url": site.url, "token": token, "service": "shop", "version": "1.1.1",
+             "junit": str(reports / "unit.xml"), "metrics-file": str(metrics),
+             "deployed-at": "none", "wait": "0"},
+            repo,
+            runner_environment(),
+        )  # fmt: skip
+        logs = "\n".join(done.logs + unplaced.logs) + site.log_text()
+    assert unplaced.outputs["ingest"]["exit-code"] == "0", logs
+    assert "- **Deploy time:** none, none sent (`deployed-at: none`)" in unplaced.summary
+    fallback = "- **Note:** The release has no deploy time, so its metrics have no window: all 124"
+    assert fallback in unplaced.summary, unplaced.summary
+    assert Release.objects.get(service=shop, version="1.1.1").deployed_at is None
     release = Release.objects.get(service=shop, version="1.1.0")
     assert release.deployed_at == deployed
     assert release.deployment_metrics["error_rate_baseline"] > 0, logs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -236,3 +237,56 @@ def test_other_commands_say_so_in_one_line_when_the_database_does_not_answer(
     assert "error: the database did not answer" in result.stderr
     assert "check DATABASE_URL" in result.stderr
     assert "Traceback" not in result.stderr and "secret-pw" not in result.stderr
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="inspects processes through /proc")
+@pytest.mark.skipif(shutil.which("uv") is None, reason="starts up as the README does, with uv")
+def test_kill_9_of_uv_run_stops_up_and_its_children(tmp_path: Path) -> None:
+    """`uv run manage.py up`, as the README starts it: uv is up's parent and forwards Ctrl+C,
+    but a kill -9 of uv would leave up serving with nobody to stop it. up watches its launcher
+    and stops everything once it is gone (issue 37, item 11)."""
+    port = free_port()
+    env = {**os.environ, **dict.fromkeys(EXPECTED, "")}
+    env.pop("VIRTUAL_ENV", None)
+    env.update(
+        DETECTIVE_DATA_DIR=str(tmp_path / "data"),
+        DETECTIVE_ADMIN_PASSWORD="up-test-password",
+        PYTHONUNBUFFERED="1",
+    )
+    log = tmp_path / "up.log"
+    with log.open("wb") as output:
+        launcher = subprocess.Popen(
+            ["uv", "run", "--no-sync", "manage.py", "up", "--port", str(port)],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    processes: list[int] = []
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "Detective is running at" not in log.read_text() and time.monotonic() < deadline:
+            assert launcher.poll() is None, log.read_text()
+            time.sleep(0.2)
+        [up] = children_of(launcher.pid)
+        processes = [up, *children_of(up)]
+        assert len(processes) == 3, log.read_text()  # up, the web server, the worker
+
+        launcher.kill()
+        launcher.wait()
+        killed_at = time.monotonic()
+        while any(running(pid) for pid in processes) and time.monotonic() - killed_at < 20:
+            time.sleep(0.1)
+        gone_after = time.monotonic() - killed_at
+        left = [pid for pid in processes if running(pid)]
+    finally:
+        for pid in processes:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    print(f"\nkill -9 of uv: up and its 2 children gone after {gone_after:.1f} s")
+    assert left == [], log.read_text()
+    output = log.read_text()
+    assert "is gone; stopping" in output and "Stopped." in output

@@ -15,6 +15,7 @@ import secrets
 import socket
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -77,6 +78,23 @@ def ensure_admin(password: str | None) -> str | None:
     if changed:
         user.save()
     return None
+
+
+# Launchers that start `up` as their child and forward a stop signal to it, but leave it
+# running when they are killed outright: `uv run manage.py up`, the documented start.
+LAUNCHERS = frozenset({"uv"})
+
+
+def launcher_pid() -> int | None:
+    """The parent's pid when it is a launcher (`LAUNCHERS`), so that `up` stops when it is
+    gone (kill -9 of `uv`); None otherwise. A shell, nohup or systemd leaving is no reason to
+    stop, so any other parent is not watched."""
+    parent = os.getppid()
+    try:
+        name = Path(f"/proc/{parent}/comm").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return parent if name in LAUNCHERS else None
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -224,6 +242,7 @@ class Command(BaseCommand):
             children.insert(0, model_child)
         supervisor = Supervisor(
             children,
+            watch_parent=launcher_pid(),
             stop_timeout=options["stop_timeout"],
             cwd=BASE_DIR,
             env=self.child_environment(host, port, model_env),
