@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from assessments import filing
 from evals import scenario_sources
 from evals.evaluators.matching import find_group
 from evals.scenario import Suite, load_suite
@@ -42,6 +43,16 @@ def test_the_brief_evidence_says_every_key_risk(suite: Suite, scenario_id: str) 
     assert len(scenario.expect.key_risks) >= 2
     assert brief["severity_floor"] == HISTORY_ONLY[scenario_id]
     assert brief["severity_floor"] in scenario.expect.acceptable
+    # A report of those sentences at the policy's severity, as the small profile files it,
+    # is stored as it is: the new clauses give the grounding nothing to send to a person.
+    checked = filing.file_checked_report(
+        release=release,
+        severity=brief["severity_floor"],
+        findings=list(brief["evidence"].values()),
+    )
+    assert checked.report is not None and not checked.report.needs_review, (
+        checked.report.review_reasons if checked.report else checked
+    )
 
 
 def test_the_files_hold_what_the_scenarios_are_about(suite: Suite) -> None:
