@@ -345,6 +345,17 @@ def write_reports(
                 "held": None if figures.held is None else _r(figures.held),
                 "unchecked": None if figures.unchecked is None else _r(figures.unchecked),
                 "reports_with_own_words": figures.with_own,
+                # Each stored report's own share, and of it what holds (issue 40).
+                "per_report": [
+                    {
+                        "scenario": scenario,
+                        "trial": trial,
+                        "share": _r(share),
+                        "held": None if own_held is None else _r(own_held),
+                        "unchecked": None if unchecked is None else _r(unchecked),
+                    }
+                    for scenario, trial, share, own_held, unchecked in figures.per_report
+                ],
             }
             for profile, figures in shares.items()
         }
@@ -368,6 +379,8 @@ class OwnWordsFigures(Protocol):
     def unchecked(self) -> float | None: ...
     @property
     def with_own(self) -> int: ...
+    @property
+    def per_report(self) -> tuple[tuple[str, int, float, float | None, float | None], ...]: ...
 
 
 def own_words_line(profile: str, figures: OwnWordsFigures) -> str:

@@ -1,5 +1,6 @@
 """The scenarios whose key risk only the release's history shows (issue 40): a renamed test
-file, an empty range, a Surefire rerun that failed, an error in setup after a migration. The
+file, an empty range, a Surefire rerun that failed (twice: written by make_files.py, and as a
+real `mvn test` wrote it over a git history), an error in setup after a migration. The
 product must say each itself: the policy's evidence as the small profile reads it (the brief
 view's keyed sentences, which that model copies into its findings) names every key risk, and
 the policy's severity is one the scenario accepts."""
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from assessments import filing
 from evals import scenario_sources
+from evals.evaluators.culprit_named import names_commit
 from evals.evaluators.matching import find_group
 from evals.scenario import Suite, load_suite
 from sources import judging
@@ -21,6 +24,7 @@ HISTORY_ONLY = {
     "empty_range_errors_rise": "high",
     "surefire_rerun_failure": "medium",
     "setup_error_after_migration": "high",
+    "rerun_failure_java_search_client": "medium",
 }
 
 
@@ -42,6 +46,16 @@ def test_the_brief_evidence_says_every_key_risk(suite: Suite, scenario_id: str) 
     assert len(scenario.expect.key_risks) >= 2
     assert brief["severity_floor"] == HISTORY_ONLY[scenario_id]
     assert brief["severity_floor"] in scenario.expect.acceptable
+    # A report of those sentences at the policy's severity, as the small profile files it,
+    # is stored as it is: the new clauses give the grounding nothing to send to a person.
+    checked = filing.file_checked_report(
+        release=release,
+        severity=brief["severity_floor"],
+        findings=list(brief["evidence"].values()),
+    )
+    assert checked.report is not None and not checked.report.needs_review, (
+        checked.report.review_reasons if checked.report else checked
+    )
 
 
 def test_the_files_hold_what_the_scenarios_are_about(suite: Suite) -> None:
@@ -64,3 +78,22 @@ def test_the_files_hold_what_the_scenarios_are_about(suite: Suite) -> None:
     assert all(
         m.startswith("failed on setup") for m in errors.values_list("failure_message", flat=True)
     )
+
+
+def test_the_rerun_failure_of_a_real_surefire_run_names_its_culprit(suite: Suite) -> None:
+    """The reports `mvn test -Dsurefire.rerunFailingTestsCount=2` wrote: the test that passed
+    on a rerun in two earlier releases errors on all three runs here. Excused as known flaky
+    before, it had no suspect sentence; now its first suspect is the commit that wrote the
+    line it fails at, not the newest commit, which touched the same file."""
+    scenario = suite.get("rerun_failure_java_search_client")
+    release = scenario_sources.ingest_scenario(scenario)
+    attempts = TestCase.objects.filter(release=release, name="retriesWhenTheIndexIsBusy")
+    assert list(attempts.order_by("attempt").values_list("status", flat=True)) == ["error"] * 3
+    culprit = scenario_sources.culprit_of(scenario, release)
+    assert culprit is not None
+    newest = release.commits.order_by("-authored_at").first()
+    assert newest is not None and newest.sha != culprit.sha
+    evidence = judging.judge_release(release).for_agent()["policy"]["evidence"]
+    said = [s for s in evidence if "SearchIndexClient.java line 24" in s]
+    assert len(said) == 1 and names_commit(said[0], culprit) == culprit.sha[:7]
+    assert not any("known flaky" in s for s in evidence)

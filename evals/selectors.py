@@ -429,6 +429,8 @@ class OwnShare:
     held: float | None = None
     unchecked: float | None = None
     with_own: int = 0
+    # Each filed report's own figures: (scenario id, trial, share, held, unchecked).
+    per_report: tuple[tuple[str, int, float, float | None, float | None], ...] = ()
 
 
 def own_shares(run: EvalRun) -> list[OwnShare]:
@@ -436,9 +438,13 @@ def own_shares(run: EvalRun) -> list[OwnShare]:
     (`risk.own_words`), over the trials that filed a report, and how much of it holds."""
     shares: dict[str, list[float]] = {}
     held: dict[str, list[tuple[float, float]]] = {}
-    for metadata in Conversation.objects.filter(eval_results__run=run).values_list(
-        "metadata", flat=True
-    ):
+    each: dict[str, list[tuple[str, int, float, float | None, float | None]]] = {}
+    rows = (
+        Conversation.objects.filter(eval_results__run=run)
+        .order_by("eval_results__scenario_id", "eval_results__trial")
+        .values_list("metadata", "eval_results__scenario_id", "eval_results__trial")
+    )
+    for metadata, scenario_id, trial in rows:
         report = filed_report(metadata or {})
         share = report.get("own_share") if report else None
         if not isinstance(share, int | float):
@@ -446,8 +452,18 @@ def own_shares(run: EvalRun) -> list[OwnShare]:
         profile = str((metadata or {}).get("prompt_profile") or "unknown")
         shares.setdefault(profile, []).append(float(share))
         own_held, own_unchecked = report.get("own_held"), report.get("own_unchecked")
-        if isinstance(own_held, int | float) and isinstance(own_unchecked, int | float):
+        both = isinstance(own_held, int | float) and isinstance(own_unchecked, int | float)
+        if both:
             held.setdefault(profile, []).append((float(own_held), float(own_unchecked)))
+        each.setdefault(profile, []).append(
+            (
+                scenario_id,
+                trial,
+                float(share),
+                float(own_held) if both else None,
+                float(own_unchecked) if both else None,
+            )
+        )
     found = []
     for profile, values in sorted(shares.items()):
         pairs = held.get(profile, [])
@@ -459,6 +475,7 @@ def own_shares(run: EvalRun) -> list[OwnShare]:
                 held=sum(h for h, _ in pairs) / len(pairs) if pairs else None,
                 unchecked=sum(u for _, u in pairs) / len(pairs) if pairs else None,
                 with_own=len(pairs),
+                per_report=tuple(each.get(profile, [])),
             )
         )
     return found

