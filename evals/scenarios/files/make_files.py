@@ -1,4 +1,5 @@
-"""Write the files of the scenarios made of files: JUnit XML, commits, OpenMetrics text.
+"""Write the files of the scenarios made of files: JUnit XML, commits, OpenMetrics text, and
+for some the running version's spans as its OTLP exporter sends them (OTLP/JSON).
 
     uv run python evals/scenarios/files/make_files.py
 
@@ -11,6 +12,9 @@ Each scenario is a service's releases in deploy order, the last one under test. 
 release's metrics file holds the previous release's window (its baseline) and its own (30
 minutes from its deploy), one gauge sample every 30 seconds, as an export of both windows
 from a monitoring system would.
+
+Over 600 lines: one script writes every scenario's files so that they are made one way; the
+scenarios' data are most of it.
 """
 
 from __future__ import annotations
@@ -60,6 +64,22 @@ class Commit:
     files: list[tuple[str, int, int]]  # path, added, deleted
     author: str = "Dana Reyes"
     email: str = "dana@example.com"
+    # path -> the lines changed, `git diff -U0` headers (old_start, old_count, new_start,
+    # new_count), as the CI client sends them: what a stack trace's frames are matched to.
+    hunks: dict[str, list[tuple[int, int, int, int]]] = field(default_factory=dict)
+
+
+@dataclass
+class Traffic:
+    """What the running version served in the 30 minutes from its deploy: `requests` of each
+    route (SERVER spans of the service `shop`), and 1 in `failing_every` of `failing_route`'s
+    raising `exception` (type, message, Python stack trace), recorded on its span."""
+
+    routes: tuple[str, ...]
+    requests: int = 60
+    failing_route: str | None = None
+    failing_every: int = 0
+    exception: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -76,6 +96,7 @@ class Release:
     samples: int = 61
     baseline_samples: int | None = None  # None: as many as the previous release measured
     total_tests: int | None = None
+    traffic: Traffic | None = None
 
 
 @dataclass
@@ -151,6 +172,11 @@ def commits_json(release: Release, deployed_at: datetime, parent: str | None) ->
                 "message": commit.message,
                 "files": [
                     {"path": path, "old_path": None, "added": added, "deleted": deleted}
+                    | (
+                        {"hunks": [list(h) for h in commit.hunks[path]]}
+                        if path in commit.hunks
+                        else {}
+                    )
                     for path, added, deleted in commit.files
                 ],
                 "parents": [parent] if parent else [],
@@ -195,6 +221,75 @@ def openmetrics(
     return "\n".join(lines) + "\n"
 
 
+def _attribute(key: str, value: str | int) -> dict[str, object]:
+    # OTLP/JSON writes a 64-bit integer as a string.
+    kind = {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}
+    return {"key": key, "value": kind}
+
+
+def otlp_json(release: Release, deployed_at: datetime) -> str:
+    """The release's spans as an OTLP exporter sends them in OTLP/JSON (an
+    ExportTraceServiceRequest: ids in hex, kinds and status codes as integers, times as
+    strings of nanoseconds)."""
+    traffic = release.traffic
+    assert traffic is not None
+    rng = random.Random(f"traces {release.version}")
+    spans = []
+    for n in range(traffic.requests):
+        for index, route in enumerate(traffic.routes):
+            start = deployed_at + timedelta(seconds=5 + n * 20 + index)
+            start_ns = int(start.timestamp()) * 10**9
+            trace = _sha("trace", release.version, route, str(n))
+            failing = (
+                route == traffic.failing_route
+                and traffic.failing_every
+                and n % traffic.failing_every == traffic.failing_every - 1
+            )
+            span: dict[str, object] = {
+                "traceId": trace[:32],
+                "spanId": trace[32:40] + "00000001",
+                "name": f"GET {route}",
+                "kind": 2,
+                "startTimeUnixNano": str(start_ns),
+                "endTimeUnixNano": str(start_ns + int(rng.uniform(20, 90) * 1e6)),
+                "attributes": [
+                    _attribute("http.request.method", "GET"),
+                    _attribute("http.route", route),
+                    _attribute("http.response.status_code", 500 if failing else 200),
+                ],
+                "status": {},
+            }
+            if failing and traffic.exception is not None:
+                kind, message, stack = traffic.exception
+                span["status"] = {"code": 2, "message": message}
+                span["events"] = [
+                    {
+                        "timeUnixNano": str(start_ns + 10**6),
+                        "name": "exception",
+                        "attributes": [
+                            _attribute("exception.type", kind),
+                            _attribute("exception.message", message),
+                            _attribute("exception.stacktrace", stack),
+                        ],
+                    }
+                ]
+            spans.append(span)
+    resource = [_attribute("service.name", "shop"), _attribute("service.version", release.version)]
+    document = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": resource},
+                "scopeSpans": [
+                    {"scope": {"name": "opentelemetry.instrumentation.flask"}, "spans": spans}
+                ],
+            }
+        ]
+    }
+    # One span a line: readable in a diff, a third of the size indented.
+    text = json.dumps(document, separators=(",", ":"))
+    return text.replace(',{"traceId"', ',\n{"traceId"') + "\n"
+
+
 def write(scenario: Scenario, root: Path = HERE) -> list[str]:
     """Write one scenario's files under `root`; the TOML lines naming them (its scenario
     file's `[[sources.releases]]`)."""
@@ -221,8 +316,12 @@ def write(scenario: Scenario, root: Path = HERE) -> list[str]:
             f'junit = ["{stem}.junit.xml"]',
             f'commits = "{stem}.commits.json"',
             f'metrics = "{stem}.metrics.txt"',
-            "",
         ]
+        if release.traffic is not None:
+            traces = otlp_json(release, deployed_at)
+            (directory / f"{stem}.traces.json").write_text(traces, encoding="utf-8")
+            toml.append(f'traces = "{stem}.traces.json"')
+        toml.append("")
     return toml
 
 
@@ -308,6 +407,23 @@ BILLING_TESTS = [
     ("billing/invoice_test.py", "billing.invoice_test", f"test_{case}")
     for case in ["total_keeps_an_expired_coupon_applied_at_checkout", "total_includes_vat"]
 ]
+
+SHOP_ROUTES = ("/cart/{cart_id}/total", "/products", "/health")
+# Python's own traceback, as the service's OpenTelemetry instrumentation records it: the
+# deploy path /srv/shop, a framework frame, then the service's own two.
+PRICING_ERROR = (
+    "ZeroDivisionError",
+    "float division by zero",
+    "Traceback (most recent call last):\n"
+    '  File "/srv/shop/.venv/lib/python3.12/site-packages/flask/app.py", line 880, in '
+    "full_dispatch_request\n"
+    "    rv = self.dispatch_request()\n"
+    '  File "/srv/shop/shop/cart.py", line 41, in cart_total\n'
+    "    return sum(line_total(item.price, item.quantity) for item in cart.items)\n"
+    '  File "/srv/shop/shop/pricing.py", line 14, in line_total\n'
+    "    unit = price / quantity\n"
+    "ZeroDivisionError: float division by zero\n",
+)
 
 SCENARIOS = [
     Scenario(
@@ -564,6 +680,42 @@ SCENARIOS = [
                 p95_ms=410,
                 error_rate=0.001,
                 total_tests=0,
+            ),
+        ],
+    ),
+    Scenario(
+        "new_exception_one_route",
+        [
+            *(
+                _routine(f"v39.0.{i}", touch=("shop/pricing.py",), traffic=Traffic(SHOP_ROUTES, 20))
+                for i in range(3)
+            ),
+            Release(
+                "v39.1.0",
+                "Prices per line, product filters",
+                [
+                    Commit(
+                        "Round prices per line",
+                        [("shop/pricing.py", 2, 1)],
+                        author="Ana Lima",
+                        email="ana@example.com",
+                        hunks={"shop/pricing.py": [(14, 1, 14, 2)]},
+                    ),
+                    Commit(
+                        "feat(catalog): filter products by colour",
+                        [("catalog/filters.py", 31, 2)],
+                        hunks={"catalog/filters.py": [(20, 2, 20, 31)]},
+                    ),
+                    Commit("docs: the cart's API", [("docs/cart.md", 9, 0)]),
+                ],
+                p95_ms=412,
+                error_rate=0.001,
+                traffic=Traffic(
+                    SHOP_ROUTES,
+                    failing_route=SHOP_ROUTES[0],
+                    failing_every=30,
+                    exception=PRICING_ERROR,
+                ),
             ),
         ],
     ),
