@@ -1,7 +1,9 @@
 """Write the files of the scenarios made of files: JUnit XML, commits, OpenMetrics text, and
 for some the running version's spans as its OTLP exporter sends them (OTLP/JSON).
+Over 600 lines: every scenario's releases are data here, one block each, so that all their
+files are made one way; the writers are the first 250 lines.
 
-    uv run python evals/scenarios/files/make_files.py
+    uv run python -m evals.scenarios.files.make_files
 
 Plain Python, deterministic (seeded noise, fixed times, commit SHAs hashed from their
 content): running it again writes the same bytes, so a diff in the files is a change of this
@@ -13,8 +15,7 @@ release's metrics file holds the previous release's window (its baseline) and it
 minutes from its deploy), one gauge sample every 30 seconds, as an export of both windows
 from a monitoring system would.
 
-Over 600 lines: one script writes every scenario's files so that they are made one way; the
-scenarios' data are most of it.
+The spans (OTLP/JSON) are written by `otlp_traffic.py` beside it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
+
+from evals.scenarios.files.otlp_traffic import PRICING_ERROR, SHOP_ROUTES, Traffic, otlp_json
 
 HERE = Path(__file__).resolve().parent
 START = datetime(2026, 9, 1, 10, 0, tzinfo=UTC)
@@ -67,19 +70,6 @@ class Commit:
     # path -> the lines changed, `git diff -U0` headers (old_start, old_count, new_start,
     # new_count), as the CI client sends them: what a stack trace's frames are matched to.
     hunks: dict[str, list[tuple[int, int, int, int]]] = field(default_factory=dict)
-
-
-@dataclass
-class Traffic:
-    """What the running version served in the 30 minutes from its deploy: `requests` of each
-    route (SERVER spans of the service `shop`), and 1 in `failing_every` of `failing_route`'s
-    raising `exception` (type, message, Python stack trace), recorded on its span."""
-
-    routes: tuple[str, ...]
-    requests: int = 60
-    failing_route: str | None = None
-    failing_every: int = 0
-    exception: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -221,75 +211,6 @@ def openmetrics(
     return "\n".join(lines) + "\n"
 
 
-def _attribute(key: str, value: str | int) -> dict[str, object]:
-    # OTLP/JSON writes a 64-bit integer as a string.
-    kind = {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}
-    return {"key": key, "value": kind}
-
-
-def otlp_json(release: Release, deployed_at: datetime) -> str:
-    """The release's spans as an OTLP exporter sends them in OTLP/JSON (an
-    ExportTraceServiceRequest: ids in hex, kinds and status codes as integers, times as
-    strings of nanoseconds)."""
-    traffic = release.traffic
-    assert traffic is not None
-    rng = random.Random(f"traces {release.version}")
-    spans = []
-    for n in range(traffic.requests):
-        for index, route in enumerate(traffic.routes):
-            start = deployed_at + timedelta(seconds=5 + n * 20 + index)
-            start_ns = int(start.timestamp()) * 10**9
-            trace = _sha("trace", release.version, route, str(n))
-            failing = (
-                route == traffic.failing_route
-                and traffic.failing_every
-                and n % traffic.failing_every == traffic.failing_every - 1
-            )
-            span: dict[str, object] = {
-                "traceId": trace[:32],
-                "spanId": trace[32:40] + "00000001",
-                "name": f"GET {route}",
-                "kind": 2,
-                "startTimeUnixNano": str(start_ns),
-                "endTimeUnixNano": str(start_ns + int(rng.uniform(20, 90) * 1e6)),
-                "attributes": [
-                    _attribute("http.request.method", "GET"),
-                    _attribute("http.route", route),
-                    _attribute("http.response.status_code", 500 if failing else 200),
-                ],
-                "status": {},
-            }
-            if failing and traffic.exception is not None:
-                kind, message, stack = traffic.exception
-                span["status"] = {"code": 2, "message": message}
-                span["events"] = [
-                    {
-                        "timeUnixNano": str(start_ns + 10**6),
-                        "name": "exception",
-                        "attributes": [
-                            _attribute("exception.type", kind),
-                            _attribute("exception.message", message),
-                            _attribute("exception.stacktrace", stack),
-                        ],
-                    }
-                ]
-            spans.append(span)
-    resource = [_attribute("service.name", "shop"), _attribute("service.version", release.version)]
-    document = {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": resource},
-                "scopeSpans": [
-                    {"scope": {"name": "opentelemetry.instrumentation.flask"}, "spans": spans}
-                ],
-            }
-        ]
-    }
-    # One span a line: readable in a diff, a third of the size indented.
-    text = json.dumps(document, separators=(",", ":"))
-    return text.replace(',{"traceId"', ',\n{"traceId"') + "\n"
-
-
 def write(scenario: Scenario, root: Path = HERE) -> list[str]:
     """Write one scenario's files under `root`; the TOML lines naming them (its scenario
     file's `[[sources.releases]]`)."""
@@ -318,7 +239,7 @@ def write(scenario: Scenario, root: Path = HERE) -> list[str]:
             f'metrics = "{stem}.metrics.txt"',
         ]
         if release.traffic is not None:
-            traces = otlp_json(release, deployed_at)
+            traces = otlp_json(release.version, release.traffic, deployed_at)
             (directory / f"{stem}.traces.json").write_text(traces, encoding="utf-8")
             toml.append(f'traces = "{stem}.traces.json"')
         toml.append("")
@@ -407,23 +328,6 @@ BILLING_TESTS = [
     ("billing/invoice_test.py", "billing.invoice_test", f"test_{case}")
     for case in ["total_keeps_an_expired_coupon_applied_at_checkout", "total_includes_vat"]
 ]
-
-SHOP_ROUTES = ("/cart/{cart_id}/total", "/products", "/health")
-# Python's own traceback, as the service's OpenTelemetry instrumentation records it: the
-# deploy path /srv/shop, a framework frame, then the service's own two.
-PRICING_ERROR = (
-    "ZeroDivisionError",
-    "float division by zero",
-    "Traceback (most recent call last):\n"
-    '  File "/srv/shop/.venv/lib/python3.12/site-packages/flask/app.py", line 880, in '
-    "full_dispatch_request\n"
-    "    rv = self.dispatch_request()\n"
-    '  File "/srv/shop/shop/cart.py", line 41, in cart_total\n'
-    "    return sum(line_total(item.price, item.quantity) for item in cart.items)\n"
-    '  File "/srv/shop/shop/pricing.py", line 14, in line_total\n'
-    "    unit = price / quantity\n"
-    "ZeroDivisionError: float division by zero\n",
-)
 
 SCENARIOS = [
     Scenario(
