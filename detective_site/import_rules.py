@@ -89,8 +89,8 @@ ROOMS: dict[str, Room] = {
         django=False,
     ),
     "traces": Room(
-        "what the running version does: OTLP traces in (`/otlp/v1/traces`), per-route minutes "
-        "and error groups, their signal's facts for the policy",
+        "what the running version does: OTLP traces and logs in (`/otlp/v1/...`), per-route "
+        "minutes and error groups, their signal's facts for the policy",
         frozenset(
             {
                 "risk",
@@ -124,7 +124,8 @@ ROOMS: dict[str, Room] = {
         ),
     ),
     "evals": Room(
-        "scenarios, trials, evaluators and eval runs; builds on releases and sources",
+        "scenarios, trials, evaluators and eval runs; builds on releases, sources and traces "
+        "(a scenario's files are ingested as a release's are)",
         frozenset(
             {
                 "agent",
@@ -133,6 +134,7 @@ ROOMS: dict[str, Room] = {
                 "releases",
                 "assessments",
                 "sources",
+                "traces",
                 "detective_client",
                 "detective_site.settings",
             }

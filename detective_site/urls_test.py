@@ -35,7 +35,7 @@ API |= {f"drilldown:{name}" for name in ("tests", "changes", "metric_history", "
 # A pipeline's calls: one ingestion in one request, and a job that waits for a person.
 API |= {"ingest_bundle", "api:pipeline_waiting"}
 # OTLP in (traces/): an ingestion token, POST only.
-API |= {"otlp:traces", "traces_api:release_traces"}
+API |= {"otlp:traces", "otlp:logs", "traces_api:release_traces"}
 
 
 def sample_path(pattern: RoutePattern | RegexPattern) -> str:

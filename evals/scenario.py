@@ -57,7 +57,13 @@ SUMMARY_TOOL = "get_release_summary"
 REPORT_TOOL = "file_risk_report"
 # The drill-downs the larger models' profile offers (the small profile gets none).
 DRILL_DOWN_TOOLS: frozenset[str] = frozenset(
-    {"get_test_details", "get_code_changes", "get_metric_history", "get_failure_suspects"}
+    {
+        "get_test_details",
+        "get_code_changes",
+        "get_metric_history",
+        "get_failure_suspects",
+        "get_observability_traces",
+    }
 )
 # Tools the agent has; expectations naming any other tool are a typo in a scenario file.
 KNOWN_TOOLS: frozenset[str] = frozenset({SUMMARY_TOOL, REPORT_TOOL, *DRILL_DOWN_TOOLS})

@@ -125,6 +125,9 @@ class SourceRelease(Strict):
     # that the ingestion reads a real range and ranks the failures' suspect commits.
     history: str | None = None
     metrics: str | None = None  # OpenMetrics (or Prometheus) text
+    # The running version's spans as an OTLP exporter sends them (OTLP/JSON, an
+    # ExportTraceServiceRequest with hex ids), ingested as `POST /otlp/v1/traces` ingests them.
+    traces: str | None = None
 
     @model_validator(mode="after")
     def _one_kind_of_commits(self) -> SourceRelease:
@@ -171,7 +174,7 @@ class SourceSet(Strict):
             {
                 name
                 for r in self.releases
-                for name in [*r.junit, r.commits, r.metrics]
+                for name in [*r.junit, r.commits, r.metrics, r.traces]
                 if name is not None
             }
         )

@@ -2,9 +2,10 @@
 
 Before the trials, each scenario with `sources` (see `evals.scenario.SourceSet`) has its files
 ingested through the `sources` services, the same path the ingestion API takes: its releases
-in deploy order, each with its commits, JUnit XML reports and metrics. They go into a service
-of the scenario's own, `eval-<scenario id>-<digest of its files>`, marked hidden so that the
-release lists leave it out. Every ingestion is keyed by its content, so ingesting the same
+in deploy order, each with its commits, JUnit XML reports, metrics and OTLP traces (those
+through the `traces` app's reading and merge). They go into a service of the scenario's own,
+`eval-<scenario id>-<digest of its files>`, marked hidden so that the release lists leave it
+out. Every ingestion is keyed by its content, so ingesting the same
 files again stores nothing new (a second run of the suite reuses the releases); changed files
 make a new service rather than pile new attempts onto the old releases, whose trials keep
 pointing at what they were run on.
@@ -47,6 +48,10 @@ from sources.services import (
     upsert_release,
 )
 from sources.services.suspects import compute_suspects
+from traces.models import TraceIntake
+from traces.otlp.reading import BodyError, decode_traces
+from traces.otlp.spans import read_spans
+from traces.services import ingest_into
 
 ORIGIN = Origin(via="evals")
 
@@ -169,8 +174,27 @@ def _ingest_release(
     if source.metrics is not None:
         samples = parse_metrics_file(directory / source.metrics)
         ingest_metrics_file(release, samples, ORIGIN, file_names=[source.metrics])
+    if source.traces is not None:
+        _ingest_traces(release, directory / source.traces)
     release.refresh_from_db()
     return release
+
+
+def _ingest_traces(release: Release, path: Path) -> None:
+    """The file's spans through the OTLP path's reading and merge (`traces`), into the
+    scenario's own service whatever service name the file gives. Ingesting it again adds
+    nothing when the release already has spans (the figures are sums, not keyed by content)."""
+    if TraceIntake.objects.filter(release=release).exists():
+        return
+    try:
+        read = read_spans(decode_traces(path.read_bytes(), "application/json"))
+    except BodyError as exc:
+        raise ScenarioFilesError(f"{path.name}: {exc.message}") from None
+    if read.rejected:
+        raise ScenarioFilesError(f"{path.name}: {read.message()}")
+    ingest_into(release.service, read)
+    if read.rejected:
+        raise ScenarioFilesError(f"{path.name}: {read.message()}")
 
 
 def ingest_suite(suite: Suite) -> Ingested:

@@ -11,7 +11,9 @@ from evals.scenarios.files import make_files
 from releases import selectors
 from releases.models import Release, Service
 from risk import policy
+from sources import judging
 from sources.models import Commit, Ingestion, MetricSample, TestCase
+from traces.models import TraceIntake
 
 pytestmark = pytest.mark.django_db
 
@@ -120,3 +122,29 @@ def test_changed_files_make_another_service(tmp_path: Path) -> None:
     after = load_suite(tmp_path).scenarios[0]
     assert before.fingerprint != after.fingerprint
     assert scenario_sources.service_slug(before) != scenario_sources.service_slug(after)
+
+
+def test_a_new_exception_in_one_route_is_the_verdict_and_the_release_before_never_says_it(
+    suite,
+) -> None:
+    """Issue 36's done-when: tests green, the service-wide figures flat, and the release's
+    OTLP traces (its files, through the traces app) show a new exception in 1 of 3 routes."""
+    scenario = suite.get("new_exception_one_route")
+    release = scenario_sources.ingest_scenario(scenario)
+    assert release.test_results["failed"] == 0
+    assert policy.evaluate(release.as_summary()).severity == "low"  # the summary alone
+    verdict = judging.judge_release(release).verdict
+    assert verdict.severity == "medium", verdict.as_dict()
+    evidence = " ".join(verdict.evidence())
+    assert (
+        "ZeroDivisionError in shop/pricing.py `line_total`: 2 of 60 requests of "
+        "GET /cart/{cart_id}/total since v39.1.0 (none before); new in this release"
+    ) in evidence, evidence
+    assert "'Round prices per line' (Ana Lima)" in evidence
+    before = Release.objects.get(service=release.service, version="v39.0.2")
+    earlier = judging.judge_release(before).verdict
+    assert "ZeroDivisionError" not in " ".join(earlier.evidence()) + str(earlier.as_dict())
+    # Ingested again (a second run of the suite): the figures are not added twice.
+    assert scenario_sources.ingest_scenario(scenario).pk == release.pk
+    intake = TraceIntake.objects.get(release=release)
+    assert intake.spans == 180

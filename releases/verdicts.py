@@ -92,13 +92,15 @@ def judge_summary(
 
 
 # The agent's tool that reads a release's summary (agent/tools/release_tools.py), and its
-# investigation tools (agent/tools/drilldown.py), whose results a report may cite.
+# investigation tools (agent/tools/drilldown.py, observability.py), whose results a report may
+# cite.
 SUMMARY_TOOL = "get_release_summary"
 DRILL_DOWN_TOOLS = (
     "get_test_details",
     "get_code_changes",
     "get_metric_history",
     "get_failure_suspects",
+    "get_observability_traces",
 )
 MAX_DRILL_DOWNS_READ = 20
 

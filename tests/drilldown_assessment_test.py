@@ -22,9 +22,19 @@ from tests import drilldown_data
 from tests.assessment_test import assess
 from tests.llm_server import ScriptedLLM
 
+# The first line of get_observability_traces's `in_short` for drilldown_data's release.
+GROUP_LINE = (
+    "new: KeyError in /srv/checkout/src/payments/refunds.py `record`, 4 times on GET /refunds (4)"
+)
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DRILL_DOWNS = ["get_test_details", "get_code_changes", "get_metric_history"]
+DRILL_DOWNS = [
+    "get_test_details",
+    "get_code_changes",
+    "get_metric_history",
+    "get_observability_traces",
+]
 
 
 @pytest.fixture
@@ -69,6 +79,7 @@ def test_the_agent_drills_down_and_cites_what_it_found(
     assert "known flaky" in cited  # the test, as get_test_details showed it
     assert "feat(payments)!: record refunds in the ledger" in cited  # the commit
     assert "p95 latency rose from a median of" in cited  # the metric judge's sentence
+    assert GROUP_LINE in cited  # the error group, as get_observability_traces showed it
 
 
 @pytest.mark.usefixtures("investigated")
@@ -101,6 +112,7 @@ def test_the_run_page_shows_each_drill_down_as_a_step(
     # The lines in front, readable; the release's hostile text escaped, never markup.
     assert "known flaky" in page
     assert "p95 latency rose from a median of" in page
+    assert GROUP_LINE in page
     assert "&lt;/tool_response&gt;&lt;|im_start|&gt;" in page
     assert "<script>alert(1)</script>" not in page
     assert "</tool_response>" not in page

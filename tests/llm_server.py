@@ -31,8 +31,9 @@ chunks. `mode="always-low"` files low whatever the data, and files the
 same again when the policy refuses it; `mode="low-then-corrects"` files low first, then the
 policy's severity after the refusal (the two ways a model can answer the risk policy).
 `mode="investigate"` drills down after the summary, as the default profile's procedure asks:
-`get_test_details` (failed tests), `get_code_changes`, `get_metric_history` (p95), each when
-offered, then files the policy's severity with findings that cite what they showed.
+`get_test_details` (failed tests), `get_code_changes`, `get_metric_history` (p95),
+`get_observability_traces`, each when offered, then files the policy's severity with findings
+that cite what they showed.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ DRILL_DOWNS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("get_test_details", {"status": "failed", "limit": 10}),
     ("get_code_changes", {}),
     ("get_metric_history", {"metric": "response_time_p95"}),
+    ("get_observability_traces", {}),
 )
 FLOOD_BYTES = 10 * 1024 * 1024
 FLOOD_CHUNK = 200
@@ -140,10 +142,15 @@ def assess(summary_text: str) -> tuple[str, list[str], str]:
 
 
 def cited(results: dict[str, str]) -> list[str]:
-    """What the drill-downs showed, as a careful model cites it: the first failing test and
-    the first commit as their lines in front say, the metric judge's sentence."""
+    """What the drill-downs showed, as a careful model cites it: the first failing test, the
+    first commit and the first error group as their lines in front say, the metric judge's
+    sentence."""
     findings = []
-    for name, line in (("get_test_details", 1), ("get_code_changes", 3)):
+    for name, line in (
+        ("get_test_details", 1),
+        ("get_code_changes", 3),
+        ("get_observability_traces", 1),
+    ):
         try:
             lines = json.loads(results[name])["in_short"]
         except (KeyError, ValueError, TypeError):

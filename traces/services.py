@@ -10,6 +10,7 @@ one transaction under a lock on its row, so two requests for one release add up.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -23,7 +24,16 @@ from traces.otlp.aggregate import MINUTE_NS, ReleaseAggregate, aggregate
 from traces.otlp.sketches import dump_sketch, load_sketch, merge_into
 from traces.otlp.spans import Read, SpanFacts
 
-__all__ = ["MAX_GROUPS", "MAX_ROUTES", "Stored", "dump_sketch", "ingest", "load_sketch", "purge"]
+__all__ = [
+    "MAX_GROUPS",
+    "MAX_ROUTES",
+    "Stored",
+    "dump_sketch",
+    "ingest",
+    "ingest_into",
+    "load_sketch",
+    "purge",
+]
 
 # Per release: a service with more routes than this has ids in its route names (a missing
 # `http.route`), and more error groups than this is one failure grouped badly; either would
@@ -60,6 +70,10 @@ def _release_for(
         what = read.what
         read.reject(f"{what} refused: the token may not send that service's {what}", count)
         return None
+    return _release_of(service, version, read, count)
+
+
+def _release_of(service: Service, version: str, read: Read, count: int) -> Release | None:
     release = Release.objects.filter(service=service, version=version).first()
     if release is None:
         read.reject(
@@ -72,6 +86,19 @@ def _release_for(
 
 def ingest(token: IngestionToken, read: Read) -> Stored:
     """Merge the request's spans into their releases; refusals are added to `read`."""
+    return _ingest(
+        read, lambda name, version, count: _release_for(token, name, version, read, count)
+    )
+
+
+def ingest_into(service: Service, read: Read) -> Stored:
+    """Merge spans read from a file into `service`'s releases by their `service.version`,
+    whatever service name their resource gives (the evals' scenarios: their service is named
+    per scenario, their files for the service they describe)."""
+    return _ingest(read, lambda _name, version, count: _release_of(service, version, read, count))
+
+
+def _ingest(read: Read, release_for: Callable[[str, str, int], Release | None]) -> Stored:
     by_release: dict[tuple[str, str], list[SpanFacts]] = defaultdict(list)
     for span in read.spans:
         by_release[(span.service, span.version)].append(span)
@@ -83,7 +110,7 @@ def ingest(token: IngestionToken, read: Read) -> Stored:
                 len(spans),
             )
             continue
-        release = _release_for(token, service_name, version, read, len(spans))
+        release = release_for(service_name, version, len(spans))
         if release is None:
             continue
         deployed = release.deployed_at

@@ -55,9 +55,8 @@ class ObservabilityTools(DrillDownTools):
 
 def trace_lines(body: Mapping[str, Any]) -> list[str]:
     groups = body.get("error_groups") or []
-    lines = [
-        f"{body.get('error_groups_total', len(groups))} error groups; {body.get('spans', 0)} spans"
-    ]
+    total = body.get("error_groups_total", len(groups))
+    lines = [f"{total} error group{'' if total == 1 else 's'}; {body.get('spans', 0)} spans"]
     for group in groups:
         frame = group.get("frame") or {}
         where = f" in {frame.get('path')} `{frame.get('function')}`" if frame else ""

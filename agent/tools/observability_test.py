@@ -68,7 +68,7 @@ async def test_the_traces_lead_with_new_groups_route_and_suspect(
     assert outcome.success
     assert route.calls.last.request.headers["Authorization"] == f"Bearer {TOKEN}"
     assert json.loads(outcome.content)["in_short"] == [
-        "1 error groups; 360 spans",
+        "1 error group; 360 spans",
         "new: ZeroDivisionError in /srv/app/shop/pricing.py `line_total`, 10 times on "
         "GET /cart/{cart_id}/total (10); first suspect a1b2c3d 'Round prices per line' "
         "(Ana Lima)",

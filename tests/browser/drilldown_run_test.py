@@ -1,4 +1,4 @@
-"""A run that investigated, on its page in a real browser: the three drill-downs are steps
+"""A run that investigated, on its page in a real browser: the four drill-downs are steps
 with their results readable (the lines in front first), the release's hostile text shown as
 text, and the page fits a phone.
 
@@ -20,7 +20,12 @@ from tests.llm_server import ScriptedLLM
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-DRILL_DOWNS = ("get_test_details", "get_code_changes", "get_metric_history")
+DRILL_DOWNS = (
+    "get_test_details",
+    "get_code_changes",
+    "get_metric_history",
+    "get_observability_traces",
+)
 
 
 def test_the_drill_downs_are_steps_of_the_run_page(
@@ -43,6 +48,14 @@ def test_the_drill_downs_are_steps_of_the_run_page(
     )
     expect(step.get_by_text("known flaky").first).to_be_visible()
     expect(page.get_by_text("p95 latency rose from a median of").first).to_be_visible()
+    # The traces tool's step: its lines in front name the new error group and its route.
+    traces = page.locator(".tl-tool").filter(
+        has=page.locator(".tl-tool-name", has_text="get_observability_traces")
+    )
+    expect(
+        traces.get_by_text("new: KeyError in /srv/checkout/src/payments/refunds.py").first
+    ).to_be_visible()
+    expect(traces.get_by_text("GET /refunds: 4 errors of 20 requests").first).to_be_visible()
     # The failure message's markup is text on the page, never a tag or a script.
     expect(page.get_by_text("<script>alert(1)</script>", exact=False).first).to_be_attached()
     assert alerts == []

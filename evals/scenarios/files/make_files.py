@@ -1,6 +1,9 @@
-"""Write the files of the scenarios made of files: JUnit XML, commits, OpenMetrics text.
+"""Write the files of the scenarios made of files: JUnit XML, commits, OpenMetrics text, and
+for some the running version's spans as its OTLP exporter sends them (OTLP/JSON).
+Over 600 lines: every scenario's releases are data here, one block each, so that all their
+files are made one way; the writers are the first 250 lines.
 
-    uv run python evals/scenarios/files/make_files.py
+    uv run python -m evals.scenarios.files.make_files
 
 Plain Python, deterministic (seeded noise, fixed times, commit SHAs hashed from their
 content): running it again writes the same bytes, so a diff in the files is a change of this
@@ -11,6 +14,8 @@ Each scenario is a service's releases in deploy order, the last one under test. 
 release's metrics file holds the previous release's window (its baseline) and its own (30
 minutes from its deploy), one gauge sample every 30 seconds, as an export of both windows
 from a monitoring system would.
+
+The spans (OTLP/JSON) are written by `otlp_traffic.py` beside it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
+
+from evals.scenarios.files.otlp_traffic import PRICING_ERROR, SHOP_ROUTES, Traffic, otlp_json
 
 HERE = Path(__file__).resolve().parent
 START = datetime(2026, 9, 1, 10, 0, tzinfo=UTC)
@@ -64,6 +71,9 @@ class Commit:
     email: str = "dana@example.com"
     # Files git saw renamed (status R): old path, new path, added, deleted.
     renamed: list[tuple[str, str, int, int]] = field(default_factory=list)
+    # path -> the lines changed, `git diff -U0` headers (old_start, old_count, new_start,
+    # new_count), as the CI client sends them: what a stack trace's frames are matched to.
+    hunks: dict[str, list[tuple[int, int, int, int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -85,6 +95,7 @@ class Release:
     # Tests as Maven Surefire reports them: one TEST-<class>.xml per class, replacing the
     # pytest report of COMMON_TESTS (the release's tests are then `extra_tests` alone).
     surefire: bool = False
+    traffic: Traffic | None = None
 
 
 @dataclass
@@ -249,6 +260,11 @@ def commits_json(release: Release, deployed_at: datetime, parent: str | None) ->
                 "message": commit.message,
                 "files": [
                     {"path": path, "old_path": None, "added": added, "deleted": deleted}
+                    | (
+                        {"hunks": [list(h) for h in commit.hunks[path]]}
+                        if path in commit.hunks
+                        else {}
+                    )
                     for path, added, deleted in commit.files
                 ]
                 + [
@@ -331,8 +347,12 @@ def write(scenario: Scenario, root: Path = HERE) -> list[str]:
             "junit = [" + ", ".join(f'"{name}"' for name in reports) + "]",
             f'commits = "{stem}.commits.json"',
             f'metrics = "{stem}.metrics.txt"',
-            "",
         ]
+        if release.traffic is not None:
+            traces = otlp_json(release.version, release.traffic, deployed_at)
+            (directory / f"{stem}.traces.json").write_text(traces, encoding="utf-8")
+            toml.append(f'traces = "{stem}.traces.json"')
+        toml.append("")
     return toml
 
 
@@ -674,6 +694,42 @@ SCENARIOS = [
                 p95_ms=410,
                 error_rate=0.001,
                 total_tests=0,
+            ),
+        ],
+    ),
+    Scenario(
+        "new_exception_one_route",
+        [
+            *(
+                _routine(f"v39.0.{i}", touch=("shop/pricing.py",), traffic=Traffic(SHOP_ROUTES, 20))
+                for i in range(3)
+            ),
+            Release(
+                "v39.1.0",
+                "Prices per line, product filters",
+                [
+                    Commit(
+                        "Round prices per line",
+                        [("shop/pricing.py", 2, 1)],
+                        author="Ana Lima",
+                        email="ana@example.com",
+                        hunks={"shop/pricing.py": [(14, 1, 14, 2)]},
+                    ),
+                    Commit(
+                        "feat(catalog): filter products by colour",
+                        [("catalog/filters.py", 31, 2)],
+                        hunks={"catalog/filters.py": [(20, 2, 20, 31)]},
+                    ),
+                    Commit("docs: the cart's API", [("docs/cart.md", 9, 0)]),
+                ],
+                p95_ms=412,
+                error_rate=0.001,
+                traffic=Traffic(
+                    SHOP_ROUTES,
+                    failing_route=SHOP_ROUTES[0],
+                    failing_every=30,
+                    exception=PRICING_ERROR,
+                ),
             ),
         ],
     ),
