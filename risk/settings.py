@@ -242,7 +242,7 @@ class PolicySettings(BaseModel):
     # A run the runner marked interrupted, or one where fewer than this share of the usual
     # number of tests ran (the median of the recent releases with results, from
     # `partial_run_min_usual` tests): what did not run shows nothing, so it is never green
-    # (risk/test_runs.py). A pytest run stopped at a time box stored 412 of 54,136 tests.
+    # (risk/run_counts.py). A pytest run stopped at a time box stored 412 of 54,136 tests.
     partial_run_level: Level = "medium"
     partial_run_share_below: float | None = Field(0.5, gt=0, le=1)
     partial_run_min_usual: int = Field(20, ge=1)
