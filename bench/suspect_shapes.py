@@ -340,6 +340,79 @@ def _root_test_js(repo: _Repo) -> str:
     return culprit
 
 
+_DEDUPE = (
+    "export default function classNames(...args) {\n"
+    "  const set = Object.create(null);\n"
+    "  for (const arg of args) appendValue(set, arg);\n"
+    "  return Object.keys(set).filter((key) => set[key]).join(' ');\n"
+    "}\n\n"
+    "function appendValue(set, arg) {\n"
+    "  if (typeof arg === 'string') appendString(set, arg);\n"
+    "  else if (arg && typeof arg === 'object') appendObject(set, arg);\n"
+    "}\n\n"
+    "function appendString(set, text) {\n"
+    "  const names = text.split(/\\s+/);\n"
+    "  for (let i = 0; i < names.length; i++) {\n"
+    "    set[names[i]] = true;\n"
+    "  }\n"
+    "}\n\n"
+    "function appendObject(set, object) {\n"
+    "  for (const key in object) set[key] = Boolean(object[key]);\n"
+    "}\n"
+)
+
+
+def _es_module(repo: _Repo) -> str:
+    """classnames: an ES module package ("type": "module"), node:test's own junit reporter (no
+    file attribute, every frame a file:// URL), two modules of the same shape at the root and
+    tests of the same names (index.js and tests/index.js, dedupe.js and tests/dedupe.js)."""
+    test = (
+        "import {{ describe, it }} from 'node:test';\n"
+        "import assert from 'node:assert/strict';\n"
+        "import classNames from '../{module}.js';\n\n"
+        "describe('{module}', () => {{\n"
+        "  it('joins strings', () => {{\n"
+        "    assert.equal(classNames('a b', 'c'), 'a b c');\n"
+        "  }});\n\n"
+        "  it('keeps truthy keys', () => {{\n"
+        "    assert.equal(classNames({{ a: true, b: false }}), 'a');\n"
+        "  }});\n"
+        "}});\n"
+    )
+    repo.write({
+        "package.json": json.dumps({"name": "cn", "type": "module", "main": "./index.js"}) + "\n",
+        "index.js": _DEDUPE.replace("Object.create(null)", "{}"),
+        "dedupe.js": _DEDUPE,
+        "tests/index.js": test.format(module="index"),
+        "tests/dedupe.js": test.format(module="dedupe"),
+    })  # fmt: skip
+    repo.commit("start")
+    repo.git("tag", "v1")
+    repo.edit("dedupe.js", "    set[names[i]] = true;", "    set[names[i]] = i > 0;")
+    culprit = repo.commit("dedupe: tidy appendString")
+    loop = "  for (const key in object) set[key] = Boolean(object[key]);"
+    for path in ("index.js", "dedupe.js"):
+        repo.edit(path, loop, loop.replace("key in object", "key of Object.keys(object)"))
+    repo.commit("Use Object.keys in both entry points")
+    split = "const names = text.split("
+    repo.edit("index.js", split, split.replace("text.split", "text.trim().split"))
+    repo.commit("index: trim first")
+    return culprit
+
+
+def _node_test_report(repo: _Repo) -> bytes:
+    """node:test's own junit reporter, as `node --test --test-reporter=junit` writes it."""
+    out = repo.root / "report.xml"
+    subprocess.run(
+        ["node", "--test", "--test-reporter=junit", f"--test-reporter-destination={out}",
+         "tests/index.js", "tests/dedupe.js"],
+        cwd=repo.root, capture_output=True, check=False,
+    )  # fmt: skip
+    data = out.read_bytes()
+    out.unlink()
+    return data
+
+
 def _clean_env() -> dict[str, str]:
     """The environment without this project's (its settings, its import path)."""
     return {
@@ -402,6 +475,7 @@ SHAPES = (
         "require('../') (commander.js)", "javascript", _require_the_package,
         lambda r: _jest_report(r, "tests/options.test.js", "options", "dry run"),
     ),
+    Shape("ES module, node:test (classnames)", "javascript", _es_module, _node_test_report),
     Shape(
         "root test.js (debug)", "javascript", _root_test_js,
         lambda r: _jest_report(r, "test.js", "humanize", "seconds"),

@@ -27,6 +27,10 @@ WHY = {
         'its change is in `option`, which "options dry run" calls; the test reaches it in 2 '
         "import steps; first, ahead of"
     ),
+    "ES module, node:test (classnames)": (
+        "changed dedupe.js, which tests/dedupe.js exercises: its change is in `appendString`, "
+        'which `classNames` calls (through `appendValue`), which "joins strings" calls'
+    ),
     "root test.js (debug)": 'its change is in `humanize`, which "humanize seconds" calls',
 }
 

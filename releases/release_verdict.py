@@ -29,7 +29,7 @@ from releases import data_fingerprint, policy_judge
 from releases.missing_data import rests_on_missing_data
 from releases.models import Conversation, Release, ReviewDecision, RiskReport, RunStatus
 from releases.severity import severity_that_counts
-from risk.test_runs import results_said
+from risk.run_counts import results_said
 
 
 class VerdictState(enum.StrEnum):
@@ -87,7 +87,7 @@ class ReleaseVerdict:
     # The first suspect commit of each new failure, as the policy's evidence said it.
     suspects: tuple[str, ...] = ()
     # The test results in pytest's terms, tests and subtests apart, and how much of the usual
-    # suite ran when it did not all run (risk/test_runs.py): "" without results.
+    # suite ran when it did not all run (risk/run_counts.py): "" without results.
     tests: str = ""
     report_id: int | None = None
     report_filed_at: datetime | None = None

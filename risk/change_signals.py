@@ -9,7 +9,7 @@ Split from risk/history_signals.py, which gives these with the failures' and met
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -195,51 +195,71 @@ class _Limits:
     # A service without enough releases of its own: from these lines the size is said (at
     # `large_change_without_history_level`), from `lines` it is large.
     said_from_lines: int | None = None
+    # Its own releases, few as they are, make a change below these lines usual: not said.
+    usual_below: int | None = None
 
 
 def _limits(changes: ChangeFacts, cfg: PolicySettings) -> _Limits:
     """The code lines, files and directories from which the change is large, and whence: from
     the service's own earlier releases when there are enough of them, else the fixed numbers
-    with a higher line count (a young service's releases are not yet comparable)."""
+    with a higher line count (a young service's releases are not yet comparable), raised where
+    the few releases it has are larger still (commons-lang's 13,000-line releases)."""
     sizes = changes.earlier_code_sizes
     fixed = [
         cfg.large_change_lines_at_or_above,
         cfg.large_change_files_at_or_above,
         cfg.large_change_directories_at_or_above,
     ]
-    if len(sizes) < cfg.large_change_history_releases:
+    own = _own_limits(sizes, fixed, cfg)
+    if len(sizes) < min(cfg.large_change_history_releases, cfg.history_releases):
         young = cfg.large_change_without_history_lines_at_or_above
         said = fixed[0]
         if young is None or said is None or young <= said:
-            return _Limits(*fixed)
+            return _Limits(*_higher(fixed, own))
         earlier = "no earlier release" if not sizes else _plural(len(sizes), "earlier release")
         return _Limits(
-            young,
-            fixed[1],
-            fixed[2],
+            *_higher([young, fixed[1], fixed[2]], own),
             whence=f"the service has {earlier}, too few to judge its size against",
             said_from_lines=said,
+            usual_below=own[0],
         )
     factor = cfg.large_change_history_factor
+    whence = (
+        f"above the largest of the service's last {_plural(len(sizes), 'release')} and "
+        f"{factor:g} times their median"
+    )
+    return _Limits(*own, whence=whence)
+
+
+def _own_limits(
+    sizes: Sequence[tuple[int, int, int]], fixed: Sequence[int | None], cfg: PolicySettings
+) -> list[int | None]:
+    """From the service's own releases: past the largest of them and `factor` times their
+    median, never below the floors. A minor release among patch releases is larger than their
+    median and still usual for the service. No limit where the fixed one is off, or no past."""
+    if not sizes:
+        return [None, None, None]
     floors = (
         cfg.large_change_lines_floor,
         cfg.large_change_files_floor,
         cfg.large_change_directories_floor,
     )
-    # A minor release among patch releases is larger than their median and still usual for
-    # the service: only past the largest of them, and `factor` times their median, is the
-    # change one the service does not usually ship.
-    limits: list[int | None] = [
+    factor = cfg.large_change_history_factor
+    return [
         None
         if limit is None
         else max(floor, round(factor * median(s[i] for s in sizes)), max(s[i] for s in sizes) + 1)
         for i, (limit, floor) in enumerate(zip(fixed, floors, strict=True))
     ]
-    whence = (
-        f"above the largest of the service's last {_plural(len(sizes), 'release')} and "
-        f"{factor:g} times their median"
-    )
-    return _Limits(*limits, whence=whence)
+
+
+def _higher(limits: Sequence[int | None], raised: Sequence[int | None]) -> list[int | None]:
+    """Each limit, raised to the other where both are set: a young service's few releases
+    can make a change usual for it, never unusual."""
+    return [
+        None if limit is None else max(limit, other) if other is not None else limit
+        for limit, other in zip(limits, raised, strict=True)
+    ]
 
 
 def _said_apart(changes: ChangeFacts) -> str:
@@ -291,7 +311,7 @@ def _change_size(changes: ChangeFacts, cfg: PolicySettings) -> Signal:
     ]
     level: Level = cfg.large_change_level if crossed else "none"
     said = limits.said_from_lines
-    if not crossed and said is not None and lines >= said:
+    if not crossed and said is not None and lines >= max(said, limits.usual_below or 0):
         # Large for most services, unjudged for this one: in the evidence, not raising.
         level = cfg.large_change_without_history_level
         crossed = [

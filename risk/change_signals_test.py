@@ -35,13 +35,20 @@ def size(changes: ChangeFacts, cfg: PolicySettings = CFG) -> Signal:
         (1000, (), "low"),
         (3999, (), "low"),
         (4000, (), "medium"),
-        # One earlier release is still too few (large_change_history_releases is 2).
+        # Fewer than 10 earlier releases are too few (large_change_history_releases): the
+        # young-service rule, its limits raised where the releases it has are larger still.
         (1505, ((382, 12, 1),), "low"),
         (4000, ((382, 12, 1),), "medium"),
-        # Two: the service's own size, whatever the fixed numbers say (click 8.3.3 and 8.4.0
-        # before 8.4.2's 802 lines; markupsafe's patch releases before a 1,200-line one).
         (802, ((1505, 20, 1), (382, 12, 1)), "none"),
-        (1200, ((115, 2, 1), (47, 2, 1)), "medium"),
+        # markupsafe's two patch releases before a 1,200-line one no longer make it medium
+        # (itsdangerous 2.2.0, 611 lines after 20 and 7, was medium so).
+        (1200, ((115, 2, 1), (47, 2, 1)), "low"),
+        (611, ((7, 1, 1), (20, 2, 1)), "none"),
+        # Two releases of 13,000 lines make 5,000 usual (commons-lang), not large.
+        (5000, ((13466, 90, 12), (12958, 80, 12)), "none"),
+        # Ten: the service's own size, whatever the fixed numbers say.
+        (1200, ((115, 2, 1), (47, 2, 1)) * 5, "medium"),
+        (802, ((1505, 20, 1), (382, 12, 1)) * 5, "none"),
     ],
 )
 def test_a_young_service_is_judged_by_a_higher_line_count(
@@ -58,7 +65,8 @@ def test_the_sentence_says_why_a_young_services_size_is_not_raised() -> None:
         "size against: large from 4,000"
     )
     assert said.threshold == (
-        "medium: lines of code from 4,000, code files from 30, directories from 10 (the service "
+        # The files' limit is its one release's 12 files three times over, above the fixed 30.
+        "medium: lines of code from 4,000, code files from 36, directories from 10 (the service "
         "has 1 earlier release, too few to judge its size against); low from 1,000 lines of code"
     )
     large = size(facts(6382))

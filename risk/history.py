@@ -283,7 +283,7 @@ class History:
     # Test results were ingested for this release (JUnit): its failures have a history.
     has_test_detail: bool = False
     # (version, tests that ran) of each recent earlier release with test results, most recent
-    # first: what "the usual number of tests" is judged against (risk/test_runs.py).
+    # first: what "the usual number of tests" is judged against (risk/run_counts.py).
     earlier_test_counts: tuple[tuple[str, int], ...] = ()
 
     @classmethod

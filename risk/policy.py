@@ -39,6 +39,7 @@ from risk.history_signals import (
     history_signals,
 )
 from risk.instructions import instruction_like_bodies, instruction_like_texts
+from risk.run_counts import failed_subtests_said, partial_run_signal
 from risk.settings import (
     DEFAULT_CRITICAL_AREAS,
     LEVEL_RANK,
@@ -62,7 +63,6 @@ from risk.signal import (
     severity_of,
     shown,
 )
-from risk.test_runs import failed_subtests_said, partial_run_signal
 
 __all__ = [
     "DEFAULT_CRITICAL_AREAS",

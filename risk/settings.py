@@ -242,7 +242,7 @@ class PolicySettings(BaseModel):
     # A run the runner marked interrupted, or one where fewer than this share of the usual
     # number of tests ran (the median of the recent releases with results, from
     # `partial_run_min_usual` tests): what did not run shows nothing, so it is never green
-    # (risk/test_runs.py). A pytest run stopped at a time box stored 412 of 54,136 tests.
+    # (risk/run_counts.py). A pytest run stopped at a time box stored 412 of 54,136 tests.
     partial_run_level: Level = "medium"
     partial_run_share_below: float | None = Field(0.5, gt=0, le=1)
     partial_run_min_usual: int = Field(20, ge=1)
@@ -268,9 +268,13 @@ class PolicySettings(BaseModel):
     breaking_change_level: Level = "medium"
     public_api_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PUBLIC_API_PATHS))
     # Size judged against the service's own releases: with at least this many earlier releases
-    # of commit detail, a change is large from `factor` times their median code lines (files),
-    # and never below the floors; with fewer, the fixed `large_change_*` numbers hold.
-    large_change_history_releases: int = Field(2, ge=1)
+    # of commit detail that changed code (at most `history_releases`, the window read), a
+    # change is large past the largest of them and `factor` times their median, never below
+    # the floors; with fewer, the young-service rule below. 10, a full window: a few recent
+    # releases are mostly patches (itsdangerous' 5 before 2.2.0: 2 to 310 lines, so its
+    # ordinary 611-line minor release was medium), and the verdict then flipped with how many
+    # releases were stored (decision 2026-11-29-suspects-on-real-bugs).
+    large_change_history_releases: int = Field(10, ge=1)
     large_change_history_factor: float = Field(3.0, gt=1)
     large_change_lines_floor: int = Field(300, ge=1)
     large_change_files_floor: int = Field(10, ge=1)

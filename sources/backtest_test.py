@@ -3,6 +3,7 @@ verdict on each, the totals, a rebuild, and nothing stored."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from django.core.management.base import CommandError
 
 from releases.models import Release, Service
 from sources.backtest import release_tags, replay
+from sources.judging import judge_release
 
 pytestmark = pytest.mark.django_db
 
@@ -219,3 +221,55 @@ def test_json_into_a_missing_folder_is_written_and_an_unknown_service_is_said(
             stdout=StringIO(),
         )  # fmt: skip
     assert refused.value.returncode == 64
+
+
+def _size_said(release: Release) -> tuple[str, str]:
+    signal = next(s for s in judge_release(release).verdict.signals if s.name == "change_size")
+    return signal.level, signal.detail
+
+
+def test_the_live_path_and_the_backtest_say_the_same_size_of_the_same_release(
+    tmp_path: Path,
+) -> None:
+    """Twelve releases: ten small ones, one of 700 lines among them, then 611 lines (the shape
+    of itsdangerous 2.2.0). Each release ingested as CI does (`manage.py ingest`) is judged as
+    the backtest over all tags judges it; and a service that started with the last two
+    releases (too few to judge its size against) says what the full history says of 611."""
+    root = tmp_path / "sized"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    _commit(root, "src/lib/core.py", "X = 0\n", "start", 0)
+    _git(root, "tag", "v1.0")
+    sizes = [12, 700, 20, 7, 30, 15, 9, 40, 11, 25, 8, 611]
+    for index, lines in enumerate(sizes, 1):
+        body = "".join(f"V{index}_{n} = {n}\n" for n in range(lines))
+        _commit(root, f"src/lib/part{index}.py", body, f"part {index}", index)
+        _git(root, "tag", f"v1.{index}")
+    tags = release_tags(root, "v*")
+    replay("replayed", root, tags, keep=True)
+    for before, tag in itertools.pairwise(tags):
+        call_command(
+            "ingest", tag.name, service="live", git_repo=root,
+            git_range=f"{before.name}..{tag.name}", stdout=StringIO(),
+        )  # fmt: skip
+    said = {}
+    for tag in tags[1:]:
+        replayed = Release.objects.get(service__name="replayed", version=tag.name)
+        live = Release.objects.get(service__name="live", version=tag.name)
+        said[tag.name] = _size_said(live)
+        assert said[tag.name] == _size_said(replayed), tag.name
+    # 700 lines with one small release before: the young-service rule, said at no level.
+    assert said["v1.2"][0] == "none"
+    # 611 after ten releases of its own, 700 among them: usual for this service.
+    assert said["v1.12"][0] == "none"
+    assert "above the largest of the service's last 10 releases" not in said["v1.12"][1]
+    # A service whose first stored releases are the last three: the young-service rule, and
+    # the same level for 611 lines.
+    for before, tag in itertools.pairwise(tags[-3:]):
+        call_command(
+            "ingest", tag.name, service="late", git_repo=root,
+            git_range=f"{before.name}..{tag.name}", stdout=StringIO(),
+        )  # fmt: skip
+    late = _size_said(Release.objects.get(service__name="late", version="v1.12"))
+    assert late[0] == said["v1.12"][0] == "none"
+    assert late[1].endswith("(entropy 0.00 of 1)")  # nothing said of its size

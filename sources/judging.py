@@ -15,8 +15,8 @@ from releases.release_order import earlier_releases
 from releases.verdicts import Judged, current_policy, p95_of, previous_p95, settings_of
 from risk.history import ReleaseRef
 from risk.policy import evaluate
+from risk.run_counts import ran_count
 from risk.signal import PolicyVerdict, severity_of
-from risk.test_runs import ran_count
 from sources.history import read_history
 from sources.judging_hooks import extra_signals
 
@@ -43,7 +43,7 @@ def judge_release(release: Release) -> Judged:
         previous = previous_p95(release)
     refs = [ReleaseRef(id=pk, version=version, at=at) for pk, version, at, *_ in rows[:window]]
     past = read_history(release, window=window, refs=refs, settings=settings)
-    # What "the usual number of tests" is judged against (risk/test_runs.py): read with the
+    # What "the usual number of tests" is judged against (risk/run_counts.py): read with the
     # earlier releases above, no query of its own.
     counts = tuple(
         (version, ran)

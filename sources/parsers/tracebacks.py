@@ -8,7 +8,8 @@ The formats are those the test tools write into JUnit XML's `<failure>` text:
 - Java stack traces as Surefire and TestNG write them, `at pkg.Class.method(File.java:29)`, mapped
   to a path by package (`pkg/Class.java`, found under `src/main/java/` or wherever the repository
   keeps it, given its file list);
-- node's as jest writes them, `at fn (src/x.test.ts:12:5)` or `at src/x.ts:3:9`.
+- node's as jest writes them, `at fn (src/x.test.ts:12:5)` or `at src/x.ts:3:9`, and an ES
+  module's as a URL, `at fn (file:///ci/repo/tests/x.js:18:10)` (node:test's reporters).
 
 Paths are normalised to the repository's: with the repository's file list, a frame's path is the
 listed path that shares the longest run of trailing components with it (so a CI runner's
@@ -46,8 +47,9 @@ _JAVA = re.compile(
     r"^\s*at (?:[\w.$/@-]+/)?(?P<cls>[\w$.]+)\.(?P<method>[\w$<>]+)"
     r"\((?P<file>[\w$-]+\.(?:java|kt|scala|groovy)):(?P<line>\d+)\)"
 )
+# An ES module's frames are URLs (`file:///repo/tests/x.js:18:10`): the path is what follows.
 _NODE = re.compile(
-    r"^\s*at (?:(?P<func>.+?) \()?(?P<path>(?:[A-Za-z]:\\|/|\.{0,2}/?)?[^\s():]"
+    r"^\s*at (?:(?P<func>.+?) \()?(?:file://)?(?P<path>(?:[A-Za-z]:\\|/|\.{0,2}/?)?[^\s():]"
     r"[^():]*\.(?:[cm]?[jt]sx?|vue|svelte)):(?P<line>\d+):\d+\)?\s*$"
 )
 # Frames of the runtime and the test frameworks, when no file list says what the repository holds.
@@ -100,6 +102,11 @@ class RepoPaths:
                 best, best_shared = [candidate], shared
             elif shared == best_shared:
                 best.append(candidate)
+        # A path matched whole beats one that parts from the frame's next folder: the frame
+        # /ci/repo/dedupe.js is the root's dedupe.js, not tests/dedupe.js.
+        whole = [candidate for candidate in best if len(candidate) == best_shared]
+        if len(best) > 1 and len(whole) == 1 and len(parts) > best_shared:
+            best = whole
         # A file name alone is no match for a deeper path: a library's utils.py is not ours.
         if len(best) != 1 or best_shared < min(2, len(best[0]), len(parts)):
             return None

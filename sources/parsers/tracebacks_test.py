@@ -162,6 +162,21 @@ def test_jest_on_a_linux_runner() -> None:
     ]
 
 
+def test_an_es_modules_frames_are_urls() -> None:
+    # node:test's junit reporter on a package with "type": "module" (classnames), as node 20
+    # writes it: every frame a file:// URL, which read as no frame at all before.
+    text = (
+        "  cause: AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:\n"
+        "      at TestContext.<anonymous> (file:///ci/classnames/tests/dedupe.js:18:10)\n"
+        "      at appendString (file:///ci/classnames/dedupe.js:41:3)\n"
+        "      at Test.runInAsyncScope (node:async_hooks:206:9)\n"
+    )
+    assert read_frames(text, ["dedupe.js", "tests/dedupe.js"]) == [
+        Frame("tests/dedupe.js", 18, "TestContext.<anonymous>", True),
+        Frame("dedupe.js", 41, "appendString", True),
+    ]
+
+
 def test_text_with_no_frames() -> None:
     assert read_frames("Expected value did not match.") == []
     assert read_frames("") == []

@@ -16,7 +16,7 @@ from detective_client.verdict import markdown
 from releases.management.commands.verdict import markdown as command_markdown
 from releases.models import Release
 from releases.release_verdict import verdict_of
-from risk.test_runs import results_said
+from risk.run_counts import results_said
 from sources import services
 from sources.judging import judge_release
 from sources.models import TestCase
@@ -62,8 +62,10 @@ def _pytest_report(folder: Path, source: str, *args: str, stop: str = "") -> Pat
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST_"))}
     env["STOP"] = stop
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:django"]
-        + ["-p", "no:xdist", "-p", "no:randomly", f"--junitxml={report}", *args, "test_it.py"],
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:django"),
+            *("-p", "no:xdist", "-p", "no:randomly", f"--junitxml={report}", *args, "test_it.py"),
+        ],
         cwd=folder,
         env=env,
         capture_output=True,

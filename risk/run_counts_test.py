@@ -10,7 +10,7 @@ import pytest
 from risk.claims import check_claims
 from risk.history import History
 from risk.policy import PolicySettings, evaluate
-from risk.test_runs import ran_count, results_said, usual_tests
+from risk.run_counts import ran_count, results_said, usual_tests
 
 CLEAN: dict[str, Any] = {
     "changes": ["Fix typo in the footer"],
