@@ -27,7 +27,8 @@ from pathlib import Path
 
 from bench import callgrind
 from bench.harness import Context, Result
-from bench.junit_ingest import ROOT, write_report
+from bench.junit_ingest import ROOT
+from bench.junit_shapes import write_mixed_report as write_report
 
 NAME = "junit-readers"
 CASES = 100_000
