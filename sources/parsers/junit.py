@@ -260,6 +260,14 @@ class _Reader:
             invocations = self.invocations
             invocation = invocations[key] = invocations.get(key, 0) + 1
             file = attrs.get("file") or suite_file
+            time = attrs.get("time")
+            try:
+                # duration()'s common case, inline: a frame less a test case.
+                seconds: float | None = float(time)  # type: ignore[arg-type]
+                if not 0 <= seconds < math.inf:
+                    seconds = None
+            except (TypeError, ValueError):
+                seconds = duration(time)
             self.case = _record(
                 TestCaseRecord,
                 (
@@ -268,7 +276,7 @@ class _Reader:
                     name,
                     file[:MAX_NAME_CHARS] if file else None,
                     "passed",
-                    duration(attrs.get("time")),
+                    seconds,
                     "",
                     "",
                     1,
