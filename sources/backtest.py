@@ -40,6 +40,7 @@ from releases.models import Release, Service
 from risk.settings import LEVEL_RANK
 from risk.signal import PolicyVerdict, severity_of
 from sources import services
+from sources.earlier_commits import EarlierCommits
 from sources.judging import judge_release
 from sources.parsers.openmetrics import MetricsFormatError, parse_metrics_file
 from sources.services import IngestError, Origin, ReleaseFields
@@ -248,10 +249,13 @@ def replay(
                 raise BacktestError(f"the service {name!r} has releases: it is the backtest's")
             Service.objects.filter(pk=scratch.pk).update(hidden=True)
         at: datetime | None = None
+        # The releases are judged oldest first: their commits are carried to the next ones'
+        # history instead of read again for each (sources/earlier_commits.py).
+        carried = EarlierCommits()
         for before, tag in itertools.pairwise(tags):
             # Deploy order is release order: tags of the same second keep theirs.
             at = tag.at if at is None or tag.at > at else at + timedelta(microseconds=1)
-            row = _one(name, repo, before, tag, at, junit_dir, metrics_dir, result)
+            row = _one(name, repo, before, tag, at, junit_dir, metrics_dir, result, carried)
             result.rows.append(row)
             if progress is not None:
                 progress(row)
@@ -269,6 +273,7 @@ def _one(
     junit_dir: Path | None,
     metrics_dir: Path | None,
     result: Backtest,
+    carried: EarlierCommits,
 ) -> ReleaseRow:
     origin = Origin("command")
     row = ReleaseRow(version=version_of(tag.name), from_tag=before.name, to_tag=tag.name)
@@ -317,7 +322,8 @@ def _one(
             ),
         )
     release.refresh_from_db()
-    judged = judge_release(release)
+    judged = judge_release(release, carried=carried)
+    carried.add_release(release.pk)
     result.policy_version = judged.policy.version
     row.policy_severity = judged.verdict.severity
     # What the backtest was not given is not the release's fault: without --junit-dir every

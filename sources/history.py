@@ -43,6 +43,7 @@ from risk.history import (
 )
 from risk.settings import PolicySettings
 from risk.suspects import Suspect
+from sources.earlier_commits import EarlierCommits
 from sources.models import Commit, CommitFile, MetricWindow, TestCase, TestStatus
 from sources.summary import names_for, windows_series
 
@@ -67,15 +68,19 @@ def read_history(
     window: int = DEFAULT_WINDOW,
     refs: Sequence[ReleaseRef] | None = None,
     settings: PolicySettings | None = None,
+    carried: EarlierCommits | None = None,
 ) -> History:
     """Everything the policy reads of the release's past, over the service's last `window`
     releases (`refs`, when the caller read them already; `settings`: the policy in force, for
     the service's metric names). Five queries at most: the earlier releases (unless given),
     the tests failing here (or whether there are tests), their history, the commits with their
     files (this release's, the window's, and the same authors' earlier ones), and the metric
-    samples of both windows and of the window's releases."""
+    samples of both windows and of the window's releases. `carried`: the earlier releases'
+    commits, kept by a caller that walks the releases in order (the backtest); the same
+    authors' earlier commits are taken from it, one query of ids more, when it holds exactly
+    the earlier releases."""
     refs = list(refs) if refs is not None else earlier(release, window)
-    changes, renames = _change_facts_and_renames(release, refs)
+    changes, renames = _change_facts_and_renames(release, refs, carried)
     tests, has_tests = test_histories(release, window=window, refs=refs, renames=renames)
     return History(
         service=release.service.name,
@@ -349,23 +354,28 @@ _CommitRow = tuple[
 ]
 
 
-def _commit_rows(release: Release, refs: Sequence[ReleaseRef]) -> list[_CommitRow]:
+def _commit_rows(
+    release: Release, refs: Sequence[ReleaseRef], *, authors: bool = True
+) -> list[_CommitRow]:
     """In one query, each commit with each of its files: this release's; the window's (their
-    code size); the same authors' in the service's earlier releases (what they touched before);
-    and one earlier commit of anyone's (whether the service has any)."""
+    code size); the same authors' in the service's earlier releases (what they touched before;
+    not with `authors=False`, when the caller carries them); and one earlier commit of
+    anyone's (whether the service has any)."""
     own = Commit.objects.filter(release_id=release.pk)
     earlier_ids = _earlier_ids(release)
-    theirs = Q(author_email__in=own.exclude(author_email="").values("author_email")) | Q(
-        author_name__in=own.filter(author_email="").values("author_name")
-    )
     any_earlier = Commit.objects.filter(release_id__in=earlier_ids).values("pk")[:1]
-    return list(
-        Commit.objects.filter(
-            Q(release_id=release.pk)
-            | Q(release_id__in=[ref.id for ref in refs])
-            | (Q(release_id__in=earlier_ids) & theirs)
-            | Q(pk__in=any_earlier)
+    wanted = (
+        Q(release_id=release.pk)
+        | Q(release_id__in=[ref.id for ref in refs])
+        | Q(pk__in=any_earlier)
+    )
+    if authors:
+        theirs = Q(author_email__in=own.exclude(author_email="").values("author_email")) | Q(
+            author_name__in=own.filter(author_email="").values("author_name")
         )
+        wanted |= Q(release_id__in=earlier_ids) & theirs
+    return list(
+        Commit.objects.filter(wanted)
         # Only this release's messages are read; the others' would be dead weight.
         .annotate(
             own_message=Case(
@@ -395,12 +405,21 @@ def _commit_rows(release: Release, refs: Sequence[ReleaseRef]) -> list[_CommitRo
     )
 
 
+def _carries_the_earlier(release: Release, carried: EarlierCommits | None) -> bool:
+    if carried is None:
+        return False
+    return carried.releases == set(_earlier_ids(release).values_list("id", flat=True))
+
+
 def _change_facts_and_renames(
-    release: Release, refs: Sequence[ReleaseRef]
+    release: Release, refs: Sequence[ReleaseRef], carried: EarlierCommits | None = None
 ) -> tuple[ChangeFacts | None, list[tuple[str, str]]]:
     """`change_facts`, and the test files renamed in the release (`_test_renames`), from one
-    query (`_commit_rows`)."""
-    rows = _commit_rows(release, refs)
+    query (`_commit_rows`); the same authors' earlier commits from `carried` when it holds
+    exactly the earlier releases' (`sources.earlier_commits`)."""
+    if not _carries_the_earlier(release, carried):
+        carried = None
+    rows = _commit_rows(release, refs, authors=carried is None)
     commits: dict[int, tuple[str, str, str, list[str] | None, str]] = {}
     per_commit: dict[int, list[FileTouch]] = defaultdict(list)
     renames: list[tuple[str, str]] = []
@@ -479,6 +498,13 @@ def _change_facts_and_renames(
 
     emails = {email for _, email, _ in kept.values() if email}
     names_only = {name for name, email, _ in kept.values() if not email}
+    if carried is not None:
+        theirs = carried.rows_for(emails, names_only)
+        if len(theirs) >= MAX_EARLIER_PATHS:
+            # The cap on paths below keeps the first ones in the query's order, which the
+            # carried rows do not keep: the database's way, exactly.
+            return _change_facts_and_renames(release, refs)
+        earlier_rows += theirs
     touched: dict[str, set[str]] = defaultdict(set)
     their_commits: dict[str, set[int]] = defaultdict(set)
     for pk, name, email, path in earlier_rows:

@@ -17,14 +17,16 @@ from risk.history import ReleaseRef
 from risk.policy import evaluate
 from risk.run_counts import ran_count
 from risk.signal import PolicyVerdict, severity_of
+from sources.earlier_commits import EarlierCommits
 from sources.history import read_history
 from sources.judging_hooks import extra_signals
 
 
-def judge_release(release: Release) -> Judged:
+def judge_release(release: Release, *, carried: EarlierCommits | None = None) -> Judged:
     """The policy's verdict on a release with its history: the policy, the earlier releases
     (with the previous p95 among them) and the history's few queries (sources/history.py),
-    each read once."""
+    each read once. `carried`: the earlier releases' commits, for a caller that judges a
+    service's releases in order (`sources.earlier_commits`); the verdict is the same."""
     policy = current_policy()
     settings = settings_of(policy)
     window = settings.history_releases
@@ -42,7 +44,7 @@ def judge_release(release: Release) -> Judged:
     else:
         previous = previous_p95(release)
     refs = [ReleaseRef(id=pk, version=version, at=at) for pk, version, at, *_ in rows[:window]]
-    past = read_history(release, window=window, refs=refs, settings=settings)
+    past = read_history(release, window=window, refs=refs, settings=settings, carried=carried)
     # What "the usual number of tests" is judged against (risk/run_counts.py): read with the
     # earlier releases above, no query of its own.
     counts = tuple(

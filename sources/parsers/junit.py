@@ -57,7 +57,6 @@ _FLAKY = {"flakyFailure": "failed", "flakyError": "error"}
 _RERUN = {"rerunFailure": "failed", "rerunError": "error"}
 _OUTCOME = {"failure": "failed", "error": "error", "skipped": "skipped"}
 _RUNS = {**_FLAKY, **_RERUN, **_OUTCOME}
-_FAILED_SUBTESTS = re.compile(r"contains (\d+) failed subtests?")
 
 
 class TestCaseRecord(NamedTuple):
@@ -125,6 +124,7 @@ def _text(value: str | None, limit: int) -> str:
     return (value or "").strip()[:limit]
 
 
+_FAILED_SUBTESTS = re.compile(r"contains (\d+) failed subtests?")
 _THOUSANDS = re.compile(r"\d{1,3}(,\d{3})+(\.\d*)?")
 _DECIMAL_COMMA = re.compile(r"\d*,\d+")
 
@@ -135,19 +135,29 @@ def duration(value: str | None) -> float | None:
     None when it is not a number of seconds (negative, not finite, unreadable)."""
     if not value:
         return None
-    value = value.strip()
-    if "," in value:
-        if _THOUSANDS.fullmatch(value):
-            value = value.replace(",", "")
-        elif _DECIMAL_COMMA.fullmatch(value):
-            value = value.replace(",", ".")
-        else:
-            return None
+    try:
+        # The common case first: float() takes surrounding whitespace as strip() does and
+        # refuses any comma, which the slower path below reads.
+        seconds = float(value)
+    except ValueError:
+        return _duration_with_comma(value.strip())
+    return seconds if 0 <= seconds < math.inf else None
+
+
+def _duration_with_comma(value: str) -> float | None:
+    if "," not in value:
+        return None
+    if _THOUSANDS.fullmatch(value):
+        value = value.replace(",", "")
+    elif _DECIMAL_COMMA.fullmatch(value):
+        value = value.replace(",", ".")
+    else:
+        return None
     try:
         seconds = float(value)
     except ValueError:
         return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    return seconds if 0 <= seconds < math.inf else None
 
 
 def bounded_traceback(text: str) -> str:
@@ -161,12 +171,13 @@ def bounded_traceback(text: str) -> str:
     )
 
 
-def _run(
-    case: dict[str, Any],
-    run: tuple[str, dict[str, str], list[str]] | None,
-    status: str,
-    attempt: int,
-) -> TestCaseRecord:
+_Run = tuple[str, dict[str, str], list[str]]
+# A record made without NamedTuple's generated __new__ (a Python frame a test case): the
+# passed record of each case is made once, when the case starts.
+_record = tuple.__new__
+
+
+def _run(case: TestCaseRecord, run: _Run | None, status: str, attempt: int) -> TestCaseRecord:
     if run is None:
         failure_type = failure_message = traceback = ""
     else:
@@ -179,25 +190,17 @@ def _run(
         failure_message = _text(attrs.get("message") or text, MAX_MESSAGE_CHARS)
         if traceback == failure_message:
             traceback = ""
-    return TestCaseRecord(
-        case["suite"],
-        case["classname"],
-        case["name"],
-        case["file"],
-        status,  # type: ignore[arg-type]
-        case["duration"],
-        failure_type,
-        failure_message,
-        attempt,
-        case["invocation"],
-        traceback,
+    return case._replace(
+        status=status,
+        failure_type=failure_type,
+        failure_message=failure_message,
+        attempt=attempt,
+        traceback=traceback,
     )
 
 
-def _records(
-    case: dict[str, Any], runs: list[tuple[str, dict[str, str], list[str]]]
-) -> list[TestCaseRecord]:
-    """The runs of one <testcase>, first attempt first."""
+def _records(case: TestCaseRecord, runs: list[_Run]) -> list[TestCaseRecord]:
+    """The runs of one <testcase>, first attempt first; `case` is its passed record."""
     outcome = next((run for run in runs if run[0] in _OUTCOME), None)
     flaky = [run for run in runs if run[0] in _FLAKY]
     if flaky and outcome is None:
@@ -205,15 +208,23 @@ def _records(
         done = [_run(case, run, _FLAKY[run[0]], index) for index, run in enumerate(flaky, 1)]
         return [*done, _run(case, None, "flaky", len(flaky) + 1)]
     if outcome is None:
-        return [_run(case, None, "passed", 1)]
+        return [case]
     reruns = [run for run in runs if run[0] in _RERUN]
     first = _run(case, outcome, _OUTCOME[outcome[0]], 1)
     return [first, *(_run(case, run, _RERUN[run[0]], i) for i, run in enumerate(reruns, 2))]
 
 
+# The case being read when it is pytest's mark of an interrupted run: nothing is stored for it.
+_INTERRUPTION_MARK = TestCaseRecord("", "", "", None, "passed", None)
+
+
 class _Reader:
     """expat's handlers: a suite's name and file are read when it starts, a case's runs when
-    it ends; text is kept only inside a run element (a failure, a skip, a rerun)."""
+    it ends; text is kept only inside a run element (a failure, a skip, a rerun).
+
+    These run once per element of the report, most of the parser's time: they read their state
+    into locals once, and a case without a run element (most of them) costs a dict lookup, a
+    hash and one tuple."""
 
     def __init__(self, filename: str, header: ReportHeader) -> None:
         self.filename = filename
@@ -221,25 +232,31 @@ class _Reader:
         self.out: list[TestCaseRecord] = []
         self.depth = 0
         self.suites: list[tuple[str, str | None]] = []
-        self.case: dict[str, Any] | None = None
+        self.suite: tuple[str, str | None] = ("", None)
+        # The passed record of the case being read; its run elements, None until one comes.
+        self.case: TestCaseRecord | None = None
         self.case_depth = 0
-        self.runs: list[tuple[str, dict[str, str], list[str]]] = []
+        self.runs: list[_Run] | None = None
         self.chunks: list[str] | None = None
         self.kept = 0
+        self.test_cases = 0
         self.expat: Any = None
         # The invocations written so far of each test, by the hash of its key: 16 bytes a
         # test rather than its names (a collision numbers an invocation wrong, never loses one).
         self.invocations: dict[int, int] = {}
 
     def start(self, tag: str, attrs: dict[str, str]) -> None:
-        self.depth += 1
-        depth = self.depth
+        depth = self.depth = self.depth + 1
         if self.case is not None:
             if depth == self.case_depth + 1:
                 if tag in _RUNS:
-                    self.chunks, self.kept = [], 0
-                    self._capture(True)
-                    self.runs.append((tag, attrs, self.chunks))
+                    chunks: list[str] = []
+                    self.chunks, self.kept = chunks, 0
+                    self.expat.CharacterDataHandler = self.data
+                    if self.runs is None:
+                        self.runs = [(tag, attrs, chunks)]
+                    else:
+                        self.runs.append((tag, attrs, chunks))
             elif self.chunks is not None and depth == self.case_depth + 2:
                 # Surefire writes a rerun's trace as its <stackTrace> child.
                 self._capture(tag == "stackTrace")
@@ -250,35 +267,52 @@ class _Reader:
                 # SIGINT): a <testcase> with no name attribute at all, no test of its own, so
                 # nothing is stored for it. (jest-junit writes name="" for a real test.)
                 self.header.interrupted = True
-                self.case, self.case_depth, self.runs = {"mark": True}, depth, []
+                self.case, self.case_depth = _INTERRUPTION_MARK, depth
                 return
-            suite, suite_file = self.suites[-1] if self.suites else ("", None)
-            name = _text(attrs.get("name"), MAX_NAME_CHARS)
-            classname = _text(attrs.get("classname"), MAX_SUITE_CHARS)
+            suite, suite_file = self.suite
+            name = attrs.get("name")
+            name = name.strip()[:MAX_NAME_CHARS] if name else ""
+            classname = attrs.get("classname")
+            classname = classname.strip()[:MAX_SUITE_CHARS] if classname else ""
             key = hash((suite, classname, name))
-            invocation = self.invocations.get(key, 0) + 1
-            self.invocations[key] = invocation
+            invocations = self.invocations
+            invocation = invocations[key] = invocations.get(key, 0) + 1
             file = attrs.get("file") or suite_file
-            self.case = {
-                "suite": suite,
-                "classname": classname,
-                "name": name,
-                "file": file[:MAX_NAME_CHARS] if file else None,
-                "duration": duration(attrs.get("time")),
-                "invocation": invocation,
-            }
-            self.case_depth, self.runs = depth, []
-            self.header.test_cases += 1
+            time = attrs.get("time")
+            try:
+                # duration()'s common case, inline: a frame less a test case.
+                seconds: float | None = float(time)  # type: ignore[arg-type]
+                if not 0 <= seconds < math.inf:
+                    seconds = None
+            except (TypeError, ValueError):
+                seconds = duration(time)
+            self.case = _record(
+                TestCaseRecord,
+                (
+                    suite,
+                    classname,
+                    name,
+                    file[:MAX_NAME_CHARS] if file else None,
+                    "passed",
+                    seconds,
+                    "",
+                    "",
+                    1,
+                    invocation,
+                    "",
+                ),
+            )
+            self.case_depth = depth
+            self.test_cases += 1
         elif tag == "testsuite":
-            outer_file = self.suites[-1][1] if self.suites else None
+            outer_file = self.suite[1]
             if not self.suites and self.header_from_suites:
                 self._count(attrs)
-            self.suites.append(
-                (
-                    _text(attrs.get("name"), MAX_SUITE_CHARS),
-                    attrs.get("file") or attrs.get("filepath") or outer_file,
-                )
+            self.suite = (
+                _text(attrs.get("name"), MAX_SUITE_CHARS),
+                attrs.get("file") or attrs.get("filepath") or outer_file,
             )
+            self.suites.append(self.suite)
         elif depth == 1:
             if tag != "testsuites":
                 raise JUnitError(
@@ -304,39 +338,35 @@ class _Reader:
 
     def end(self, tag: str) -> None:
         depth = self.depth
-        self.depth -= 1
-        if self.case is not None:
+        self.depth = depth - 1
+        case = self.case
+        if case is not None:
             if depth == self.case_depth:
-                if self.case.get("mark"):
-                    pass
-                elif self.runs:
-                    self._count_subtests(self.runs)
-                    self.out.extend(_records(self.case, self.runs))
+                runs = self.runs
+                if case is _INTERRUPTION_MARK:
+                    if runs is not None:
+                        self.runs = self.chunks = None
+                        self._capture(False)
+                elif runs is None:
+                    self.out.append(case)
                 else:
-                    case = self.case
-                    self.out.append(
-                        TestCaseRecord(
-                            case["suite"],
-                            case["classname"],
-                            case["name"],
-                            case["file"],
-                            "passed",
-                            case["duration"],
-                            invocation=case["invocation"],
-                        )
-                    )
-                self.case, self.chunks = None, None
-                self._capture(False)
+                    self._count_subtests(runs)
+                    self.out.extend(_records(case, runs))
+                    self.runs = self.chunks = None
+                    self._capture(False)
+                self.case = None
             elif depth == self.case_depth + 1:
-                self.chunks = None
-                self._capture(False)
+                if self.chunks is not None:
+                    self.chunks = None
+                    self._capture(False)
             elif depth == self.case_depth + 2 and self.chunks is not None:
                 self._capture(True)
             return
         if tag == "testsuite":
             self.suites.pop()
+            self.suite = self.suites[-1] if self.suites else ("", None)
 
-    def _count_subtests(self, runs: list[tuple[str, dict[str, str], list[str]]]) -> None:
+    def _count_subtests(self, runs: list[_Run]) -> None:
         for tag, attrs, _chunks in runs:
             if tag == "failure" and (found := _FAILED_SUBTESTS.fullmatch(attrs.get("message", ""))):
                 self.header.failed_subtests += int(found.group(1))
@@ -398,6 +428,9 @@ def parse(
             if read > max_bytes:
                 raise JUnitError(filename, f"the report is larger than {max_bytes:,} bytes")
             expat.Parse(chunk, not chunk)
+            # Counted by the reader per case, added to the header once a chunk.
+            reader.header.test_cases += reader.test_cases
+            reader.test_cases = 0
             if reader.out:
                 yield from reader.out
                 reader.out.clear()
