@@ -28,6 +28,7 @@ from typing import Any
 from releases import data_fingerprint, policy_judge
 from releases.models import Conversation, Release, ReviewDecision, RiskReport, RunStatus
 from releases.severity import severity_that_counts
+from risk import headline
 
 
 class VerdictState(enum.StrEnum):
@@ -91,6 +92,8 @@ class ReleaseVerdict:
     run_error: str = ""
     # The severity is the policy's own: no model filed on the data the release has now.
     by_policy: bool = False
+    # Why this severity, in one sentence (a CI summary's headline; `why_of`).
+    why: str = ""
 
     @property
     def state_label(self) -> str:
@@ -135,6 +138,7 @@ class ReleaseVerdict:
             "run_id": self.run_id,
             "run_status": self.run_status,
             "run_error": self.run_error,
+            "why": self.why,
         }
 
 
@@ -258,7 +262,26 @@ def with_policy_verdict(verdict: ReleaseVerdict, release: Release) -> ReleaseVer
         findings=tuple(VerdictFinding(text=text, from_policy=True) for text in policy.evidence()),
         suspects=suspects_said([signal.as_dict() for signal in policy.signals]),
         by_policy=True,
+        why=headline.why([signal.as_dict() for signal in policy.signals], policy.severity),
     )
+
+
+def why_of(
+    report: RiskReport, decision: ReviewDecision | None, severity: str | None, by: str
+) -> str:
+    """Why the severity that counts is what it is: a person's decision, the reason a person
+    must look, the policy's signals that set it, or the model's going above the policy."""
+    if decision is not None:
+        reason = f": {decision.reason}" if decision.reason else ""
+        return f"{by or 'A person'} decided {str(decision.severity).capitalize()}{reason}"
+    if report.needs_review and report.review_reasons:
+        return f"A person must decide: {report.review_reasons[0]}"
+    if severity != report.policy_severity and report.policy_severity:
+        return (
+            f"The model filed {severity}, above the policy's {report.policy_severity}: "
+            "see its findings."
+        )
+    return headline.why(report.signals or [], severity)
 
 
 def build_verdict(
@@ -275,25 +298,27 @@ def build_verdict(
     }
     if report is None:
         return ReleaseVerdict(version=release.version, state=state, severity=None, **run_fields)
+    severity = severity_that_counts(
+        filed=report.severity,
+        policy=report.policy_severity,
+        needs_review=report.needs_review,
+        decided=decision.severity if decision is not None else None,
+    )
+    decided_by = (
+        decision.reviewer.get_username()
+        if decision is not None and decision.reviewer is not None
+        else ""
+    )
     return ReleaseVerdict(
         version=release.version,
         state=state,
-        severity=severity_that_counts(
-            filed=report.severity,
-            policy=report.policy_severity,
-            needs_review=report.needs_review,
-            decided=decision.severity if decision is not None else None,
-        ),
+        severity=severity,
         model_severity=report.severity,
         policy_severity=report.policy_severity or None,
         policy_version=report.policy.version if report.policy is not None else None,
         decision_kind=decision.decision if decision is not None else None,
         decided_severity=decision.severity if decision is not None else None,
-        decided_by=(
-            decision.reviewer.get_username()
-            if decision is not None and decision.reviewer is not None
-            else ""
-        ),
+        decided_by=decided_by,
         decision_reason=decision.reason if decision is not None else "",
         findings=findings_with_evidence(report),
         summary=report.summary,
@@ -301,5 +326,6 @@ def build_verdict(
         suspects=suspects_said(report.signals),
         report_id=report.pk,
         report_filed_at=report.filed_at,
+        why=why_of(report, decision, severity, decided_by),
         **run_fields,
     )
