@@ -160,7 +160,8 @@ def _why(verdict: dict[str, Any]) -> str:
     if verdict.get("problem"):
         return str(verdict["problem"])
     if verdict.get("state") == "needs_person" and verdict.get("review_reasons"):
-        return f"A person must decide: {verdict['review_reasons'][0]}"
+        reason = str(verdict["review_reasons"][0]).split(": ", 1)[0]
+        return f"A person must decide: {reason}"
     for finding in verdict.get("findings") or []:
         if finding.get("text"):
             return str(finding["text"])

@@ -275,7 +275,10 @@ def why_of(
         reason = f": {decision.reason}" if decision.reason else ""
         return f"{by or 'A person'} decided {str(decision.severity).capitalize()}{reason}"
     if report.needs_review and report.review_reasons:
-        return f"A person must decide: {report.review_reasons[0]}"
+        # A reason goes on with the evidence after its first colon: the findings say it.
+        reason = str(report.review_reasons[0]).split(": ", 1)[0]
+        policy = headline.why(report.signals or [], report.policy_severity)
+        return f"A person must decide ({reason}): {policy[:1].lower()}{policy[1:]}".rstrip(": ")
     if severity != report.policy_severity and report.policy_severity:
         return (
             f"The model filed {severity}, above the policy's {report.policy_severity}: "

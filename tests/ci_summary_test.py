@@ -109,8 +109,12 @@ def test_a_clean_release_and_one_with_five_new_failures_read_in_ten_seconds(
     review = f"http://testserver/review/#queue-item-{answer['report_id']}"
     assert f"decide on the [review page]({review})" in text
     assert f"[Review item]({review})" in text
-    assert "**Why:** A person must decide:" in text
+    assert (
+        "**Why:** A person must decide (severity low is below the policy's medium): medium from "
+        "failed tests (5)"
+    ) in text
     assert words(text) <= 150, (words(text), text)
+    assert all(text.count(f"test_{name}_is_kept") == 1 for name in culprits), text
     command_code, command_text = command_summary("v1.2.0", "storefront")
     assert command_code == gate.WAITS_FOR_PERSON
     assert f"/review/#queue-item-{answer['report_id']})" in command_text
