@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import F
+from django.db.models import F, Prefetch
 from django.shortcuts import get_object_or_404
 
 from releases.models import ReviewDecision, RiskReport
@@ -53,6 +53,40 @@ def review_queue(limit: int = REVIEW_QUEUE_LIMIT) -> ReviewQueue:
     ]
     total = len(items) if len(items) < limit else review_count()
     return ReviewQueue(items=items, total=total)
+
+
+@dataclass(frozen=True)
+class LiveItem:
+    """A report still open on someone's desk, as it stands now."""
+
+    report: RiskReport  # with its decisions loaded: `counts_as` reads them
+    decision: ReviewDecision | None  # the latest, if someone decided since
+
+
+# A desk shows 25 items; a longer list is not a desk's.
+LIVE_LIMIT = 100
+
+
+def live_items(ids: list[int]) -> list[LiveItem]:
+    """The reports a desk still shows open, with their latest decision: two queries."""
+    reports = (
+        RiskReport.objects.filter(pk__in=ids[:LIVE_LIMIT])
+        .select_related("release__service", "policy")
+        .prefetch_related(
+            Prefetch(
+                "decisions",
+                queryset=ReviewDecision.objects.select_related("reviewer").order_by(
+                    "created_at", "id"
+                ),
+            )
+        )
+        .order_by("pk")
+    )
+    items = []
+    for report in reports:
+        decisions = list(report.decisions.all())
+        items.append(LiveItem(report, decisions[-1] if decisions else None))
+    return items
 
 
 def report_for_review(pk: int) -> RiskReport:
