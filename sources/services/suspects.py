@@ -25,6 +25,7 @@ from detective_client.imports import import_graph
 from detective_client.scopes import scopes_of
 from risk import suspect_reach as reach
 from risk import suspects as ranking
+from sources import summary
 from sources.models import Commit, CommitFile, Release, ReleaseHead, TestCase, TestStatus
 from sources.parsers.tracebacks import read_frames
 
@@ -164,6 +165,7 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
             case.suspects = stored_form(failure, ranked, at)
             found += bool(ranked)
         TestCase.objects.bulk_update([case for case, _ in prepared], ["suspects"])
+    summary.rank_changes_again(release)
     return found
 
 
@@ -239,6 +241,7 @@ def rank_stored(release: Release) -> int | None:
             case.suspects = kept
             found += bool(kept["ranked"])
         TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
+    summary.rank_changes_again(release)
     return found
 
 
