@@ -309,3 +309,25 @@ def test_a_poll_with_ids_no_report_has_asks_for_nothing(
     )
     assert answer.status_code == 200
     assert 'id="review-live"' in answer.content.decode()
+
+
+def test_a_report_asked_again_shows_the_earlier_decision_and_what_moved_since(
+    report: RiskReport, django_user_model: type[User]
+) -> None:
+    grace = django_user_model.objects.create(username="grace")
+    services.decide_report(report, grace, decision="override", severity="low", reason="flaky")
+    RiskReport.objects.filter(pk=report.pk).update(filed_at=report.filed_at.replace(year=2025))
+    again = RiskReport.objects.create(
+        release=report.release,
+        severity="high",
+        policy_severity="high",
+        findings=["3 refund tests failed"],
+        signals=[{**report.signals[0], "figure": 3}],
+        needs_review=True,
+        review_reasons=["The verdict changed."],
+    )
+    page = reviewer_client(django_user_model).get(reverse("releases:review")).content.decode()
+    card = page[page.index(f'id="queue-item-{again.pk}"') :]
+    assert "Asked again." in card and "overridden to" in card and "by grace" in card
+    assert "<q>flaky</q>" in card
+    assert "<li>Failed tests in a critical area: 1 → 3</li>" in card
