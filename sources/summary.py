@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.utils.dateparse import parse_datetime
 
-from releases import verdicts
+from releases import schemas, verdicts
 from releases.models import Release
 from risk.settings import PolicySettings
 from sources.models import Commit, MetricSample, MetricWindow, SourceKind, TestCase, TestStatus
@@ -361,6 +361,16 @@ def _significant(value: Any) -> Any:
     return value
 
 
+def _within_bounds(key: str, value: Any) -> None:
+    """The release's rules bound each figure (releases/schemas.py): checked before the figure
+    is rounded, or a p95 of 3,600,001 ms would round to the limit and pass (issue 37)."""
+    metric = schemas.METRICS.get(key)
+    if metric is not None and isinstance(value, int | float) and value > metric.maximum:
+        raise MetricValueError(
+            f"{key} is {value:g}: above {metric.maximum:g}, {metric.description}"
+        )
+
+
 def deployment_metrics(release: Release) -> dict[str, Any] | None:
     """Error rate and p95 of the release's window and, as `<key>_baseline`, of the baseline's.
     Raises openmetrics.MetricValueError on a figure its key cannot hold."""
@@ -372,6 +382,7 @@ def deployment_metrics(release: Release) -> dict[str, Any] | None:
         samples = window_records([release.pk], window)[release.pk]
         suffix = "" if window == MetricWindow.RELEASE else "_baseline"
         for key, value in summarize(samples, names).as_dict().items():
+            _within_bounds(f"{key}{suffix}", value)
             figures[f"{key}{suffix}"] = _significant(value)
     # A figure that could not be computed from what arrived is missing, never zero.
     figures.setdefault("error_rate", None)
