@@ -1,4 +1,5 @@
 """Two release managers on the desk, for real (issue 37, item 10): Chromium against a live site.
+The report waits a second time: the card says how the first was decided and what moved since.
 One overrides a waiting report to High on their screen; the other's desk, never reloaded, shows
 the counted severity go from Medium to High, the pipeline line change from "waiting" to
 "told", the decision in the report's box and the waiting count drop, within the desk's poll.
@@ -9,6 +10,7 @@ Set DETECTIVE_SCREENSHOTS=<dir> to keep the second desk at 1280 and 390 px, befo
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -16,6 +18,7 @@ from django.utils import timezone
 from playwright.sync_api import Browser, expect
 
 from releases.models import Release, RiskReport, Service
+from review import services as review_services
 from tests.browser.chromium import DESKTOP, log_in, password_hash, screenshots
 from tests.live_site import LiveSite
 
@@ -38,15 +41,28 @@ def manager(django_user_model: type[User], name: str) -> User:
     return user
 
 
-def waiting_report() -> RiskReport:
-    """itsdangerous 2.2.0: the model filed low, the policy medium; a pipeline waits."""
+def failed_tests(count: int) -> list[dict[str, object]]:
+    return [{"name": "failed_tests", "label": "Failed tests", "level": "medium" if count else
+             "none", "critical": False, "figure": count}]  # fmt: skip
+
+
+def waiting_report(decider: User) -> RiskReport:
+    """itsdangerous 2.2.0, asked again: its first report (no failing test) was accepted at Low
+    yesterday; now the model filed low, the policy medium (5 failed tests); a pipeline waits."""
     service = Service.objects.create(name="itsdangerous", slug="itsdangerous")
     release = Release.objects.create(service=service, version="2.2.0", title="Signer keys")
+    first = RiskReport.objects.create(
+        release=release, severity="low", policy_severity="low", findings=["0 failed tests"],
+        signals=failed_tests(0), needs_review=True,
+        filed_at=timezone.now() - timedelta(days=1),
+    )  # fmt: skip
+    review_services.decide_report(first, decider, decision="accept", severity="low", reason="")
     return RiskReport.objects.create(
         release=release,
         severity="low",
         policy_severity="medium",
         findings=["5 failed tests in tests/test_signer.py"],
+        signals=failed_tests(5),
         needs_review=True,
         review_reasons=["severity low is below the policy's medium: 5 failed tests"],
         pipeline_waiting_since=timezone.now(),
@@ -56,9 +72,9 @@ def waiting_report() -> RiskReport:
 def test_a_decision_on_one_screen_reaches_the_other_without_a_reload(
     site: LiveSite, browser: Browser, django_user_model: type[User]
 ) -> None:
-    manager(django_user_model, "ada")
+    ada = manager(django_user_model, "ada")
     manager(django_user_model, "grace")
-    report = waiting_report()
+    report = waiting_report(ada)
     watching = browser.new_context(base_url=site.url, viewport=DESKTOP).new_page()
     deciding = browser.new_context(base_url=site.url, viewport=DESKTOP).new_page()
     log_in(watching, "ada", "/review/")
@@ -68,6 +84,10 @@ def test_a_decision_on_one_screen_reaches_the_other_without_a_reload(
     expect(item.locator("h2")).to_contain_text("itsdangerous 2.2.0")
     expect(watching.locator(f"#counts-{report.pk}")).to_contain_text("Medium")
     expect(watching.locator(f"#pipeline-{report.pk}")).to_contain_text("Pipeline waiting")
+    earlier = item.locator(".rv-earlier")
+    expect(earlier).to_contain_text("Asked again.")
+    expect(earlier).to_contain_text("accepted at Low by ada")
+    expect(earlier).to_contain_text("Failed tests: 0 → 5 (none → medium)")
     screenshots(watching, "desk-before")
     watching.evaluate("window.notReloaded = true")
 
