@@ -291,7 +291,9 @@ def test_json_and_markdown(known: Double, tmp_path: Path) -> None:
     assert code == 2
     assert json.loads(out)["findings"][0]["text"] == "Checkout errors tripled"
     text = summary.read_text()
-    assert text.startswith("### ⏸️ shop 1.4.0: High risk · waits for a person's decision (exit 2)\n")
+    assert text.startswith(
+        "### ⏸️ Detective: shop 1.4.0: High risk · waits for a person's decision (exit 2)\n"
+    )
     assert "**Why:** A person must decide: the model and the policy disagree" in text
     # The grounding is the release page's, not the summary's.
     assert "1. Checkout errors tripled\n" in text and "evidence" not in text
@@ -316,7 +318,7 @@ def test_markdown_to_standard_output(known: Double) -> None:
     known.verdicts = [(200, verdict_json("assessed", "low"))]
     code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--markdown", "-")
     assert code == 0
-    assert "### ✅ shop 1.4.0: Low risk · below the bar (high) (exit 0)\n" in out
+    assert "### ✅ Detective: shop 1.4.0: Low risk · below the bar (high) (exit 0)\n" in out
 
 
 def test_ingest_prints_the_servers_note_on_the_metrics_window(
@@ -358,7 +360,7 @@ def test_an_unreachable_server_still_writes_the_summary_and_json(tmp_path: Path)
     assert (answer["state"], answer["exit_code"]) == ("unavailable", 3)
     assert f"cannot reach Detective at {url}/" in answer["problem"]
     text = summary.read_text()
-    assert text.startswith("### ❔ shop 1.4.0: No verdict · no verdict (exit 3)\n")
+    assert text.startswith("### ❔ Detective: shop 1.4.0: No verdict · no verdict (exit 3)\n")
     assert f"**What to do:** Detective did not answer at {url}: check that it runs" in text
     assert "check that it runs" in err
 

@@ -173,7 +173,8 @@ def markdown(verdict: dict[str, Any], service: str, code_: int, fail_on: str) ->
     severity = verdict.get("severity")
     risk = f"{severity.capitalize()} risk" if severity else "No verdict"
     whose = f", {POLICY_LABEL}" if by_policy(verdict) else ""
-    title = f"{ICONS[code_]} {service} {verdict.get('version')}: {risk}{whose}"
+    # "Detective" names whose summary it is among a job's others.
+    title = f"{ICONS[code_]} Detective: {service} {verdict.get('version')}: {risk}{whose}"
     lines = [f"### {text(title)} · {text(outcome(code_, fail_on))} (exit {code_})", ""]
     why = _why(verdict)
     if why:

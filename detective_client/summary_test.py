@@ -42,7 +42,7 @@ def test_each_failing_test_is_named_once_with_its_first_suspect() -> None:
     assert "All 3 failing tests failed for the first time.\n" in summary
     assert "They passed before" not in summary
     assert "**Why:** Medium from failed tests (3)." in summary
-    assert summary.startswith("### ⛔ catalog 1.2.0: Medium risk · at or above the bar")
+    assert summary.startswith("### ⛔ Detective: catalog 1.2.0: Medium risk · at or above the bar")
 
 
 def test_a_waiting_report_links_its_review_item() -> None:
@@ -94,7 +94,7 @@ def test_no_verdict_says_why_and_what_to_do() -> None:
         "next_step": "Check `DETECTIVE_URL`, then re-run this job.",
     }
     summary = markdown(verdict, "shop", NO_VERDICT, "high")
-    assert summary.startswith("### ❔ shop 9.9.9: No verdict · no verdict (exit 3)")
+    assert summary.startswith("### ❔ Detective: shop 9.9.9: No verdict · no verdict (exit 3)")
     assert "**Why:** Detective did not answer." in summary
     assert "**What to do:** Check `DETECTIVE_URL`, then re-run this job." in summary
 

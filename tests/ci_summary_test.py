@@ -79,7 +79,7 @@ def test_a_clean_release_and_one_with_five_new_failures_read_in_ten_seconds(
     code, text = client_summary("v1.1.0", "catalog")
     assert code == 0, text
     assert words(text) <= 150, (words(text), text)
-    assert text.startswith("### ✅ catalog v1.1.0: Low risk")
+    assert text.startswith("### ✅ Detective: catalog v1.1.0: Low risk")
     assert "**Why:** No signal of risk in the policy's 7 checks." in text
     assert "**What to do:** nothing: the release passes the gate." in text
     assert 1 <= len(findings(text)) <= summary.MOST_FINDINGS

@@ -51,7 +51,7 @@ def test_with_detective_stopped_the_job_leaves_its_summary_and_exits_3(tmp_path:
     )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     summary = (tmp_path / "detective-verdict.md").read_text()
-    assert f"- **What to do:** Detective did not answer at {url}" in summary
+    assert f"**What to do:** Detective did not answer at {url}" in summary
     assert "**Sending the release failed (exit 1)**" in summary
     assert summary.splitlines()[0] in done.stdout  # shown in the job's log too
     assert job["artifacts"] == {

@@ -70,7 +70,9 @@ def test_waiting_for_a_person_exits_2_and_counts_the_policys_high(
     assert data["url"].endswith("/releases/v2.0.0/")
     text = summary.read_text()
     # The CI client's summary: the headline, why, what to do, the review item linked.
-    assert text.startswith("### ⏸️ Default service v2.0.0: High risk · waits for a person's")
+    assert text.startswith(
+        "### ⏸️ Detective: Default service v2.0.0: High risk · waits for a person's"
+    )
     assert "**Why:** A person must decide (severity low is below the policy's high): high" in text
     review = f"/review/#queue-item-{data['report_id']}"
     assert f"**What to do:** decide on the [review page]({review})" in text
