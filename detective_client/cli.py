@@ -32,7 +32,7 @@ from typing import Any, NoReturn, TextIO
 
 import httpx
 
-from detective_client import __version__
+from detective_client import __version__, summary
 from detective_client import verdict as verdicts
 from detective_client.api import ApiError, ClientError, DetectiveApi, Unreachable
 from detective_client.git import GitError, read_range, resolve, split_range, tag_subject
@@ -327,7 +327,8 @@ def report(args: argparse.Namespace, answer: dict[str, Any], out: TextIO, err: T
     else:
         print(verdicts.one_line(answer, args.service, args.fail_on), file=out)
     if args.markdown:
-        write_markdown(args.markdown, verdicts.markdown(answer, args.service, args.fail_on), out)
+        text = summary.markdown(answer, args.service, code, args.fail_on)
+        write_markdown(args.markdown, text, out)
     if answer.get("problem"):
         print(f"no verdict: {answer['problem']}", file=err)
     if answer.get("next_step"):

@@ -291,12 +291,13 @@ def test_json_and_markdown(known: Double, tmp_path: Path) -> None:
     assert code == 2
     assert json.loads(out)["findings"][0]["text"] == "Checkout errors tripled"
     text = summary.read_text()
-    assert text.startswith("### ⏸️ Detective: shop 1.4.0\n")
-    assert "- **Severity that counts:** HIGH" in text
-    assert "- **Gate:** waits for a person's decision (exit 2)" in text
-    assert "- Checkout errors tripled\n  - evidence: error\\_rate 3.1 %" in text
-    assert "- the model and the policy disagree" in text
-    assert "[The release in Detective](http://detective.example/releases/1.4.0/)" in text
+    assert text.startswith(
+        "### ⏸️ Detective: shop 1.4.0: High risk · waits for a person's decision (exit 2)\n"
+    )
+    assert "**Why:** A person must decide: the model and the policy disagree" in text
+    # The grounding is the release page's, not the summary's.
+    assert "1. Checkout errors tripled\n" in text and "evidence" not in text
+    assert "[Release page](http://detective.example/releases/1.4.0/)" in text
 
 
 def test_python_dash_m_runs_the_client(known: Double) -> None:
@@ -317,8 +318,7 @@ def test_markdown_to_standard_output(known: Double) -> None:
     known.verdicts = [(200, verdict_json("assessed", "low"))]
     code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--markdown", "-")
     assert code == 0
-    assert "### ✅ Detective: shop 1.4.0\n" in out
-    assert "- **Gate:** below the bar (high) (exit 0)" in out
+    assert "### ✅ Detective: shop 1.4.0: Low risk · below the bar (high) (exit 0)\n" in out
 
 
 def test_ingest_prints_the_servers_note_on_the_metrics_window(
@@ -360,9 +360,8 @@ def test_an_unreachable_server_still_writes_the_summary_and_json(tmp_path: Path)
     assert (answer["state"], answer["exit_code"]) == ("unavailable", 3)
     assert f"cannot reach Detective at {url}/" in answer["problem"]
     text = summary.read_text()
-    assert text.startswith("### ❔ Detective: shop 1.4.0\n")
-    assert "- **Gate:** no verdict (exit 3)" in text
-    assert f"- **What to do:** Detective did not answer at {url}: check that it runs" in text
+    assert text.startswith("### ❔ Detective: shop 1.4.0: No verdict · no verdict (exit 3)\n")
+    assert f"**What to do:** Detective did not answer at {url}: check that it runs" in text
     assert "check that it runs" in err
 
 
@@ -383,7 +382,7 @@ def test_a_refusal_still_writes_the_summary(
     code, out, _ = run(known, "verdict", "1.4.0", "--service", "shop", "--markdown", str(summary))
     assert code == 3
     text = summary.read_text()
-    assert f"- **Why:** {body['error'].replace('_', chr(92) + '_')}" in text
+    assert f"**Why:** {body['error'].replace('_', chr(92) + '_')}" in text
     assert says in text
     assert "(exit 3)" in out
 
@@ -418,7 +417,7 @@ def test_no_verdict_yet_says_what_to_do(
         "--markdown", str(summary),
     )  # fmt: skip
     assert code == (2 if state == "needs_person" else 3)
-    assert "- **What to do:** " in summary.read_text()
+    assert "**What to do:** " in summary.read_text()
     assert says.split(":")[0].replace("`", "") in err.replace("`", "")
 
 

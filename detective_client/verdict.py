@@ -1,5 +1,5 @@
 """From a verdict (the JSON of `GET /api/releases/<version>/verdict`) to a pipeline's exit code
-and a Markdown summary it can show as it is.
+and its one line (the Markdown summary is `summary.py`'s).
 
 Exit codes:
 - 0: the severity that counts is below the bar (`--fail-on`, high by default);
@@ -19,7 +19,6 @@ the four a pipeline branches on.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 BELOW, AT_OR_ABOVE, WAITS_FOR_PERSON, NO_VERDICT = 0, 1, 2, 3
@@ -110,72 +109,3 @@ def one_line(verdict: dict[str, Any], service: str, fail_on: str) -> str:
         f"{service} {verdict.get('version')}: severity {severity}, {label}: "
         f"{outcome(code, fail_on)} (exit {code})"
     )
-
-
-# The findings and the summary are a model's words about data anyone could have written: in a
-# pull-request comment they stay text (no links, images, HTML, headings or tables of their own).
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()<>#|!~&])")
-
-
-def _cell(text: object) -> str:
-    flat = " ".join(str(text).split())
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
-
-
-def markdown(verdict: dict[str, Any], service: str, fail_on: str) -> str:
-    code = exit_code(verdict, fail_on)
-    severity = verdict.get("severity")
-    icon = {BELOW: "✅", AT_OR_ABOVE: "⛔", WAITS_FOR_PERSON: "⏸️", NO_VERDICT: "❔"}[code]
-    title = f"{icon} Detective: {service} {verdict.get('version')}"
-    lines = [f"### {_cell(title)}", ""]
-    lines.append(f"- **Severity that counts:** {severity.upper() if severity else 'none'}")
-    lines.append(f"- **State:** {_cell(verdict.get('state_label') or verdict.get('state'))}")
-    if by_policy(verdict):
-        lines.append(f"- **Verdict:** {POLICY_LABEL}")
-    lines.append(f"- **Gate:** {outcome(code, fail_on)} (exit {code})")
-    if verdict.get("tests"):
-        # Tests and subtests apart, and how much of the usual suite ran when not all of it.
-        lines.append(f"- **Tests:** {_cell(verdict['tests'])}")
-    parts = [
-        f"model {verdict['model_severity']}" if verdict.get("model_severity") else "",
-        f"policy {verdict['policy_severity']}" if verdict.get("policy_severity") else "",
-        f"policy version {verdict['policy_version']}" if verdict.get("policy_version") else "",
-    ]
-    if any(parts):
-        lines.append(f"- **Filed:** {', '.join(part for part in parts if part)}")
-    decision = verdict.get("decision")
-    if isinstance(decision, dict) and decision.get("kind"):
-        by = f" by {_cell(decision.get('by'))}" if decision.get("by") else ""
-        reason = f": {_cell(decision.get('reason'))}" if decision.get("reason") else ""
-        lines.append(f"- **Decision:** {_cell(decision['kind'])}{by}{reason}")
-    if verdict.get("run_error"):
-        lines.append(f"- **Run error:** {_cell(verdict['run_error'])}")
-    if verdict.get("problem"):
-        lines.append(f"- **Why:** {_cell(verdict['problem'])}")
-    if verdict.get("next_step"):
-        lines.append(f"- **What to do:** {_cell(verdict['next_step'])}")
-    if verdict.get("summary"):
-        lines += ["", _cell(verdict["summary"])]
-    findings = verdict.get("findings") or []
-    if findings:
-        lines += ["", "**Findings**", ""]
-        for finding in findings:
-            ours = (
-                " *(from the policy)*"
-                if finding.get("from_policy") and not by_policy(verdict)
-                else ""
-            )
-            lines.append(f"- {_cell(finding.get('text', ''))}{ours}")
-            for evidence in finding.get("evidence") or []:
-                lines.append(f"  - evidence: {_cell(evidence)}")
-    suspects = verdict.get("suspects") or []
-    if suspects:
-        lines += ["", "**Suspect commits of new failures**", ""]
-        lines += [f"- {_cell(sentence)}" for sentence in suspects]
-    reasons = verdict.get("review_reasons") or []
-    if reasons:
-        lines += ["", "**Why a person must look**", ""]
-        lines += [f"- {_cell(reason)}" for reason in reasons]
-    if verdict.get("url"):
-        lines += ["", f"[The release in Detective]({verdict['url']})"]
-    return "\n".join(lines) + "\n"

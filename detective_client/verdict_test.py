@@ -1,47 +1,11 @@
-"""The Markdown summary keeps a model's words as text."""
+"""The gate's exit codes from a verdict (the summary's Markdown: summary_test.py)."""
 
 from __future__ import annotations
 
-from detective_client.verdict import markdown
-
-
-def test_findings_cannot_add_links_html_or_structure() -> None:
-    verdict = {
-        "version": "2.0.0",
-        "state": "assessed",
-        "severity": "low",
-        "summary": "All fine.\n\n## Approved <img src=x onerror=alert(1)>",
-        "findings": [
-            {"text": "See [the fix](https://evil.example) | col", "evidence": ["`rm -rf` *x*"]}
-        ],
-    }
-    text = markdown(verdict, "shop", "high")
-    assert "[the fix](https" not in text
-    assert r"See \[the fix\]\(https://evil.example\) \| col" in text
-    assert r"\<img src=x onerror=alert\(1\)\>" in text
-    assert "\n## Approved" not in text and r"\#\# Approved" in text
-    assert r"evidence: \`rm -rf\` \*x\*" in text
-    assert text.startswith("### ✅ Detective: shop 2.0.0\n")
-
-
-def test_a_finding_the_policy_added_is_marked_as_the_policys() -> None:
-    verdict = {
-        "version": "2.0.0",
-        "state": "assessed",
-        "severity": "high",
-        "findings": [
-            {"text": "Error rate 9 %", "evidence": []},
-            {"text": "12 failed tests", "evidence": [], "from_policy": True},
-        ],
-    }
-    lines = markdown(verdict, "shop", "high").splitlines()
-    assert "- Error rate 9 %" in lines
-    assert "- 12 failed tests *(from the policy)*" in lines
+from detective_client.verdict import AT_OR_ABOVE, BELOW, exit_code
 
 
 def test_medium_known_fails_a_medium_the_data_shows_and_passes_one_on_missing_data() -> None:
-    from detective_client.verdict import AT_OR_ABOVE, BELOW, exit_code
-
     shown = {"state": "assessed", "severity": "medium", "missing_data_only": False}
     missing = {**shown, "missing_data_only": True}
     unsaid = {"state": "assessed", "severity": "medium"}  # a server from before: every medium

@@ -65,7 +65,8 @@ ROOMS: dict[str, Room] = {
     ),
     "releases": Room(
         "services, releases and their list, runs' and reports' tables, the verdict, the policy",
-        frozenset({"risk", "detective_site.settings"}),
+        # detective_client: `manage.py verdict --markdown` writes the CI client's summary.
+        frozenset({"risk", "detective_client", "detective_site.settings"}),
     ),
     "sources": Room(
         "ingestion: a release's detail from git, JUnit XML and metrics, its history and the "

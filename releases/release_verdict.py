@@ -29,6 +29,7 @@ from releases import data_fingerprint, policy_judge
 from releases.missing_data import rests_on_missing_data
 from releases.models import Conversation, Release, ReviewDecision, RiskReport, RunStatus
 from releases.severity import severity_that_counts
+from risk import headline
 from risk.run_counts import results_said
 
 
@@ -99,6 +100,8 @@ class ReleaseVerdict:
     # A medium that rests on missing fields alone (`missing_data.py`): what
     # `--fail-on medium-known` lets pass.
     missing_data_only: bool = False
+    # Why this severity, in one sentence (a CI summary's headline; `why_of`).
+    why: str = ""
 
     @property
     def state_label(self) -> str:
@@ -145,6 +148,7 @@ class ReleaseVerdict:
             "missing_data_only": self.missing_data_only,
             "run_status": self.run_status,
             "run_error": self.run_error,
+            "why": self.why,
         }
 
 
@@ -274,7 +278,29 @@ def with_policy_verdict(verdict: ReleaseVerdict, release: Release) -> ReleaseVer
         missing_data_only=rests_on_missing_data(
             policy.severity, [signal.as_dict() for signal in policy.signals]
         ),
+        why=headline.why([signal.as_dict() for signal in policy.signals], policy.severity),
     )
+
+
+def why_of(
+    report: RiskReport, decision: ReviewDecision | None, severity: str | None, by: str
+) -> str:
+    """Why the severity that counts is what it is: a person's decision, the reason a person
+    must look, the policy's signals that set it, or the model's going above the policy."""
+    if decision is not None:
+        reason = f": {decision.reason}" if decision.reason else ""
+        return f"{by or 'A person'} decided {str(decision.severity).capitalize()}{reason}"
+    if report.needs_review and report.review_reasons:
+        # A reason goes on with the evidence after its first colon: the findings say it.
+        reason = str(report.review_reasons[0]).split(": ", 1)[0]
+        policy = headline.why(report.signals or [], report.policy_severity)
+        return f"A person must decide ({reason}): {policy[:1].lower()}{policy[1:]}".rstrip(": ")
+    if severity != report.policy_severity and report.policy_severity:
+        return (
+            f"The model filed {severity}, above the policy's {report.policy_severity}: "
+            "see its findings."
+        )
+    return headline.why(report.signals or [], severity)
 
 
 def build_verdict(
@@ -300,6 +326,11 @@ def build_verdict(
         needs_review=report.needs_review,
         decided=decision.severity if decision is not None else None,
     )
+    decided_by = (
+        decision.reviewer.get_username()
+        if decision is not None and decision.reviewer is not None
+        else ""
+    )
     return ReleaseVerdict(
         version=release.version,
         state=state,
@@ -311,11 +342,7 @@ def build_verdict(
         policy_version=report.policy.version if report.policy is not None else None,
         decision_kind=decision.decision if decision is not None else None,
         decided_severity=decision.severity if decision is not None else None,
-        decided_by=(
-            decision.reviewer.get_username()
-            if decision is not None and decision.reviewer is not None
-            else ""
-        ),
+        decided_by=decided_by,
         decision_reason=decision.reason if decision is not None else "",
         findings=findings_with_evidence(report),
         summary=report.summary,
@@ -323,5 +350,6 @@ def build_verdict(
         suspects=suspects_said(report.signals),
         report_id=report.pk,
         report_filed_at=report.filed_at,
+        why=why_of(report, decision, severity, decided_by),
         **run_fields,
     )

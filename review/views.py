@@ -45,16 +45,42 @@ TABS = ("waiting", "decided")
 @view_releases_required
 def review_queue(request: HtmxHttpRequest) -> HttpResponse:
     """The desk: the reports waiting for a person, or (tab=decided) the recent decisions."""
+    if request.htmx and "live" in request.GET:
+        return live(request)
     tab = request.GET.get("tab", "waiting")
     tab = tab if tab in TABS else "waiting"
+    queue = selectors.review_queue() if tab == "waiting" else None
     context = review_context(
         request,
         tab=tab,
-        queue=selectors.review_queue() if tab == "waiting" else None,
+        queue=queue,
         waiting=release_selectors.review_count(),
         decisions=selectors.recent_decisions() if tab == "decided" else [],
+        open_ids=[item.report.pk for item in queue.items] if queue else [],
+        live_seconds=LIVE_SECONDS,
     )
     return render(request, "releases/review.html", context)
+
+
+# How soon a decision made on another screen shows on this one.
+LIVE_SECONDS = 5
+
+
+def live(request: HtmxHttpRequest) -> HttpResponse:
+    """The desk's poll: the items it still shows open, as they stand now (out of band)."""
+    # Ids a report can have (an integer column): anything else asks for nothing.
+    parts = request.GET.get("live", "").split(",")[: selectors.LIVE_LIMIT]
+    ids = [int(p) for p in parts if p.isascii() and p.isdigit() and len(p) <= 9]
+    items = selectors.live_items(ids)
+    context = review_context(
+        request,
+        live=items,
+        waiting=release_selectors.review_count(),
+        open_ids=[item.report.pk for item in items if item.decision is None],
+        live_seconds=LIVE_SECONDS,
+        reasons=[],
+    )
+    return render(request, "releases/review.html#live", context)
 
 
 @require_POST

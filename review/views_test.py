@@ -258,3 +258,76 @@ def test_deciding_checks_the_csrf_token(report: RiskReport, django_user_model: t
     )
     assert response.status_code == 200
     assert ReviewDecision.objects.get().severity == "high"
+
+
+def test_a_card_names_its_service_and_the_desk_polls_the_open_items(
+    report: RiskReport, django_user_model: type[User]
+) -> None:
+    page = reviewer_client(django_user_model).get(reverse("releases:review")).content.decode()
+    assert f'<span class="rv-service">{report.release.service.name}</span>' in page
+    assert f'hx-get="/review/?live={report.pk}" hx-trigger="every 5s" hx-swap="none"' in page
+
+
+def test_a_decision_made_on_another_screen_reaches_the_desk_on_its_next_poll(
+    report: RiskReport, django_user_model: type[User]
+) -> None:
+    RiskReport.objects.filter(pk=report.pk).update(pipeline_waiting_since=report.filed_at)
+    desk = reviewer_client(django_user_model)
+
+    def poll() -> str:
+        answer = desk.get(
+            reverse("releases:review"), {"live": str(report.pk)}, HTTP_HX_REQUEST="true"
+        )
+        assert answer.status_code == 200
+        return answer.content.decode()
+
+    before = poll()
+    assert f'id="counts-{report.pk}" hx-swap-oob="true"' in before and ">High<" in before
+    assert "Pipeline waiting" in before and f'id="review-{report.pk}"' not in before
+    assert f'hx-get="/review/?live={report.pk}"' in before
+
+    # Another release manager overrides it to Low.
+    other = django_user_model.objects.create(username="other-rm")
+    services.decide_report(report, other, decision="override", severity="low", reason="known")
+    after = poll()
+    counts = after[after.index(f'id="counts-{report.pk}"') :].split("</span></span>")[0]
+    assert 'class="badge badge-low"' in counts and "High" not in counts
+    assert "Pipeline waiting" not in after and "Pipeline told" in after
+    assert f'id="review-{report.pk}" class="rv-box" data-review-state="override"' in after
+    assert "by other-rm" in after
+    # The item is decided: the next poll no longer asks for it; the count is 0.
+    assert 'hx-get="/review/?live="' in after
+    assert '<span class="stat-value">0</span>' in after
+
+
+@pytest.mark.parametrize("ids", ["²", "99999999999999999999", "1,x,-3", ",", "1" * 5000])
+def test_a_poll_with_ids_no_report_has_asks_for_nothing(
+    report: RiskReport, django_user_model: type[User], ids: str
+) -> None:
+    answer = reviewer_client(django_user_model).get(
+        reverse("releases:review"), {"live": ids}, HTTP_HX_REQUEST="true"
+    )
+    assert answer.status_code == 200
+    assert 'id="review-live"' in answer.content.decode()
+
+
+def test_a_report_asked_again_shows_the_earlier_decision_and_what_moved_since(
+    report: RiskReport, django_user_model: type[User]
+) -> None:
+    grace = django_user_model.objects.create(username="grace")
+    services.decide_report(report, grace, decision="override", severity="low", reason="flaky")
+    RiskReport.objects.filter(pk=report.pk).update(filed_at=report.filed_at.replace(year=2025))
+    again = RiskReport.objects.create(
+        release=report.release,
+        severity="high",
+        policy_severity="high",
+        findings=["3 refund tests failed"],
+        signals=[{**report.signals[0], "figure": 3}],
+        needs_review=True,
+        review_reasons=["The verdict changed."],
+    )
+    page = reviewer_client(django_user_model).get(reverse("releases:review")).content.decode()
+    card = page[page.index(f'id="queue-item-{again.pk}"') :]
+    assert "Asked again." in card and "overridden to" in card and "by grace" in card
+    assert "<q>flaky</q>" in card
+    assert "<li>Failed tests in a critical area: 1 → 3</li>" in card

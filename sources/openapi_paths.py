@@ -90,7 +90,8 @@ PATHS: dict[str, dict[str, Any]] = {
             "The release's verdict: what a pipeline gates on",
             "Severity that counts, state, whose verdict it is (`source`: model, person or "
             "policy, the policy's when no model filed on the data now), findings, suspects, "
-            "decision and the page's `url`. An ingestion token (a CI job's), the API key, a "
+            "decision, `why` (one sentence), the page's `url` and the report's `review_url`. "
+            "An ingestion token (a CI job's), the API key, a "
             "run's token, or a signed-in user who may view releases.",
             params=(_VERSION, _SERVICE),
         )

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
@@ -223,7 +224,15 @@ def release_verdict(request: HttpRequest, version: str) -> HttpResponseBase:
     release = named_release(request, version, scope)
     if isinstance(release, JsonResponse):
         return release
-    page = release.get_absolute_url()
-    return JsonResponse(
-        {**selectors.release_verdict(release).as_json(), "url": request.build_absolute_uri(page)}
+    answer = selectors.release_verdict(release).as_json()
+    page = request.build_absolute_uri(release.get_absolute_url())
+    return JsonResponse({**answer, "url": page, "review_url": review_url(request, answer)})
+
+
+def review_url(request: HttpRequest, answer: dict[str, Any]) -> str | None:
+    """The report's item on the review desk (what a person decides there), if it has one."""
+    if not answer.get("report_id"):
+        return None
+    return request.build_absolute_uri(
+        f"{reverse('releases:review')}#queue-item-{answer['report_id']}"
     )

@@ -12,7 +12,7 @@ from detective_client.records import CommitRecord, FileChangeRecord
 from releases.models import Release, Service
 from releases.services import new_policy_version
 from risk.settings import PolicySettings
-from sources import services
+from sources import services, summary
 from sources.models import Commit, Ingestion, IngestionToken, MetricSample, TestCase
 from sources.parsers.openmetrics import parse_metrics
 from sources.services import IngestError, Origin, ReleaseFields
@@ -198,8 +198,42 @@ def test_a_long_range_lists_the_riskiest_changes_after_the_counts() -> None:
     services.ingest_commits(target, commits, API)
     target.refresh_from_db()
     assert len(target.changes) == 41
-    assert target.changes[0].startswith("64 commits (63 chore, 1 feat; 1 breaking)")
-    assert any(line.startswith("feat(auth)!: new tokens") for line in target.changes)
+    assert target.changes[0] == (
+        "64 commits (63 chore, 1 feat; 1 breaking); the 40 riskiest are listed, riskiest "
+        "first; 24 left out"
+    )
+    assert target.changes[1].startswith("feat(auth)!: new tokens")
+
+
+def test_a_long_ranges_list_puts_the_failures_suspects_first_and_keeps_the_oldest_culprit() -> None:
+    target = release()
+    commits = [
+        CommitRecord(
+            f"{i:02x}" * 20,
+            "A",
+            "a@x",
+            datetime(2026, 11, 20, i // 60, i % 60, tzinfo=UTC),
+            f"Tidy {i}",
+            (),
+            ("0" * 40,),
+        )
+        for i in range(60)
+    ]
+    services.ingest_commits(target, commits, API)
+    junit(target, "jest-junit.xml")
+    # The oldest commit is a failure's first suspect, the second oldest another's second.
+    case = TestCase.objects.filter(release=target, status="failed").first()
+    assert case is not None
+    case.suspects = {"ranked": [{"sha": "00" * 20}, {"sha": "01" * 20}]}
+    case.save(update_fields=["suspects"])
+    summary.rank_changes_again(target)
+    target.refresh_from_db()
+    assert target.changes[0].endswith(
+        "riskiest first, the 2 suspects of failures first; 20 left out"
+    )
+    # The suspects first (the oldest two), then the newest: "Tidy 19" and older left out.
+    assert target.changes[1:4] == ["Tidy 0 (0000000)", "Tidy 1 (0101010)", "Tidy 59 (3b3b3b3)"]
+    assert not any(line.startswith("Tidy 19 ") for line in target.changes)
 
 
 def test_metrics_of_both_windows_give_the_figures_and_nan_is_missing() -> None:

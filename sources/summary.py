@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.utils.dateparse import parse_datetime
 
-from releases import verdicts
+from releases import schemas, verdicts
 from releases.models import Release
 from risk.settings import PolicySettings
 from sources.models import Commit, MetricSample, MetricWindow, SourceKind, TestCase, TestStatus
@@ -217,8 +217,11 @@ def refresh(release: Release, kind: str) -> list[str]:
 
 
 def changes(release: Release) -> list[str] | None:
-    """One line per commit (merges left out), at most MAX_CHANGES, the riskiest first when the
-    range is longer, after a line with the counts by type."""
+    """One line per commit (merges left out). A range longer than MAX_CHANGES lists its
+    MAX_CHANGES riskiest, riskiest first, ranked over the whole range: the first suspects of
+    the failures, then their other suspects, then breaking commits, those that change
+    behaviour, the larger and the newer; after a line with the counts by type and how many
+    are left out (the Commits tab has every one)."""
     commits = list(
         Commit.objects.filter(release=release)
         .annotate(lines=Sum("files__added") + Sum("files__deleted"), file_count=Count("files"))
@@ -230,22 +233,51 @@ def changes(release: Release) -> list[str] | None:
     lines = [f"{commit.subject} ({commit.sha[:7]})" for commit in kept]
     if len(kept) <= MAX_CHANGES:
         return lines
+    suspected = suspect_places(release)
     ranked = sorted(
         range(len(kept)),
         key=lambda i: (
+            suspected.get(kept[i].sha, len(suspected) + 1),
             not kept[i].breaking,
             _TYPE_RANK.get(kept[i].change_type, 9),
             -(kept[i].lines or 0),
+            -i,  # the newer first: `kept` is oldest first
         ),
     )[:MAX_CHANGES]
     by_type = Counter(commit.change_type for commit in kept)
     counts = ", ".join(f"{count} {kind}" for kind, count in by_type.most_common())
     breaking = sum(commit.breaking for commit in kept)
+    among = sum(commit.sha in suspected for commit in kept)
+    suspects = (
+        f", the {among} suspect{'s' if among != 1 else ''} of failures first" if among else ""
+    )
     head = (
         f"{len(kept)} commits ({counts}; {breaking} breaking); "
-        f"the {MAX_CHANGES} riskiest are listed"
+        f"the {MAX_CHANGES} riskiest are listed, riskiest first{suspects}; "
+        f"{len(kept) - MAX_CHANGES} left out"
     )
-    return [head, *(lines[i] for i in sorted(ranked))]
+    return [head, *(lines[i] for i in ranked)]
+
+
+def rank_changes_again(release: Release) -> None:
+    """After the failures' suspects are ranked: a long range's list puts them first."""
+    if Commit.objects.filter(release=release).count() > MAX_CHANGES:
+        refresh(release, SourceKind.COMMITS)
+
+
+def suspect_places(release: Release) -> dict[str, int]:
+    """Each commit's best place among the failures' suspects (0: some failure's first)."""
+    places: dict[str, int] = {}
+    stored = TestCase.objects.filter(release=release, suspects__isnull=False).values_list(
+        "suspects", flat=True
+    )
+    for suspects in stored:
+        ranked = suspects.get("ranked") if isinstance(suspects, dict) else None
+        for place, suspect in enumerate(ranked if isinstance(ranked, list) else []):
+            sha = suspect.get("sha") if isinstance(suspect, dict) else None
+            if isinstance(sha, str):
+                places[sha] = min(places.get(sha, place), place)
+    return places
 
 
 def test_results(release: Release) -> dict[str, Any] | None:
@@ -335,6 +367,16 @@ def _significant(value: Any) -> Any:
     return value
 
 
+def _within_bounds(key: str, value: Any) -> None:
+    """The release's rules bound each figure (releases/schemas.py): checked before the figure
+    is rounded, or a p95 of 3,600,001 ms would round to the limit and pass (issue 37)."""
+    metric = schemas.METRICS.get(key)
+    if metric is not None and isinstance(value, int | float) and value > metric.maximum:
+        raise MetricValueError(
+            f"{key} is {value:g}: above {metric.maximum:g}, {metric.description}"
+        )
+
+
 def deployment_metrics(release: Release) -> dict[str, Any] | None:
     """Error rate and p95 of the release's window and, as `<key>_baseline`, of the baseline's.
     Raises openmetrics.MetricValueError on a figure its key cannot hold."""
@@ -346,6 +388,7 @@ def deployment_metrics(release: Release) -> dict[str, Any] | None:
         samples = window_records([release.pk], window)[release.pk]
         suffix = "" if window == MetricWindow.RELEASE else "_baseline"
         for key, value in summarize(samples, names).as_dict().items():
+            _within_bounds(f"{key}{suffix}", value)
             figures[f"{key}{suffix}"] = _significant(value)
     # A figure that could not be computed from what arrived is missing, never zero.
     figures.setdefault("error_rate", None)

@@ -52,8 +52,8 @@ def test_with_detective_stopped_the_job_summary_says_so_and_exits_3(tmp_path: Pa
     assert done.exit_code == 3, "\n".join(done.logs)
     assert done.outputs["verdict"]["exit-code"] == "3"
     assert done.outputs["ingest"]["exit-code"] == "1"
-    assert done.summary.startswith("### ❔ Detective: shop 1.1.0\n")
-    assert f"- **What to do:** Detective did not answer at {url}" in done.summary
+    assert done.summary.startswith("### ❔ Detective: shop 1.1.0: No verdict")
+    assert f"**What to do:** Detective did not answer at {url}" in done.summary
     assert "**Sending the release failed (exit 1)**" in done.summary
     assert f"cannot reach Detective at {url}/" in done.summary
     # No `deployed-at`: the job's start time, and the summary says that is what it is.
@@ -92,7 +92,7 @@ def test_the_action_sends_the_release_and_exits_with_the_verdicts_code(tmp_path:
     assert done.exit_code == expected != gate.NO_VERDICT, logs
     assert done.outputs["verdict"]["exit-code"] == str(expected)
     assert done.summary.startswith(f"### {'⏸️' if expected == 2 else '✅⛔'[expected]} Detective")
-    assert f"- **Gate:** {gate.outcome(expected, 'high')} (exit {expected})" in done.summary
+    assert f"· {gate.outcome(expected, 'high')} (exit {expected})" in done.summary
 
 
 def exporter_metrics(path: Path, deployed: datetime) -> Path:

@@ -53,7 +53,7 @@ def test_with_detective_stopped_the_job_leaves_its_summary_and_exits_3(tmp_path:
     )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     summary = (tmp_path / "detective-verdict.md").read_text()
-    assert f"- **What to do:** Detective did not answer at {url}" in summary
+    assert f"**What to do:** Detective did not answer at {url}" in summary
     assert "**Sending the release failed (exit 1)**" in summary
     # No DETECTIVE_DEPLOYED_AT: the job's start, said as such.
     assert (

@@ -15,6 +15,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from assessments import services as run_services
+from detective_client import summary
 from detective_client import verdict as client_verdict
 from releases.models import Conversation, Release, RunStatus
 from releases.views_test import viewer_with_view_permissions
@@ -93,8 +94,8 @@ def test_no_model_the_gate_says_the_policys_medium_with_the_suspect(
     # The CI client exits by it and its Markdown says whose verdict it is, naming the suspect.
     assert client_verdict.exit_code(body, "medium") == 1
     assert client_verdict.exit_code(body, "high") == 0
-    text = client_verdict.markdown(body, "catalog", "medium")
-    assert f"- **Verdict:** {LABEL}" in text and "(exit 1)" in text
+    text = summary.markdown(body, "catalog", 1, "medium")
+    assert f"Medium risk, {LABEL}" in text.splitlines()[0] and "(exit 1)" in text
     assert culprit[:7] in text and "*(from the policy)*" not in text
     line = client_verdict.one_line(body, "catalog", "medium")
     assert line.startswith(f"catalog v1.1.0: severity medium, {LABEL} (assessment failed)")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from detective_client.verdict import markdown
+from detective_client.summary import markdown
 from releases.release_verdict import suspects_said
 from releases.views_test import viewer_with_view_permissions
 from sources.history import read_history
@@ -155,8 +155,8 @@ def test_a_breaking_commit_is_the_failures_first_suspect_and_the_evidence_says_s
     told = suspects_said([signal.as_dict() for signal in verdict.signals])
     assert told == (body["summary"],)
     text = markdown(
-        {"version": "v1.1.0", "severity": "high", "suspects": list(told)}, "checkout", "high"
+        {"version": "v1.1.0", "severity": "high", "suspects": list(told)}, "checkout", 1, "high"
     )
-    assert "**Suspect commits of new failures**" in text
+    assert "New failures and their first suspect commits:" in text
     line = next(line for line in text.splitlines() if culprit[:7] in line)
-    assert line.startswith("- test\\_max\\_age fails") and "Ada Lovelace" in line
+    assert line.startswith(f"   - `test_max_age`: `{culprit[:9]}` ")

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from detective_client.records import text_problem as name_problem
 from releases.models import Release, Service
 from releases.validation import service_name_problem, text_problem
 from sources.models import (
@@ -205,6 +206,14 @@ def upsert_release(fields: ReleaseFields, origin: Origin) -> tuple[Release, bool
             "Invalid release: deployed_at needs its UTC offset, e.g. 2026-11-20T10:00:00+00:00.",
             422,
         )
+    if moment is not None and not 1 < moment.year < 9999:
+        # Its UTC instant must exist too: 0001-01-01T00:00+14:00 is before the calendar's start.
+        raise IngestError("Invalid release: deployed_at is out of range: years 2 to 9998.", 422)
+    # The API's schema says the same; the form and `manage.py ingest` come here directly.
+    for name in ("title", "environment", "git_from_ref", "git_to_ref", "head_sha", "pipeline_url"):
+        value = getattr(fields, name)
+        if isinstance(value, str) and (problem := name_problem(value, name=True)):
+            raise IngestError(f"Invalid release: {name} {problem}.", 422)
     with transaction.atomic():
         service = service_for(fields.service, origin, create=True)
         release, created = _release_locked(service, fields.version)

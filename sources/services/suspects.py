@@ -26,6 +26,7 @@ from detective_client.scopes import scopes_of
 from risk import suspect_reach as reach
 from risk import suspects as ranking
 from risk.schema_evidence import schema_error
+from sources import summary
 from sources.models import Commit, CommitFile, Release, ReleaseHead, TestCase, TestStatus
 from sources.parsers.tracebacks import read_frames
 
@@ -166,6 +167,7 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
             case.suspects = stored_form(failure, ranked, at)
             found += bool(ranked)
         TestCase.objects.bulk_update([case for case, _ in prepared], ["suspects"])
+    summary.rank_changes_again(release)
     return found
 
 
@@ -241,6 +243,7 @@ def rank_stored(release: Release) -> int | None:
             case.suspects = kept
             found += bool(kept["ranked"])
         TestCase.objects.bulk_update(failed, ["suspects"], batch_size=500)
+    summary.rank_changes_again(release)
     return found
 
 

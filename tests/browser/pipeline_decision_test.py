@@ -108,7 +108,7 @@ def test_the_job_waits_for_the_persons_decision_and_a_rerun_keeps_it(
         assert reached_in < 10, f"the decision reached the job after {reached_in:.1f} s"
         assert logs.count("waiting for a person's decision: ") == 1
         assert f"/review/#queue-item-{report.pk}" in logs
-        assert "- **Decision:** accept by rm" in done.summary
+        assert "**Why:** rm decided High" in done.summary
 
         # The same job again, on the same data (what people do when anything else flakes).
         # (Without the decision kept it waits again: 5 s are enough to see that.)

@@ -32,6 +32,8 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.urls import reverse
 
+from detective_client import summary
+from detective_client import verdict as client_verdict
 from releases import selectors, services
 from releases.management.usage import USAGE, UsageCommand
 from releases.models import Release
@@ -40,7 +42,6 @@ from releases.severity import SEVERITY_RANK
 
 BELOW, AT_OR_ABOVE, NEEDS_PERSON, NO_VERDICT = 0, 1, 2, 3
 POLL_SECONDS = 1.0
-DECIDED = {"accept": "accepted", "override": "overridden"}
 
 
 def seconds(text: str) -> float:
@@ -68,18 +69,14 @@ def write_markdown(target: str, text: str, stdout: Any) -> None:
         ) from None
 
 
-def missing_markdown(version: str, service: str | None) -> str:
-    where = f" of service `{_cell(service)}`" if service else ""
-    return "\n".join(
-        [
-            f"### Detective: release `{_cell(version)}`: **No verdict** · no verdict",
-            "",
-            f"- **Why:** no release {_cell(version)}{where} in Detective.",
-            "- **What to do:** send it first (`detective ingest VERSION --assess`), "
-            "then ask again.",
-            "",
-        ]
+def missing_markdown(version: str, service: str | None, fail_on: str) -> str:
+    where = f" of service {service}" if service else ""
+    answer = client_verdict.unavailable(
+        version,
+        f"no release {version}{where} in Detective.",
+        "send it first (`detective ingest VERSION --assess`), then ask again.",
     )
+    return summary.markdown(answer, service or "", NO_VERDICT, fail_on)
 
 
 # `medium-known` is the bar between: a medium the release's data shows fails, a medium that
@@ -120,66 +117,17 @@ def _word(severity: str | None) -> str:
     return severity.capitalize() if severity else "none"
 
 
-def markdown(verdict: ReleaseVerdict, code: int, fail_on: str, url: str) -> str:
-    """A summary a CI job's page or a pull-request comment shows as it is."""
-    outcome = {
-        BELOW: f"passes (below {fail_on})",
-        AT_OR_ABOVE: f"fails (at or above {fail_on})",
-        NEEDS_PERSON: "waits for a person",
-        NO_VERDICT: "no verdict",
-    }[code]
-    severity = f"**{_word(verdict.severity)} risk**" if verdict.severity else "**No verdict**"
-    lines = [
-        f"### Detective: release `{verdict.version}`: {severity} · {outcome}",
-        "",
-        "| | |",
-        "|---|---|",
-        f"| State | {verdict.state_label} |",
-        *([f"| Verdict | {POLICY_SOURCE_LABEL} |"] if verdict.by_policy else []),
-        f"| Severity that counts | {_word(verdict.severity)} |",
-        f"| The model's | {_word(verdict.model_severity)} |",
-        f"| The policy's | {_word(verdict.policy_severity)}"
-        + (f" (policy v{verdict.policy_version})" if verdict.policy_version else "")
-        + " |",
-    ]
-    if verdict.decision_kind:
-        by = f" by {verdict.decided_by}" if verdict.decided_by else ""
-        why = f": {_cell(verdict.decision_reason)}" if verdict.decision_reason else ""
-        lines.append(
-            f"| A person's decision | {DECIDED[verdict.decision_kind]} "
-            f"{_word(verdict.decided_severity)}"
-            f"{by}{why} |"
-        )
-    if verdict.tests:
-        lines.append(f"| Tests | {_cell(verdict.tests)} |")
-    if verdict.by_policy and verdict.suspects:
-        lines.append(f"| Suspects | {_cell('; '.join(verdict.suspects))} |")
-    if verdict.state == VerdictState.FAILED and verdict.run_error:
-        lines.append(f"| The latest run | failed: {_cell(verdict.run_error)} |")
-    if verdict.review_reasons:
-        lines += ["", "**Why a person must look**", ""]
-        lines += [f"- {_text(reason)}" for reason in verdict.review_reasons]
-    if verdict.findings:
-        lines += ["", "**Findings**", ""]
-        for finding in verdict.findings:
-            evidence = f" ({_text('; '.join(finding.evidence))})" if finding.evidence else ""
-            ours = (
-                " *(from the policy: the model's findings left it out)*"
-                if finding.from_policy and not verdict.by_policy
-                else ""
-            )
-            lines.append(f"- {_text(finding.text)}{evidence}{ours}")
-    lines += ["", f"[Open the release in Detective]({url})", ""]
-    return "\n".join(lines)
+def markdown(release: Release, verdict: ReleaseVerdict, code: int, fail_on: str) -> str:
+    """The CI client's summary (detective_client/summary.py), so that a job reads the same
+    whichever of the two wrote it."""
+    answer = {**verdict.as_json(), "url": page_url(release)}
+    if verdict.report_id is not None:
+        answer["review_url"] = review_url(verdict.report_id)
+    return summary.markdown(answer, release.service.name, code, fail_on)
 
 
-def _text(value: str) -> str:
-    """Release data and model text, kept from turning into Markdown or HTML."""
-    return value.replace("\\", "\\\\").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
-
-
-def _cell(value: str) -> str:
-    return _text(value).replace("|", "\\|")
+def review_url(report_id: int) -> str:
+    return f"{page_url_of(reverse('releases:review'))}#queue-item-{report_id}"
 
 
 class Command(UsageCommand):
@@ -238,7 +186,7 @@ class Command(UsageCommand):
                 }
                 self.stdout.write(json.dumps(missing))
             if options["markdown"]:
-                text = missing_markdown(version, options["service"])
+                text = missing_markdown(version, options["service"], fail_on)
                 write_markdown(options["markdown"], text, self.stdout)
             sys.exit(NO_VERDICT)
         verdict = selectors.release_verdict(release)
@@ -255,7 +203,8 @@ class Command(UsageCommand):
         else:
             self.stdout.write(self._line(verdict, code, fail_on))
         if options["markdown"]:
-            write_markdown(options["markdown"], markdown(verdict, code, fail_on, url), self.stdout)
+            text = markdown(release, verdict, code, fail_on)
+            write_markdown(options["markdown"], text, self.stdout)
         sys.exit(code)
 
     def _wait_for_decision(
@@ -266,7 +215,7 @@ class Command(UsageCommand):
         deadline = time.monotonic() + wait_s
         if verdict.report_id is not None:
             services.note_pipeline_waiting(verdict.report_id)
-        review = f"{page_url_of(reverse('releases:review'))}#queue-item-{verdict.report_id}"
+        review = review_url(verdict.report_id or 0)
         self.stderr.write(f"Waiting for a person's decision: {review}")
         pause = 0.25
         while verdict.state == VerdictState.NEEDS_PERSON and time.monotonic() < deadline:

@@ -69,12 +69,16 @@ def test_waiting_for_a_person_exits_2_and_counts_the_policys_high(
     assert (data["model_severity"], data["policy_severity"]) == ("low", "high")
     assert data["url"].endswith("/releases/v2.0.0/")
     text = summary.read_text()
-    assert "### Detective: release `v2.0.0`: **High risk** · waits for a person" in text
-    assert "| The model's | Low |" in text and "| The policy's | High (policy v" in text
-    assert "severity low is below the policy's high" in text
+    # The CI client's summary: the headline, why, what to do, the review item linked.
+    assert text.startswith(
+        "### ⏸️ Detective: Default service v2.0.0: High risk · waits for a person's"
+    )
+    assert "**Why:** A person must decide (severity low is below the policy's high): high" in text
+    review = f"/review/#queue-item-{data['report_id']}"
+    assert f"**What to do:** decide on the [review page]({review})" in text
     # Model text is shown, never interpreted as HTML.
-    assert "Looks &lt;b&gt;ok&lt;/b&gt;" in text and "<b>" not in text
-    assert "[Open the release in Detective](" in text
+    assert r"Looks \<b\>ok\</b\>" in text and "<b>" not in text
+    assert f"[Release page]({data['url']}) · [Review item]({review})" in text
 
 
 def test_a_decision_settles_it(make_release: Callable[..., Release]) -> None:
@@ -86,7 +90,7 @@ def test_a_decision_settles_it(make_release: Callable[..., Release]) -> None:
     assert verdict("v2.0.0")[0] == 0
     assert verdict("v2.0.0", "--fail-on", "medium")[0] == 1
     _, out = verdict("v2.0.0", "--markdown", "-")
-    assert "| A person's decision | overridden Medium: known |" in out
+    assert "**Why:** A person decided Medium: known" in out
 
 
 def test_never_assessed_exits_by_the_policys_verdict(
@@ -111,9 +115,9 @@ def test_a_failed_run_leaves_the_policys_verdict(
     assert (code, data["exit_code"], data["severity"], data["source"]) == (1, 1, "high", "policy")
     assert data["state"] == "failed" and data["run_error"] == "provider down"
     text = summary.read_text()
-    assert "| Verdict | the policy's verdict (no model assessment) |" in text
-    assert "| The latest run | failed: provider down |" in text
-    assert "the model's findings left it out" not in text
+    assert "High risk, the policy's verdict (no model assessment) · at or above" in text
+    assert "**The model's run failed:** provider down" in text
+    assert "*(the policy's)*" not in text
 
 
 def test_a_wait_that_runs_out_gives_the_policys_verdict(
@@ -227,7 +231,7 @@ def test_the_policys_findings_the_model_left_out_are_marked_in_json_and_markdown
     findings = json.loads(out)["findings"]
     assert [f["from_policy"] for f in findings] == [False] + [True] * (len(findings) - 1)
     _, text = verdict("v4.0.0", "--markdown", "-")
-    assert "- Error rate 9 %" in text and "- Error rate 9 % *(from the policy" not in text
+    assert "1. Error rate 9 %\n" in text
     for sentence in checked.report.policy_findings:
-        line = next(line for line in text.splitlines() if line.startswith(f"- {sentence}"))
-        assert line.endswith("*(from the policy: the model's findings left it out)*")
+        line = next(line for line in text.splitlines() if sentence.split(":")[0] in line)
+        assert line.endswith("*(the policy's)*")
