@@ -33,7 +33,8 @@ HOSTED_HINT = (
 )
 SETUP_GUIDANCE = (
     "No model is configured for assessments. Either install the local model, which needs "
-    f"no API key (about 1.1 GB and a 10-minute build, once): `{INSTALL_HINT}`, then restart "
+    "no API key (about 1.1 GB, and a build of 8 minutes on 2 idle cores, up to an hour on "
+    f"busy ones, once): `{INSTALL_HINT}`, then restart "
     f"`uv run manage.py up`; or use a hosted provider: set {HOSTED_HINT}."
 )
 

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
     not is_installed(PATHS),
     reason=(
         f"the local model is not installed in {PATHS.root}; install it with "
-        f"`{INSTALL_HINT}` (about 1.1 GB and a 10-minute build) to run these tests"
+        f"`{INSTALL_HINT}` (about 1.1 GB and a build of 8 minutes to an hour) to run these tests"
     ),
 )
 
