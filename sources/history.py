@@ -1,4 +1,6 @@
 """A release's history (`risk.history.History`) read from the detail tables.
+Over 600 lines: its four parts share the earlier releases' rows and one set of bounds, read
+together in a fixed number of queries; the carried commits are apart (`earlier_commits.py`).
 
 Every read is a fixed number of queries, whatever the number of tests, commits or releases
 (no query per test or per release), and each is bounded: at most MAX_TESTS tests get a history,

@@ -119,5 +119,5 @@ def test_a_job_waiting_for_a_decision_gets_it_after_the_web_server_restarts(
     # One line for the outage, however many asks it took; the review page said once.
     assert logs.count("Detective did not answer (") == 1, logs
     assert logs.count("waiting for a person's decision: ") == 1
-    assert "- **Decision:** accept by rm" in done.summary
+    assert "**Why:** rm decided High" in done.summary, done.summary
     assert "web server was killed (SIGKILL); restarting it" in up.text()
