@@ -115,6 +115,10 @@ EXPECTED: dict[str, str] = {
     "DETECTIVE_TRACE_RETENTION_DAYS": (
         "days the per-minute figures of OTLP traces are kept (1 to 3650)"
     ),
+    "DETECTIVE_OTLP_HOLD_HOURS": (
+        "hours the spans of a version with no release yet are held for it before they are "
+        "dropped (0: refused at once; up to 168)"
+    ),
     "DETECTIVE_OTLP_MAX_IN_FLIGHT": (
         "OTLP requests one web process reads and stores at once; the next is answered 429 with "
         "Retry-After (1 to 256)"
@@ -204,6 +208,14 @@ class DetectiveConfig(BaseSettings):
         le=3650,
         validation_alias="DETECTIVE_TRACE_RETENTION_DAYS",
         description=EXPECTED["DETECTIVE_TRACE_RETENTION_DAYS"],
+    )
+    # Spans of a version whose release has not been sent yet are held this long for it.
+    otlp_hold_hours: float = Field(
+        default=24.0,
+        ge=0,
+        le=168,
+        validation_alias="DETECTIVE_OTLP_HOLD_HOURS",
+        description=EXPECTED["DETECTIVE_OTLP_HOLD_HOURS"],
     )
     # OTLP requests a web process works on at once; the next is shed (429, Retry-After), so a
     # fleet of exporters waits out a slow database instead of piling requests onto it.

@@ -109,6 +109,7 @@ DETECTIVE_API_URL = CONFIG.api_url
 DETECTIVE_RUN_STALE_SECONDS = CONFIG.run_stale_seconds
 DETECTIVE_TRACE_RETENTION_DAYS = CONFIG.trace_retention_days
 DETECTIVE_OTLP_MAX_IN_FLIGHT = CONFIG.otlp_max_in_flight
+DETECTIVE_OTLP_HOLD_HOURS = CONFIG.otlp_hold_hours
 # How long a run's database calls are retried while the database does not answer
 # (assessments/runner/database.py); under the stale limit, so the sweep never takes a run
 # that is only waiting for its database.

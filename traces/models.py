@@ -70,6 +70,10 @@ class ErrorRelease(models.Model):
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
     exemplars = models.JSONField(default=list)
+    # A few of the exemplar traces with their spans of this release (`traces.otlp.samples`):
+    # [{trace_id, spans: [{span_id, parent_span_id, name, kind, start_ms, duration_ms, status,
+    # error, exception}], spans_seen}], bounded there.
+    sample_traces = models.JSONField(default=list)
 
     class Meta:
         constraints = [
@@ -112,3 +116,69 @@ class TraceIntake(models.Model):
 
     def __str__(self) -> str:
         return f"{self.spans} spans of release {self.release_id}"
+
+
+class HeldVersion(models.Model):
+    """Spans of a service's version that has no release yet, folded as they arrived and kept
+    until the release is sent (then merged into it and deleted) or `expires_at` passes. The
+    deploy time is not known yet, so the window (baseline or release) is decided per minute on
+    arrival of the release."""
+
+    service = models.ForeignKey(Service, on_delete=models.CASCADE, related_name="held_versions")
+    version = models.CharField(max_length=100)
+    held_since = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+    spans = models.PositiveBigIntegerField(default=0)
+    log_records = models.PositiveBigIntegerField(default=0)
+    # Route minutes and error groups' (route, minute) counts held: what the service's cap counts.
+    rows = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["service", "version"], name="held_version_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.spans} spans of {self.version} held"
+
+
+class HeldRouteMinute(models.Model):
+    held = models.ForeignKey(HeldVersion, on_delete=models.CASCADE, related_name="routes")
+    route = models.CharField(max_length=200)
+    minute = models.DateTimeField()
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    sketch = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["held", "route", "minute"], name="held_route_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.route} at {self.minute:%Y-%m-%d %H:%M} (held)"
+
+
+class HeldError(models.Model):
+    """An error group's occurrences in a held version: its sample, and its counts as
+    [[route, minute since the epoch, count], ...]."""
+
+    held = models.ForeignKey(HeldVersion, on_delete=models.CASCADE, related_name="errors")
+    fingerprint = models.CharField(max_length=32)
+    exception_type = models.CharField(max_length=200)
+    message = models.TextField(blank=True)
+    stacktrace = models.TextField(blank=True)
+    frames = models.JSONField(default=list)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    counts = models.JSONField(default=list)
+    exemplars = models.JSONField(default=list)
+    sample_traces = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["held", "fingerprint"], name="held_error_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.exception_type} (held)"

@@ -1,10 +1,16 @@
 """Spans read from an OTLP request merged into a release's figures and error groups.
 
 Attribution: a resource's `service.name` names the service (by name or slug) and its
-`service.version` the release; spans of a service the token may not send, or of a release not
-known yet, are refused with the reason (not kept for later: the answer tells the sender, whose
-retry after the release is sent is the SDK's or the Collector's own). Each release's merge is
-one transaction under a lock on its row, so two requests for one release add up.
+`service.version` the release; spans of a service the token may not send are refused with the
+reason; spans of a version with no release yet are held until it arrives (`traces.held`, said
+in the answer) and merged into it when it is made (`attribute_held`, in the transaction that
+makes it).
+
+A request's merge is one transaction, whatever the number of releases it names: a failure
+anywhere keeps nothing of it, so the exporter's retry is counted once. The releases' rows are
+locked in one query, in the order of their ids, then the services' rows of the versions held
+(the order `attribute_held` takes them in too: a release, then its service), so two requests
+for one release add up and none waits on another in a circle.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from django.db.models import Q
 
 from releases.models import Release, Service
 from sources.models import IngestionToken
+from traces import held
 from traces.models import ErrorGroup, ErrorMinute, ErrorRelease, RouteMinute, TraceIntake
 from traces.otlp.aggregate import MINUTE_NS, ReleaseAggregate, aggregate
+from traces.otlp.samples import merge_samples
 from traces.otlp.sketches import dump_sketch, load_sketch, merge_into
 from traces.otlp.spans import Read, SpanFacts
 
@@ -28,6 +36,7 @@ __all__ = [
     "MAX_GROUPS",
     "MAX_ROUTES",
     "Stored",
+    "attribute_held",
     "dump_sketch",
     "ingest",
     "ingest_into",
@@ -49,6 +58,7 @@ MAX_RELEASES_A_REQUEST = 20
 @dataclass(frozen=True, slots=True)
 class Stored:
     accepted: int
+    held: int = 0
 
 
 def _at(ns: int) -> datetime:
@@ -59,9 +69,9 @@ def _minute(minute: int) -> datetime:
     return _at(minute * MINUTE_NS)
 
 
-def _release_for(
-    token: IngestionToken, service_name: str, version: str, read: Read, count: int
-) -> Release | None:
+def _service_for(
+    token: IngestionToken, service_name: str, read: Read, count: int
+) -> Service | None:
     service = Service.objects.filter(Q(name=service_name) | Q(slug=service_name)).first()
     if service is None:
         read.reject(f"{read.what} refused: no service of that service.name (make it first)", count)
@@ -70,39 +80,31 @@ def _release_for(
         what = read.what
         read.reject(f"{what} refused: the token may not send that service's {what}", count)
         return None
-    return _release_of(service, version, read, count)
-
-
-def _release_of(service: Service, version: str, read: Read, count: int) -> Release | None:
-    release = Release.objects.filter(service=service, version=version).first()
-    if release is None:
-        read.reject(
-            f"{read.what} refused: no release of their service.version yet "
-            "(send the release first)",
-            count,
-        )
-    return release
+    return service
 
 
 def ingest(token: IngestionToken, read: Read) -> Stored:
-    """Merge the request's spans into their releases; refusals are added to `read`."""
-    return _ingest(
-        read, lambda name, version, count: _release_for(token, name, version, read, count)
-    )
+    """Merge the request's spans into their releases, or hold them for releases not sent
+    yet; refusals and holds are said in `read`."""
+
+    def service_for(name: str, count: int) -> Service | None:
+        return _service_for(token, name, read, count)
+
+    return _ingest(read, service_for)
 
 
 def ingest_into(service: Service, read: Read) -> Stored:
     """Merge spans read from a file into `service`'s releases by their `service.version`,
     whatever service name their resource gives (the evals' scenarios: their service is named
     per scenario, their files for the service they describe)."""
-    return _ingest(read, lambda _name, version, count: _release_of(service, version, read, count))
+    return _ingest(read, lambda _name, _count: service)
 
 
-def _ingest(read: Read, release_for: Callable[[str, str, int], Release | None]) -> Stored:
+def _ingest(read: Read, service_for: Callable[[str, int], Service | None]) -> Stored:
     by_release: dict[tuple[str, str], list[SpanFacts]] = defaultdict(list)
     for span in read.spans:
         by_release[(span.service, span.version)].append(span)
-    accepted = 0
+    wanted: list[tuple[Service, str, list[SpanFacts]]] = []
     for index, ((service_name, version), spans) in enumerate(by_release.items()):
         if index >= MAX_RELEASES_A_REQUEST:
             read.reject(
@@ -110,14 +112,85 @@ def _ingest(read: Read, release_for: Callable[[str, str, int], Release | None]) 
                 len(spans),
             )
             continue
-        release = release_for(service_name, version, len(spans))
-        if release is None:
+        service = service_for(service_name, len(spans))
+        if service is not None:
+            wanted.append((service, version, spans))
+    if not wanted:
+        return Stored(accepted=0)
+    accepted = kept = 0
+    with transaction.atomic():
+        known = Q()
+        for service, version, _ in wanted:
+            known |= Q(service=service, version=version)
+        releases = {
+            (release.service_id, release.version): release
+            for release in Release.objects.select_for_update().filter(known).order_by("pk")
+        }
+        unknown = []
+        for service, version, spans in wanted:
+            release = releases.get((service.pk, version))
+            if release is None:
+                unknown.append((service, version, spans))
+                continue
+            _merge(release, aggregate(spans, _deployed_ns(release)))
+            accepted += len(spans)
+        if unknown:
+            held_now = _hold(unknown, read)
+            accepted += held_now
+            kept += held_now
+    return Stored(accepted=accepted, held=kept)
+
+
+def _deployed_ns(release: Release) -> int | None:
+    deployed = release.deployed_at
+    return int(deployed.timestamp() * 1e9) if deployed is not None else None
+
+
+def _hold(unknown: list[tuple[Service, str, list[SpanFacts]]], read: Read) -> int:
+    """Spans of versions without a release: held (`traces.held`), each service's row locked
+    first, so that a release made at the same moment either is seen here (its spans merged
+    into it) or finds them held when it takes the lock (`attribute_held`)."""
+    hours = held.hold_hours()
+    accepted = 0
+    locked: set[int] = set()
+    for service, version, spans in sorted(unknown, key=lambda item: (item[0].pk, item[1])):
+        if hours <= 0:
+            read.reject(
+                f"{read.what} refused: no release of their service.version yet "
+                "(send the release first)",
+                len(spans),
+            )
             continue
-        deployed = release.deployed_at
-        deployed_ns = int(deployed.timestamp() * 1e9) if deployed is not None else None
-        _merge(release, aggregate(spans, deployed_ns))
-        accepted += len(spans)
-    return Stored(accepted=accepted)
+        if service.pk not in locked:
+            _lock_service(service)
+            held.expire(service)
+            locked.add(service.pk)
+        release = (
+            Release.objects.select_for_update().filter(service=service, version=version).first()
+        )
+        if release is not None:  # made and committed since the request's first look
+            _merge(release, aggregate(spans, _deployed_ns(release)))
+            accepted += len(spans)
+            continue
+        accepted += held.hold(service, version, spans, read)
+    return accepted
+
+
+def _lock_service(service: Service) -> None:
+    list(Service.objects.select_for_update().filter(pk=service.pk).values_list("pk", flat=True))
+
+
+def attribute_held(release: Release) -> int:
+    """Merge the spans held for a release just made into it: the spans merged. Called in the
+    transaction that made it (`sources.release_hooks`), which holds the release's row; the
+    service's row is locked next, as `_hold` does after its releases."""
+    _lock_service(release.service)
+    held.expire(release.service)
+    batch = held.take(release)
+    if batch is None:
+        return 0
+    _merge(release, batch)
+    return batch.spans + batch.log_records
 
 
 def _merge_routes(release: Release, batch: ReleaseAggregate, intake: TraceIntake) -> None:
@@ -241,6 +314,7 @@ def _merge_errors(release: Release, batch: ReleaseAggregate, intake: TraceIntake
                 exemplars=(exemplars + [t for t in found.exemplars if t not in exemplars])[
                     :MAX_EXEMPLARS
                 ],
+                sample_traces=merge_samples(here.sample_traces if here else [], found.samples),
             )
         )
         for (route, minute, window), count in found.counts.items():
@@ -250,7 +324,7 @@ def _merge_errors(release: Release, batch: ReleaseAggregate, intake: TraceIntake
         releases,
         update_conflicts=True,
         unique_fields=["group", "release"],
-        update_fields=["first_seen", "last_seen", "exemplars"],
+        update_fields=["first_seen", "last_seen", "exemplars", "sample_traces"],
     )
     existing = {
         (row.group_id, row.route, row.minute, row.window): row.count
@@ -278,11 +352,9 @@ def _merge_errors(release: Release, batch: ReleaseAggregate, intake: TraceIntake
     )
 
 
-@transaction.atomic
 def _merge(release: Release, batch: ReleaseAggregate) -> None:
-    """One release's batch, in one transaction under a lock on the release's row: a dozen
-    statements whatever the batch's size (before, two per error group and minute)."""
-    Release.objects.select_for_update().filter(pk=release.pk).first()
+    """One release's batch, in the caller's transaction, which holds the release's row locked:
+    a dozen statements whatever the batch's size."""
     intake, _ = TraceIntake.objects.get_or_create(release=release)
     intake.spans += batch.spans
     intake.log_records += batch.log_records
@@ -293,7 +365,9 @@ def _merge(release: Release, batch: ReleaseAggregate) -> None:
 
 def purge(before: datetime) -> tuple[int, int]:
     """Deletes the per-minute figures older than `before`: (route minutes, error minutes).
-    Error groups and the releases they were seen in stay, so an old group never reads as new."""
+    Error groups and the releases they were seen in stay, so an old group never reads as new.
+    Held spans past their hold time go too (`traces.held.expire`)."""
     routes, _ = RouteMinute.objects.filter(minute__lt=before).delete()
     errors, _ = ErrorMinute.objects.filter(minute__lt=before).delete()
+    held.expire()
     return routes, errors

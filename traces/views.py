@@ -5,7 +5,8 @@ OTLP/HTTP exporter sends
 
 Answers as the OTLP specification says, in the request's own encoding (protobuf or JSON): 200
 with an `ExportTraceServiceResponse` or `ExportLogsServiceResponse` whose `partial_success`
-counts the refused spans or log records and says why; 400 for a body it cannot read, 401/403
+counts the refused spans or log records and says why (or, with 0 refused, that spans of a
+version with no release yet are held for it); 400 for a body it cannot read, 401/403
 for the token, 413 past a bound, 415 for another type, 429 with `Retry-After` when the process
 sheds load (`traces.shedding`), 503 with `Retry-After` while the database is away; a failure's
 body is a `google.rpc.Status` with the reason. A token API: no session, no CSRF.
@@ -106,15 +107,16 @@ def _export(
             services.ingest(token, read)
         except (OperationalError, InterfaceError):
             # The database is restarting or locked past its timeout: the exporter retries after
-            # Retry-After, as the specification asks of a 503; nothing of the batch was kept
-            # (each release's merge is one transaction).
+            # Retry-After, as the specification asks of a 503; nothing of the request was kept
+            # (its merge is one transaction).
             return _refused(request, 503, "The database is unavailable; send again later.")
     return _answer(request, answer(read), 200)
 
 
 def _traces_answer(read: Read) -> Message:
     response = ExportTraceServiceResponse()
-    if read.rejected_count:
+    # Spans held for a release not sent yet: accepted (0 rejected), with a warning.
+    if read.rejected_count or read.notes:
         response.partial_success.CopyFrom(
             ExportTracePartialSuccess(
                 rejected_spans=read.rejected_count, error_message=read.message()
@@ -125,7 +127,7 @@ def _traces_answer(read: Read) -> Message:
 
 def _logs_answer(read: Read) -> Message:
     response = ExportLogsServiceResponse()
-    if read.rejected_count:
+    if read.rejected_count or read.notes:
         response.partial_success.CopyFrom(
             ExportLogsPartialSuccess(
                 rejected_log_records=read.rejected_count, error_message=read.message()

@@ -17,7 +17,7 @@ from releases.models import Release, Service
 from sources import services as sources_services
 from tests.otlp_requests import log_record, log_request, request, span
 from traces import services
-from traces.models import ErrorGroup, ErrorMinute, RouteMinute, TraceIntake
+from traces.models import ErrorGroup, ErrorMinute, HeldVersion, RouteMinute, TraceIntake
 from traces.otlp.grouping_test import stack
 from traces.services import load_sketch
 from traces.shedding import in_flight
@@ -95,11 +95,15 @@ def test_json_with_hex_ids_gzip_and_a_json_answer(token: str) -> None:
     assert RouteMinute.objects.get().requests == 1
 
 
-def test_unknown_versions_and_services_are_refused_with_the_reason(token: str) -> None:
+def test_unknown_versions_are_held_and_said_and_unknown_services_refused(token: str) -> None:
     body = request("shop", "9.9.9", [span(1, NOW), span(2, NOW)]).SerializeToString()
     partial = answer(post(body, token)).partial_success
-    assert partial.rejected_spans == 2
-    assert "no release of their service.version yet" in partial.error_message
+    # Accepted with a warning, as the specification allows: 0 rejected and a message.
+    assert partial.rejected_spans == 0
+    assert partial.error_message.startswith(
+        "2 spans of version 9.9.9, which has no release yet, held for up to 24 h"
+    )
+    assert HeldVersion.objects.get().spans == 2
     other = request("billing", "1.0.0", [span(1, NOW)]).SerializeToString()
     assert (
         "no service of that service.name"
@@ -211,7 +215,7 @@ def test_log_records_with_an_exception_join_the_spans_error_group(token: str) ->
     assert RouteMinute.objects.get().requests == 1
 
 
-def test_log_records_of_an_unknown_release_are_a_partial_success_in_json(token: str) -> None:
+def test_log_records_of_an_unknown_release_are_held_with_a_warning_in_json(token: str) -> None:
     document = json_format.MessageToDict(
         log_request("shop", "9.9.9", [log_record(NOW, exception=ERROR, trace=1)])
     )
@@ -220,11 +224,40 @@ def test_log_records_of_an_unknown_release_are_a_partial_success_in_json(token: 
     response = post_logs(json.dumps(document).encode(), token, "application/json")
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     partial = json.loads(response.content)["partialSuccess"]
-    assert partial["rejectedLogRecords"] == "1"
-    assert "log records refused: no release of their service.version" in partial["errorMessage"]
+    assert "rejectedLogRecords" not in partial  # 0, held
+    assert "1 log records of version 9.9.9, which has no release yet" in partial["errorMessage"]
     assert not ErrorGroup.objects.exists()
+    assert HeldVersion.objects.get().log_records == 1
 
 
 def test_logs_need_an_ingestion_token() -> None:
     response = post_logs(b"", "nope")
     assert response.status_code == 401 and "Bearer" in response["WWW-Authenticate"]
+
+
+def test_a_request_naming_two_releases_is_stored_whole_or_not_at_all(
+    token: str, shop: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Release.objects.create(service=shop, version="1.2.0")
+    message = request("shop", "1.1.0", [span(1, NOW), span(2, NOW)])
+    message.resource_spans.extend(request("shop", "1.2.0", [span(3, NOW)]).resource_spans)
+    body = message.SerializeToString()
+    merge = services._merge
+    calls: list[str] = []
+
+    def second_fails(release: Release, batch: object) -> None:
+        calls.append(release.version)
+        if len(calls) == 2:
+            raise OperationalError("the connection was lost")
+        merge(release, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(services, "_merge", second_fails)
+    assert post(body, token).status_code == 503
+    assert calls == ["1.1.0", "1.2.0"]
+    # The first release's merge went back with the second's: the exporter's retry counts once.
+    assert not RouteMinute.objects.exists() and not TraceIntake.objects.exists()
+    monkeypatch.setattr(services, "_merge", merge)
+    assert post(body, token).status_code == 200
+    requests = dict(RouteMinute.objects.values_list("release__version", "requests"))
+    assert requests == {"1.1.0": 2, "1.2.0": 1}
+    assert sorted(TraceIntake.objects.values_list("spans", flat=True)) == [1, 2]

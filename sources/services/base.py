@@ -19,6 +19,7 @@ from django.utils.text import slugify
 from detective_client.records import text_problem as name_problem
 from releases.models import Release, Service
 from releases.validation import service_name_problem, text_problem
+from sources import release_hooks
 from sources.models import (
     Ingestion,
     IngestionToken,
@@ -226,6 +227,9 @@ def upsert_release(fields: ReleaseFields, origin: Origin) -> tuple[Release, bool
         release.save()
         record = {"version": fields.version, "service": service.slug, **fields.updates()}
         _record(release, SourceKind.RELEASE, _digest(record), origin, (), {"created": created})
+        if created:
+            # Spans that arrived before the release (traces' held ones) become its own.
+            release_hooks.made(release)
     return release, created
 
 

@@ -6,13 +6,14 @@ ids. The `traces` app merges these into its tables; no span is kept."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ddsketch import DDSketch
 
 from traces.otlp.grouping import Grouped, group_of
+from traces.otlp.samples import sample_traces
 from traces.otlp.spans import ExceptionFacts, SpanFacts
 
 __all__ = ["ErrorAggregate", "ReleaseAggregate", "RouteMinute", "aggregate", "new_sketch"]
@@ -43,6 +44,8 @@ class ErrorAggregate:
     # (route, minute, window) -> occurrences
     counts: dict[tuple[str, int, Window], int] = field(default_factory=dict)
     exemplars: list[str] = field(default_factory=list)
+    # A few exemplar traces with their spans (`traces.otlp.samples`).
+    samples: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -62,7 +65,7 @@ def window_of(start_ns: int, deployed_ns: int | None) -> Window:
     return "baseline" if deployed_ns is not None and start_ns < deployed_ns else "release"
 
 
-def aggregate(spans: Iterable[SpanFacts], deployed_ns: int | None) -> ReleaseAggregate:
+def aggregate(spans: Sequence[SpanFacts], deployed_ns: int | None) -> ReleaseAggregate:
     """The figures of one release's spans; `deployed_ns` is its deploy time (None: never
     deployed, every span counts as the release's)."""
     result = ReleaseAggregate()
@@ -93,4 +96,10 @@ def aggregate(spans: Iterable[SpanFacts], deployed_ns: int | None) -> ReleaseAgg
             fresh = span.trace_id and span.trace_id not in found.exemplars
             if fresh and len(found.exemplars) < EXEMPLARS:
                 found.exemplars.append(span.trace_id)
+    if result.errors:
+        samples = sample_traces(
+            spans, {key: found.exemplars for key, found in result.errors.items()}
+        )
+        for key, found in result.errors.items():
+            found.samples = samples.get(key, [])
     return result

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 __all__ = ["ExceptionFacts", "Read", "SpanFacts", "read_spans"]
 
 MAX_ROUTE = 200
+MAX_NAME = 200
 MAX_TYPE = 200
 MAX_MESSAGE = 1_000
 MAX_STACKTRACE = 16_000
@@ -56,6 +57,12 @@ class SpanFacts:
     exceptions: tuple[ExceptionFacts, ...] = ()
     # A log record (`/otlp/v1/logs`): its exception is an occurrence; it is no span nor request.
     log: bool = False
+    # What a sample trace shows of the span (`traces.otlp.samples`); ids as sent (bytes).
+    span_id: bytes = b""
+    parent_id: bytes = b""
+    name: str = ""
+    kind: int = 0
+    status: int = 0
 
 
 @dataclass(slots=True)
@@ -64,18 +71,26 @@ class Read:
     # What the request sent, as its refusals name it: "spans" or "log records".
     what: str = "spans"
     rejected: Counter[str] = field(default_factory=Counter)
+    # Accepted, and worth saying (a warning with 0 rejected, as the specification allows):
+    # spans held until their release arrives.
+    notes: Counter[str] = field(default_factory=Counter)
 
     def reject(self, reason: str, count: int = 1) -> None:
         if count:
             self.rejected[reason] += count
+
+    def note(self, reason: str, count: int) -> None:
+        if count:
+            self.notes[reason] += count
 
     @property
     def rejected_count(self) -> int:
         return sum(self.rejected.values())
 
     def message(self) -> str:
-        """The reasons, most frequent first, as the answer's `error_message`."""
-        return "; ".join(f"{n} {reason}" for reason, n in self.rejected.most_common(5))
+        """The reasons, most frequent first, then the notes, as the answer's `error_message`."""
+        said = [*self.rejected.most_common(5), *self.notes.most_common(5)]
+        return "; ".join(f"{n} {reason}" for reason, n in said)
 
 
 def _value(any_value: Any) -> str | int | float | bool | None:
@@ -153,6 +168,13 @@ def _exceptions(span: Any) -> tuple[ExceptionFacts, ...] | None:
     return tuple(found)
 
 
+def _name(name: str) -> str:
+    """A span's name as a sample trace shows it: cut, and dropped when it cannot be stored (a
+    name is no reason to refuse the span)."""
+    name = name[:MAX_NAME]
+    return name if text_ok(name) else ""
+
+
 def _span_problem(span: Any, now_ns: int) -> str | None:
     if len(span.trace_id) != 16 or not any(span.trace_id):
         return "spans refused: the trace id is not 16 bytes"
@@ -225,6 +247,11 @@ def read_spans(request: ExportTraceServiceRequest, now_ns: int | None = None) ->
                     duration_ms=(span.end_time_unix_nano - span.start_time_unix_nano) / 1e6,
                     error=span.status.code == STATUS_ERROR or (status or 0) >= 500,
                     exceptions=exceptions,
+                    span_id=span.span_id,
+                    parent_id=span.parent_span_id,
+                    name=_name(span.name),
+                    kind=span.kind,
+                    status=span.status.code,
                 )
             )
     return read
