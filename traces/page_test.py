@@ -41,3 +41,6 @@ def test_the_section_shows_the_new_group_first_and_needs_the_view_permission() -
     assert 'data-status="new"' in panel and "ZeroDivisionError" in panel
     assert "&lt;script&gt;" in panel and "<script>" not in panel
     assert "GET /cart/{cart_id}/total</code> (2)" in panel
+    # The group's sample trace, folded: its one span, failed.
+    assert "<summary>Sample trace" in panel
+    assert 'class="trc-span trc-span-error"' in panel

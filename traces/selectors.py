@@ -1,8 +1,8 @@
 """Reads of a release's traces: what the drill-down (`GET /api/releases/<v>/traces`), the
 agent's `get_observability_traces` and the release page show. Error groups new, regressed or
 ongoing with their counts and routes; the routes with the baseline's and the release's figures
-(requests, errors, error rate, p50/p95/p99 from the minutes' merged sketches); what the caps
-dropped."""
+(requests, errors, error rate, p50/p95/p99 from the minutes' merged sketches); one sample trace
+with its spans; what the caps dropped."""
 
 from __future__ import annotations
 
@@ -69,7 +69,16 @@ def _status(group_id: int, baseline: int, earlier: list[int], seen: dict[int, se
     return "ongoing"
 
 
-def release_traces(release: Release, *, with_suspects: bool = True) -> dict[str, Any]:
+def _sample(traces: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The first sample trace kept of a group (`traces.otlp.samples`), or None."""
+    return traces[0] if traces else None
+
+
+def release_traces(
+    release: Release, *, with_suspects: bool = True, with_samples: bool = False
+) -> dict[str, Any]:
+    """The release's error groups and routes; `with_samples` adds each group's sample trace
+    (the release page), else only the top group's is given (`sample_trace`)."""
     counts: dict[int, dict[str, int]] = defaultdict(lambda: {"baseline": 0, "release": 0})
     routes: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in (
@@ -85,9 +94,11 @@ def release_traces(release: Release, *, with_suspects: bool = True) -> dict[str,
         group_id__in=counts, release_id__in=earlier
     ).values_list("group_id", "release_id"):
         seen[group_id].add(release_id)
-    exemplars = dict(
-        ErrorRelease.objects.filter(release=release).values_list("group_id", "exemplars")
-    )
+    exemplars, samples = {}, {}
+    for group_id, ids, traces in ErrorRelease.objects.filter(release=release).values_list(
+        "group_id", "exemplars", "sample_traces"
+    ):
+        exemplars[group_id], samples[group_id] = ids, traces
     groups = []
     for group in ErrorGroup.objects.filter(pk__in=counts):
         culprit = group.frames[-1] if group.frames else None
@@ -109,6 +120,7 @@ def release_traces(release: Release, *, with_suspects: bool = True) -> dict[str,
                 "first_seen": group.first_seen.isoformat(),
                 "last_seen": group.last_seen.isoformat(),
                 "exemplar_trace_ids": exemplars.get(group.pk, []),
+                "sample_trace": _sample(samples.get(group.pk)),
                 "stacktrace": group.stacktrace[:MAX_STACK_SHOWN],
                 "suspect": (
                     {
@@ -125,12 +137,31 @@ def release_traces(release: Release, *, with_suspects: bool = True) -> dict[str,
             }
         )
     groups.sort(key=lambda g: (STATUS_ORDER[g["status"]], -g["count"]))
+    total = len(groups)
+    groups = groups[:MAX_GROUPS_SHOWN]
+    top = next((g for g in groups if g["sample_trace"]), None)
+    sample = (
+        {
+            "fingerprint": top["fingerprint"],
+            "exception_type": top["exception_type"],
+            "status": top["status"],
+            **top["sample_trace"],
+        }
+        if top
+        else None
+    )
+    if not with_samples:
+        for group in groups:
+            del group["sample_trace"]
     intake = TraceIntake.objects.filter(release=release).first()
     return {
         "release": release.version,
         "service": release.service.slug,
-        "error_groups": groups[:MAX_GROUPS_SHOWN],
-        "error_groups_total": len(groups),
+        # One trace of the first group listed that has one (new and regressed come first):
+        # what the failing request did, span by span.
+        "sample_trace": sample,
+        "error_groups": groups,
+        "error_groups_total": total,
         "routes": route_figures(release),
         "spans": intake.spans if intake else 0,
         "log_records": intake.log_records if intake else 0,

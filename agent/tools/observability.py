@@ -3,7 +3,8 @@
 
 `get_observability_traces` shows the release's error groups (new, regressed, ongoing) with
 their counts, routes, innermost in-app frame and first suspect commit, and its routes with the
-baseline's and the release's requests, errors and latency. It reads through the drill-downs'
+baseline's and the release's requests, errors and latency, and one sample trace of the top
+group with its spans (names, kinds, durations, which failed). It reads through the drill-downs'
 path (`DrillDownTools._read`: the same token, checks and untrusted-data encoding).
 """
 
@@ -17,7 +18,7 @@ from agent.tools.drilldown import DrillDownTools, ReleaseId
 from agent.tools.registry import ToolOutcome, ToolRegistry
 from agent.tools.release_tools import ReleaseTools
 
-__all__ = ["ObservabilityTools", "register_observability_tools", "trace_lines"]
+__all__ = ["ObservabilityTools", "register_observability_tools", "sample_line", "trace_lines"]
 
 
 class ObservabilityTools(DrillDownTools):
@@ -39,7 +40,8 @@ class ObservabilityTools(DrillDownTools):
         this release first, then regressed, then ongoing), each with its exception, the
         innermost frame of the service's own code, its count and routes, and the first
         suspect commit whose changed lines the frames run through; and its routes with
-        requests, errors and p95 before the deploy (baseline) and since.
+        requests, errors and p95 before the deploy (baseline) and since; and one sample
+        trace of the first group: its spans, how long each took and which failed.
 
         Use it when the summary names a new error group, or the error rate or latency rose,
         to say which route and which exception, and which commit. Cite the exception, the
@@ -72,6 +74,8 @@ def trace_lines(body: Mapping[str, Any]) -> list[str]:
                 f"({suspect.get('author')})"
             )
         lines.append(line)
+    if sample := sample_line(body.get("sample_trace")):
+        lines.append(sample)
     for route in (body.get("routes") or [])[:10]:
         now, before = route.get("release") or {}, route.get("baseline") or {}
         line = (
@@ -85,6 +89,33 @@ def trace_lines(body: Mapping[str, Any]) -> list[str]:
             )
         lines.append(line)
     return lines
+
+
+SAMPLE_SPANS_SHOWN = 8
+
+
+def sample_line(sample: Any) -> str | None:
+    """The top group's sample trace in one line: its spans in start order, the failing ones
+    marked with their exception."""
+    if not isinstance(sample, Mapping) or not sample.get("spans"):
+        return None
+    spans = [s for s in sample["spans"] if isinstance(s, Mapping)]
+    shown = []
+    for span in spans[:SAMPLE_SPANS_SHOWN]:
+        text = (
+            f"{span.get('name') or '(unnamed)'} ({span.get('kind')}, {span.get('duration_ms')} ms"
+        )
+        if span.get("error"):
+            text += f", failed{': ' + str(span['exception']) if span.get('exception') else ''}"
+        shown.append(text + ")")
+    more = len(spans) - len(shown)
+    seen = sample.get("spans_seen", len(spans))
+    return (
+        f"sample trace {sample.get('trace_id')} of {sample.get('exception_type')} "
+        f"({seen} span{'' if seen == 1 else 's'}): "
+        + " > ".join(shown)
+        + (f" and {more} more" if more > 0 else "")
+    )
 
 
 def register_observability_tools(

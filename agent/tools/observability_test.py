@@ -79,3 +79,34 @@ async def test_the_traces_lead_with_new_groups_route_and_suspect(
 async def test_another_release_is_refused(api: respx.MockRouter, tools: ObservabilityTools) -> None:
     outcome = await tools.get_observability_traces("1.0.0")
     assert not outcome.success and "Refused" in outcome.content
+
+
+async def test_the_top_groups_sample_trace_is_one_line_of_its_spans(
+    api: respx.MockRouter, tools: ObservabilityTools
+) -> None:
+    spans = [
+        {
+            "name": "GET /cart/{cart_id}/total",
+            "kind": "server",
+            "duration_ms": 12.5,
+            "error": True,
+            "exception": "ZeroDivisionError",
+        },
+        {"name": "SELECT shop.cart", "kind": "client", "duration_ms": 3.0, "error": False},
+    ] + [{"name": f"span {n}", "kind": "internal", "duration_ms": 1.0} for n in range(8)]
+    body = {
+        **TRACES,
+        "sample_trace": {"trace_id": "ab" * 16, "exception_type": "ZeroDivisionError",
+                         "spans": spans, "spans_seen": 14},
+    }  # fmt: skip
+    api.get(f"{BASE}/api/releases/1.1.0/traces").respond(200, json=body)
+    outcome = await tools.get_observability_traces("1.1.0")
+    shown = json.loads(outcome.content)
+    assert shown["in_short"][2] == (
+        f"sample trace {'ab' * 16} of ZeroDivisionError (14 spans): GET /cart/{{cart_id}}/total "
+        "(server, 12.5 ms, failed: ZeroDivisionError) > SELECT shop.cart (client, 3.0 ms) > "
+        "span 0 (internal, 1.0 ms) > span 1 (internal, 1.0 ms) > span 2 (internal, 1.0 ms) > "
+        "span 3 (internal, 1.0 ms) > span 4 (internal, 1.0 ms) > span 5 (internal, 1.0 ms) "
+        "and 2 more"
+    )
+    assert shown["sample_trace"]["spans"][1]["name"] == "SELECT shop.cart"
