@@ -5,8 +5,9 @@ job shows (GitHub's job summary, GitLab's, a pull-request comment), read in ten 
 - a headline: the severity and what the gate did with it, why in one sentence (the server's
   `why`), what to do;
 - at most five findings: one line per failing test with its first suspect commit, then the
-  findings that name no test already named, each cut to its first sentence; how many more the
-  release page has;
+  findings that name no test already named, each cut to its first sentence (a new error
+  group's, with its exception, route, counts and first suspect, kept whole up to 60 words);
+  how many more the release page has;
 - links to the release page and, once a person is asked, to the report's review item.
 
 The grounding of each finding ("5 = the policy's failed tests (its own sentence)") is the
@@ -32,6 +33,9 @@ from detective_client.verdict import (
 
 MOST_FINDINGS = 5
 MOST_WORDS = 30
+# A finding that names its first suspect commit (a new error group in production, issue 36)
+# says the commit's subject near its end: cut at 30 words, a subject of ten words was lost.
+MOST_WORDS_WITH_SUSPECT = 60
 ICONS = {BELOW: "✅", AT_OR_ABOVE: "⛔", WAITS_FOR_PERSON: "⏸️", NO_VERDICT: "❔"}
 
 # Without "[" a parenthesis opens no link, so parentheses stay as they are.
@@ -120,7 +124,9 @@ def findings(verdict: dict[str, Any]) -> tuple[list[str], int]:
     mark = not by_policy(verdict)
     for finding in verdict.get("findings") or []:
         body = " ".join(str(finding.get("text", "")).split())
-        sentence = first_sentence(body)
+        sentence = first_sentence(
+            body, MOST_WORDS_WITH_SUSPECT if " first suspect " in body else MOST_WORDS
+        )
         if not body or " first suspect: " in body or sentence.casefold() in said:
             continue
         if _names_a_test(body, named):

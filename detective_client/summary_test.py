@@ -112,3 +112,22 @@ def test_a_finding_the_policy_added_is_marked_unless_the_policy_is_the_verdict()
     lines = markdown(policy, "shop", AT_OR_ABOVE, "high").splitlines()
     assert "2. 12 failed tests" in lines
     assert "the policy's verdict (no model assessment)" in lines[0]
+
+
+def test_a_new_error_group_keeps_its_route_counts_and_first_suspect_whole() -> None:
+    finding = (
+        "ZeroDivisionError in shop/pricing.py `line_total`: 10 of 60 requests of "
+        "POST /api/v2/carts/{cart_id}/lines/{line_id}/total since 1.1.0 (none before); new in "
+        "this release; first suspect a1b2c3d 'Round prices per line so that cart totals match "
+        "the printed invoice' (Ana Lima), whose change is on that line. More detail follows."
+    )
+    verdict = {**failing(), "findings": [{"text": finding}], "suspects": []}
+    summary = markdown(verdict, "shop", AT_OR_ABOVE, "medium")
+    assert (
+        "'Round prices per line so that cart totals match the printed invoice' (Ana Lima), "
+        "whose change is on that line." in summary
+    ), summary
+    assert "More detail" not in summary  # still its first sentence alone
+    # A finding without a suspect is cut at 30 words, as before.
+    long = {**verdict, "findings": [{"text": " ".join(["word"] * 40)}]}
+    assert "word …" in markdown(long, "shop", AT_OR_ABOVE, "medium")
