@@ -159,7 +159,10 @@ PATHS: dict[str, dict[str, Any]] = {
         "get": _operation(
             "Drill-down: the release's error groups (new, regressed, ongoing) and its routes "
             "against their baseline, from the OTLP traces sent to /otlp/v1/traces",
-            f"{_READERS}.",
+            f"{_READERS}. `sample_trace`: one trace of the first group listed that has one, "
+            "with its spans (`span_id`, `parent_span_id`, `name`, `kind`, `start_ms`, "
+            "`duration_ms`, `status`, `error`, `exception`; at most 30) and `spans_seen`; "
+            "null without one.",
             params=(_VERSION, _SERVICE),
         )
     },

@@ -57,9 +57,10 @@ def shop_module(root: Path) -> ModuleType:
     return module
 
 
-def serve(version: str, pricing: ModuleType, *, failing: bool) -> list:  # type: ignore[type-arg]
+def serve(version: str, pricing: ModuleType, *, failing: bool, calls: bool = False) -> list:  # type: ignore[type-arg]
     """60 requests of each route, as a web framework's instrumentation records them; with
-    `failing`, 1 in 6 of the cart's divide by zero."""
+    `failing`, 1 in 6 of the cart's divide by zero; with `calls`, the cart's request reads
+    its lines from the database first (a CLIENT span under the request's)."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(
         resource=Resource.create({"service.name": "shop", "service.version": version})
@@ -77,6 +78,11 @@ def serve(version: str, pricing: ModuleType, *, failing: bool) -> list:  # type:
             ) as span:
                 status = 200
                 if route == ROUTES[0]:
+                    if calls:
+                        with tracer.start_as_current_span(
+                            "SELECT shop.cart_line", kind=SpanKind.CLIENT
+                        ):
+                            pass
                     try:
                         pricing.line_total(12.5, 0 if failing and n % 6 == 0 else 2)
                     except ZeroDivisionError as exc:
@@ -201,3 +207,45 @@ def test_real_sdk_spans_make_a_new_exception_the_verdict(
     earlier = judge_release(before).verdict
     assert "ZeroDivisionError" not in " ".join(earlier.evidence()) + str(earlier.as_dict())
     assert earlier.severity == "low", earlier.as_dict()
+
+
+def test_real_sdk_spans_sent_before_their_release_are_held_then_become_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new version serves (and its SDK exports) before the pipeline sends its release."""
+    pricing = shop_module(tmp_path)
+    shop = Service.objects.create(name="shop", slug="shop")
+    _, token = sources_services.create_token("otel of shop", shop)
+    with LiveSite(tmp_path / "logs", {"DETECTIVE_API_TOKEN": API_KEY}, workers=0) as site:
+        export(site, token, serve("1.2.0", pricing, failing=True, calls=True), monkeypatch)
+        assert not Release.objects.filter(version="1.2.0").exists()
+        made = httpx.post(
+            f"{site.url}/api/releases",
+            json={
+                "service": "shop",
+                "version": "1.2.0",
+                "deployed_at": (datetime.now(UTC) - timedelta(hours=1)).isoformat(),
+            },
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        assert made.status_code == 201, made.text
+        drilled = drill(site, "1.2.0")
+    [new] = drilled["error_groups"]
+    assert (new["status"], new["exception_type"], new["count"]) == ("new", "ZeroDivisionError", 10)
+    assert new["routes"] == {CART: 10}
+    cart = next(r for r in drilled["routes"] if r["route"] == CART)
+    assert (cart["release"]["requests"], cart["release"]["errors"]) == (60, 10)
+    sample = drilled["sample_trace"]
+    assert sample["exception_type"] == "ZeroDivisionError" and sample["spans_seen"] == 2
+    request, call = sample["spans"]
+    assert (request["kind"], request["error"], request["exception"]) == (
+        "server",
+        True,
+        "ZeroDivisionError",
+    )
+    assert (call["name"], call["kind"], call["parent_span_id"]) == (
+        "SELECT shop.cart_line",
+        "client",
+        request["span_id"],
+    )

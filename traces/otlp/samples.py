@@ -16,26 +16,40 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from traces.otlp.spans import STATUS_ERROR, SpanFacts
+from traces.otlp.spans import SpanFacts, text_ok
 
 __all__ = ["SAMPLE_SPANS", "SAMPLE_TRACES", "merge_samples", "sample_traces"]
 
 SAMPLE_TRACES = 2
 SAMPLE_SPANS = 30
+MAX_NAME = 200
 
 _KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS = {0: "unset", 1: "ok", 2: "error"}
 
 
+def _name(name: str) -> str:
+    """A span's name as a sample shows it: cut, and left out when it cannot be stored (a name
+    is no reason to refuse the span)."""
+    name = name[:MAX_NAME]
+    return name if text_ok(name) else ""
+
+
+def _parent(span: SpanFacts) -> bytes:
+    return bytes(span.raw.parent_span_id) if span.raw is not None else b""
+
+
 def _shown(span: SpanFacts, start_ns: int) -> dict[str, Any]:
+    raw = span.raw
+    parent = _parent(span)
     return {
-        "span_id": span.span_id.hex(),
-        "parent_span_id": span.parent_id.hex() if len(span.parent_id) == 8 else "",
-        "name": span.name,
-        "kind": _KINDS.get(span.kind, "unspecified"),
+        "span_id": bytes(raw.span_id).hex() if raw is not None else "",
+        "parent_span_id": parent.hex() if len(parent) == 8 else "",
+        "name": _name(raw.name) if raw is not None else "",
+        "kind": _KINDS.get(raw.kind if raw is not None else 0, "unspecified"),
         "start_ms": round((span.start_ns - start_ns) / 1e6, 3),
         "duration_ms": round(span.duration_ms, 3),
-        "status": _STATUS.get(span.status, "unset"),
+        "status": _STATUS.get(raw.status.code if raw is not None else 0, "unset"),
         "error": span.error,
         "exception": span.exceptions[0].type if span.exceptions else "",
     }
@@ -43,10 +57,7 @@ def _shown(span: SpanFacts, start_ns: int) -> dict[str, Any]:
 
 def _trace(trace_id: str, spans: Sequence[SpanFacts]) -> dict[str, Any]:
     # The failing spans and the root first: they are what a reader looks for in a cut trace.
-    kept = sorted(
-        spans,
-        key=lambda s: (not (s.error or s.status == STATUS_ERROR), bool(s.parent_id), s.start_ns),
-    )[:SAMPLE_SPANS]
+    kept = sorted(spans, key=lambda s: (not s.error, bool(_parent(s)), s.start_ns))[:SAMPLE_SPANS]
     kept.sort(key=lambda s: s.start_ns)
     start_ns = min(s.start_ns for s in spans)
     return {
