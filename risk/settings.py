@@ -310,6 +310,10 @@ class PolicySettings(BaseModel):
     new_error_group_level: Level = "medium"
     new_error_group_high_share_at_or_above: float | None = Field(0.05, ge=0, le=1)
     new_error_group_critical: bool = True
+    # A new group whose in-app frames run through a critical area (by the path globs that put
+    # a changed file there, `change_area_paths` and `critical_paths`): a charge that now
+    # raises is a payment failing in production, as a failing payment test is high.
+    new_error_group_in_critical_area_level: Level = "high"
     # A group an earlier release showed, the previous one did not, back in this one.
     regressed_error_group_level: Level = "medium"
 

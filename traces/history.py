@@ -21,6 +21,8 @@ from risk.trace_signals import (
     new_error_groups,
     regressed_error_groups,
 )
+from sources.models import CommitFile
+from sources.parsers.tracebacks import RepoPaths
 from traces.models import ErrorGroup, ErrorMinute, ErrorRelease, RouteMinute, Window
 from traces.suspects import suspect_for
 
@@ -55,7 +57,10 @@ def trace_facts(release: Release) -> TraceFacts | None:
         .values_list("route", "total")
     )
     groups = []
+    repo: RepoPaths | None = None
     for group in ErrorGroup.objects.filter(pk__in=per_group):
+        if repo is None:
+            repo = _repo_paths(release)
         by_route = routes.get(group.pk, {})
         route = max(by_route, key=lambda r: (by_route[r], r), default="")
         culprit = group.frames[-1] if group.frames else None
@@ -72,9 +77,22 @@ def trace_facts(release: Release) -> TraceFacts | None:
                 route=route,
                 route_requests=requests.get(route, 0),
                 suspect=suspect_for(release, group),
+                frame_paths=tuple(
+                    repo.match(frame[0]) or frame[0] for frame in group.frames if frame
+                ),
             )
         )
     return TraceFacts(version=release.version, groups=tuple(groups))
+
+
+def _repo_paths(release: Release) -> RepoPaths:
+    """The files the release's commits touched, to read a deployed frame path as the
+    repository's (`/srv/app/payments/charge.py` is `payments/charge.py`) before the policy
+    asks which critical area it lies in; a frame in a file the range did not touch is read as
+    deployed, where the same globs (`*/payments/*`) still find its area."""
+    return RepoPaths(
+        CommitFile.objects.filter(commit__release=release).values_list("path", flat=True)
+    )
 
 
 def _shown_path(path: str) -> str:

@@ -42,3 +42,34 @@ def test_new_then_gone_then_back_is_new_then_nothing_then_regressed() -> None:
         "1.1.0": {},
         "1.2.0": {"regressed_error_groups": "medium"},
     }
+
+
+def test_a_new_group_whose_frames_run_through_payments_is_high_with_the_repository_path() -> None:
+    from detective_client.records import CommitRecord, FileChangeRecord
+    from sources.services import Origin, ingest_commits
+    from traces.history import trace_facts
+
+    shop = Service.objects.create(name="shop", slug="shop")
+    token = token_for(sources_services.create_token("otel", shop)[1])
+    now = time.time_ns() - 60 * 10**9
+    start = datetime.fromtimestamp(now / 1e9, UTC)
+    release = Release.objects.create(service=shop, version="2.0.0", deployed_at=start)
+    touched = FileChangeRecord(path="src/payments/charge.py", added=3, deleted=1, old_path=None)
+    made = CommitRecord(sha="a" * 40, author_name="Ada", author_email="ada@example.com",
+                        authored_at=start, message="Capture in one step", files=(touched,),
+                        parents=("b" * 40,))  # fmt: skip
+    ingest_commits(release, [made], Origin("api"))
+    charge = stack().replace("shop/pricing.py", "payments/charge.py")
+    spans = [span(n, now + n, exception=("KeyError", "'sku'", charge) if n == 0 else None)
+             for n in range(100)]  # fmt: skip
+    services.ingest(token, read_spans(request("shop", "2.0.0", spans)))  # type: ignore[arg-type]
+    facts = trace_facts(release)
+    assert facts is not None
+    [group] = facts.groups
+    # The deployed /srv/app/payments/charge.py is the repository's src/payments/charge.py.
+    assert group.frame_paths == ("/srv/app/shop/views.py", "src/payments/charge.py")
+    [signal] = trace_signals(release, PolicySettings(), read_history(release))
+    assert (signal.name, signal.level, signal.areas) == ("new_error_groups", "high", ("payments",))
+    assert "its frames run through src/payments/charge.py: payments, a critical area" in (
+        signal.detail
+    )
