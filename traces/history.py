@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from releases.models import Release
 from releases.release_order import earlier_releases
@@ -23,7 +23,14 @@ from risk.trace_signals import (
 )
 from sources.models import CommitFile
 from sources.parsers.tracebacks import RepoPaths
-from traces.models import ErrorGroup, ErrorMinute, ErrorRelease, RouteMinute, Window
+from traces.models import (
+    ErrorGroup,
+    ErrorMinute,
+    ErrorRelease,
+    RouteMinute,
+    TraceIntake,
+    Window,
+)
 from traces.suspects import suspect_for
 
 
@@ -49,7 +56,14 @@ def trace_facts(release: Release) -> TraceFacts | None:
         group_id__in=per_group, release_id__in=earlier
     ).values_list("group_id", "release_id"):
         seen[group_id].add(release_id)
-    previous = earlier[0] if earlier else None
+    # The previous release that sent traces: one that sent none says nothing of a group's
+    # absence, and a group back after it is not regressed.
+    traced = set(
+        TraceIntake.objects.filter(release_id__in=earlier)
+        .filter(Q(spans__gt=0) | Q(log_records__gt=0))
+        .values_list("release_id", flat=True)
+    )
+    previous = next((pk for pk in earlier if pk in traced), None)
     requests = dict(
         RouteMinute.objects.filter(release=release, window=Window.RELEASE)
         .values("route")

@@ -73,3 +73,23 @@ def test_a_new_group_whose_frames_run_through_payments_is_high_with_the_reposito
     assert "its frames run through src/payments/charge.py: payments, a critical area" in (
         signal.detail
     )
+
+
+def test_a_group_is_not_regressed_after_a_release_that_sent_no_traces() -> None:
+    shop = Service.objects.create(name="shop", slug="shop")
+    token = token_for(sources_services.create_token("otel", shop)[1])
+    now = time.time_ns() - 60 * 10**9
+    start = datetime.fromtimestamp(now / 1e9, UTC)
+    said = {}
+    for days_ago, version, sent in ((3, "1.0.0", True), (2, "1.1.0", False), (1, "1.2.0", True)):
+        release = Release.objects.create(
+            service=shop, version=version, deployed_at=start - timedelta(days=days_ago)
+        )
+        if sent:
+            spans = [span(n, now + n, exception=ERROR if n == 0 else None) for n in range(3)]
+            services.ingest(token, read_spans(request("shop", version, spans)))  # type: ignore[arg-type]
+        said[version] = {
+            s.name: s.level for s in trace_signals(release, PolicySettings(), read_history(release))
+        }
+    # 1.1.0 sent nothing: its silence is no absence of the group, which is ongoing in 1.2.0.
+    assert said == {"1.0.0": {"new_error_groups": "high"}, "1.1.0": {}, "1.2.0": {}}
