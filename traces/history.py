@@ -1,8 +1,9 @@
 """A release's error groups as the policy reads them (`risk.trace_signals.TraceFacts`): each
 group's occurrences since the deploy time and before it, whether an earlier release of the
-service showed it, and its busiest route with that route's requests; and the signal they give,
-which `sources.judging.judge_release` adds to the verdict through its hook
-(sources/judging_hooks.py, installed by `TracesConfig.ready`)."""
+service showed it, and its busiest route with that route's requests; with its routes' figures
+minute by minute (traces/route_history.py), the signals they give, which
+`sources.judging.judge_release` adds to the verdict through its hook (sources/judging_hooks.py,
+installed by `TracesConfig.ready`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.db.models import Q, Sum
 from releases.models import Release
 from releases.release_order import earlier_releases
 from risk.history import History
+from risk.route_signals import route_regressions
 from risk.settings import PolicySettings
 from risk.signal import Signal
 from risk.trace_signals import (
@@ -31,11 +33,17 @@ from traces.models import (
     TraceIntake,
     Window,
 )
+from traces.route_history import route_facts
 from traces.suspects import suspect_for
 
+# The earlier releases a group is looked for in: "seen before" reads ErrorRelease, which
+# outlives the minutes' retention.
+EARLIER = 200
 
-def trace_facts(release: Release) -> TraceFacts | None:
-    """None for a release no span was sent for: the policy then says nothing of traces."""
+
+def trace_facts(release: Release, earlier: list[int] | None = None) -> TraceFacts | None:
+    """None for a release no span was sent for: the policy then says nothing of traces.
+    `earlier`: the service's earlier releases' ids, most recent first (read when not given)."""
     counts = (
         ErrorMinute.objects.filter(release=release)
         .values("group_id", "route", "window")
@@ -49,7 +57,8 @@ def trace_facts(release: Release) -> TraceFacts | None:
             routes[row["group_id"]][row["route"]] += row["total"]
     if not per_group:
         return None
-    earlier = list(earlier_releases(release).values_list("id", flat=True)[:200])
+    if earlier is None:
+        earlier = list(earlier_releases(release).values_list("id", flat=True)[:EARLIER])
     # ErrorRelease, not the minutes: it outlives the minutes' retention.
     seen: dict[int, set[int]] = defaultdict(set)
     for group_id, release_id in ErrorRelease.objects.filter(
@@ -116,5 +125,15 @@ def _shown_path(path: str) -> str:
 
 
 def trace_signals(release: Release, settings: PolicySettings, past: History) -> list[Signal]:
-    facts = trace_facts(release)
-    return new_error_groups(facts, settings) + regressed_error_groups(facts, settings)
+    # One query for a release no span or log record was sent for (most, and every one of a
+    # service without traces): the verdict's query budget (bench/release_summary.py).
+    if not TraceIntake.objects.filter(release=release).exists():
+        return []
+    earlier = list(earlier_releases(release).values_list("id", "version")[:EARLIER])
+    facts = trace_facts(release, [pk for pk, _ in earlier])
+    routes = route_facts(release, settings, earlier)
+    return (
+        new_error_groups(facts, settings)
+        + regressed_error_groups(facts, settings)
+        + route_regressions(routes, settings)
+    )
