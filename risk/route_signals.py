@@ -65,7 +65,7 @@ class MinuteFigures:
 class RouteWindows:
     route: str
     # Each window's minutes in time order: this release's from its deploy time, and its
-    # baseline's (the minutes before the deploy time, or the previous release's last ones).
+    # baseline's (the minutes before the deploy time, or the previous release's first ones).
     release: tuple[MinuteFigures, ...]
     baseline: tuple[MinuteFigures, ...]
     # The baseline in words: "the baseline window", "the previous release (v1.2.0)".

@@ -332,8 +332,8 @@ class PolicySettings(BaseModel):
     # A group an earlier release showed, the previous one did not, back in this one.
     regressed_error_group_level: Level = "medium"
     # Each route's error rate and p95, minute by minute, against its baseline (the minutes
-    # before the deploy time, else the previous release's last minutes) through the metric
-    # judge (risk/route_signals.py): the busiest `route_max_routes` routes, over the first
+    # before the deploy time, else the previous release's first from its deploy) through the
+    # metric judge (risk/route_signals.py): the busiest `route_max_routes` routes, over the first
     # `route_window_minutes` minutes from the deploy, a minute counting from
     # `route_minute_min_requests` requests and a route judged from `route_min_minutes` such
     # minutes in each window (fewer: not judged, and nothing said). `metric_confidence` is
