@@ -97,3 +97,20 @@ def test_the_rerun_failure_of_a_real_surefire_run_names_its_culprit(suite: Suite
     said = [s for s in evidence if "SearchIndexClient.java line 24" in s]
     assert len(said) == 1 and names_commit(said[0], culprit) == culprit.sha[:7]
     assert not any("known flaky" in s for s in evidence)
+
+
+def test_the_slow_route_is_in_the_brief_and_a_report_of_it_is_kept_as_filed(suite: Suite) -> None:
+    """Issue 36: the small profile copies the policy's sentences; the route's figures in them
+    are ones the grounding finds in the release's data, so the report needs no person."""
+    scenario = suite.get("route_slower_one_route")
+    release = scenario_sources.ingest_scenario(scenario)
+    brief = judging.judge_release(release).for_agent(brief=True)["policy"]
+    text = " ".join(brief["evidence"].values())
+    assert [g.name for g in scenario.expect.key_risks if find_group(text, g) is None] == []
+    assert brief["severity_floor"] == "medium" and "GET /products: p95 " in text
+    checked = filing.file_checked_report(
+        release=release, severity="medium", findings=list(brief["evidence"].values())
+    )
+    assert checked.report is not None and not checked.report.needs_review, (
+        checked.report.review_reasons if checked.report else checked
+    )

@@ -148,3 +148,24 @@ def test_a_new_exception_in_one_route_is_the_verdict_and_the_release_before_neve
     assert scenario_sources.ingest_scenario(scenario).pk == release.pk
     intake = TraceIntake.objects.get(release=release)
     assert intake.spans == 180
+
+
+def test_one_slow_route_is_the_verdict_named_by_its_route_with_the_service_flat(suite) -> None:
+    """Issue 36, item 4: tests green, the service's error rate and p95 flat, one route of three
+    many times slower than in the previous release: medium, naming the route and its figures;
+    the previous release's own routes say nothing."""
+    scenario = suite.get("route_slower_one_route")
+    release = scenario_sources.ingest_scenario(scenario)
+    assert release.test_results["failed"] == 0
+    assert policy.evaluate(release.as_summary()).severity == "low"  # the summary alone
+    verdict = judging.judge_release(release).verdict
+    assert verdict.severity == "medium", verdict.as_dict()
+    [signal] = [s for s in verdict.signals if s.level in ("medium", "high")]
+    assert (signal.name, signal.figure) == ("route_regressions", "GET /products")
+    assert signal.detail.startswith("GET /products: p95 ")
+    assert "over 25 minutes against " in signal.detail
+    assert "in the previous release (v45.0.2)" in signal.detail
+    assert "among 6 route comparisons" in signal.detail
+    before = Release.objects.get(service=release.service, version="v45.0.2")
+    earlier = judging.judge_release(before).verdict
+    assert earlier.severity == "low" and "route_regressions" not in str(earlier.as_dict())

@@ -149,7 +149,7 @@ def _field_for(name: str, info: Any) -> forms.Field:
             help_text="one glob a line: a public route or API file; one moved away is a "
             "breaking change",
         )
-    if name == "metric_settings":
+    if name in ("metric_settings", "route_metric_settings"):
         return JsonSettingField(
             help_text='per metric: {"label", "unit", "percent", "bad_direction": "increase" or '
             '"decrease", "effect": "median" or "mean", "allowed_ratio", "min_absolute_change", '

@@ -24,7 +24,7 @@ def form_data(**overrides: Any) -> dict[str, Any]:
         if isinstance(value, bool):
             if value:
                 data[name] = "on"
-        elif name == "metric_settings":
+        elif name in ("metric_settings", "route_metric_settings"):
             data[name] = json.dumps(value)
         elif isinstance(value, dict):
             data[name] = "\n".join(f"{area}: {', '.join(words)}" for area, words in value.items())
@@ -64,6 +64,7 @@ def test_editing_a_policy_in_the_admin_saves_a_new_version(admin_client: Client)
     # The nested and listed settings come back as they went in.
     saved, defaults = verdicts.settings_of(v2), PolicySettings()
     assert saved.metric_settings == defaults.metric_settings
+    assert saved.route_metric_settings == defaults.route_metric_settings
     assert saved.schema_change_patterns == defaults.schema_change_patterns
     assert (saved.critical_paths, saved.metric_confidence) == (defaults.critical_paths, 0.95)
     # Shown as the site shows them: percentages, and the areas as lines of words.

@@ -548,6 +548,16 @@ def _number(value: float) -> str:
     return text.rstrip("0").rstrip(".")
 
 
+def written_p(p: float) -> str:
+    """A p-value as the sentences write it: "< 0.001", "= 0.004", "= 0.27"."""
+    return _p(p)
+
+
+def written_ratio(value: float, allowed: float | None = None) -> str:
+    """A ratio as the sentences write it ("2.2", "15", "1.19")."""
+    return _ratio(value, allowed)
+
+
 def written(value: float, metric: MetricSettings) -> str:
     """A figure in the metric's units, as the sentences write it (for a page beside them)."""
     return _value(value, metric)

@@ -14,6 +14,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from risk.judge import DEFAULT_METRICS, JudgeSettings, MetricSettings
 
+# How one route's per-minute figures are judged (risk/route_signals.py): a route's minute holds
+# a few requests where the service's holds hundreds, so its error rate is judged on the mean of
+# the minutes' rates (their median is 0 below one error a minute) and asked to double and rise
+# by a percentage point; its p95 to double and rise by 100 ms (decision
+# 2026-11-29-routes-against-their-baseline: false alarms and misses measured).
+DEFAULT_ROUTE_METRICS: dict[str, MetricSettings] = {
+    "error_rate": MetricSettings(
+        label="error rate", percent=True, effect="mean", allowed_ratio=2.0,
+        min_absolute_change=0.01,
+    ),
+    "response_time_p95": MetricSettings(
+        label="p95", unit="ms", allowed_ratio=2.0, min_absolute_change=100.0
+    ),
+}  # fmt: skip
+
 Level = Literal["none", "low", "medium", "high"]
 Severity = Literal["low", "medium", "high"]
 
@@ -310,8 +325,28 @@ class PolicySettings(BaseModel):
     new_error_group_level: Level = "medium"
     new_error_group_high_share_at_or_above: float | None = Field(0.05, ge=0, le=1)
     new_error_group_critical: bool = True
+    # A new group whose in-app frames run through a critical area (by the path globs that put
+    # a changed file there, `change_area_paths` and `critical_paths`): a charge that now
+    # raises is a payment failing in production, as a failing payment test is high.
+    new_error_group_in_critical_area_level: Level = "high"
     # A group an earlier release showed, the previous one did not, back in this one.
     regressed_error_group_level: Level = "medium"
+    # Each route's error rate and p95, minute by minute, against its baseline (the minutes
+    # before the deploy time, else the previous release's first from its deploy) through the
+    # metric judge (risk/route_signals.py): the busiest `route_max_routes` routes, over the first
+    # `route_window_minutes` minutes from the deploy, a minute counting from
+    # `route_minute_min_requests` requests and a route judged from `route_min_minutes` such
+    # minutes in each window (fewer: not judged, and nothing said). `metric_confidence` is
+    # the family's: split evenly over the comparisons made (Bonferroni), so 20 routes of noise
+    # raise a false alarm no more often than one metric does.
+    route_regression_level: Level = "medium"
+    route_max_routes: int = Field(20, ge=1, le=200)
+    route_window_minutes: int = Field(60, ge=1, le=1440)
+    route_minute_min_requests: int = Field(5, ge=1)
+    route_min_minutes: int = Field(20, ge=2)
+    route_metric_settings: dict[str, MetricSettings] = Field(
+        default_factory=lambda: {name: m.model_copy() for name, m in DEFAULT_ROUTE_METRICS.items()}
+    )
 
     def metric_names_for(self, service: str) -> MetricNames:
         return self.metric_names.get(service) or self.metric_names.get(EVERY_SERVICE, MetricNames())

@@ -1,7 +1,10 @@
 """The risk policy's signal from what the running version does (its OTLP traces, issue 36): a
 new error group, one the service never showed in its earlier releases nor this release in its
 baseline (the minutes before its deploy time), is medium; high when it hits a share of its
-route's requests (`new_error_group_high_share_at_or_above`).
+route's requests (`new_error_group_high_share_at_or_above`) or when its in-app frames run
+through a critical area (`new_error_group_in_critical_area_level`), by the same path globs
+that put a changed file in one (`risk.signal.path_areas`: `change_area_paths` and the
+service's `critical_paths`).
 
 Plain facts in (`TraceFacts`, read from the `traces` app's tables by `traces.history`), one
 signal out, whose sentence names the exception, its innermost in-app frame, the route and the
@@ -13,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from risk.settings import PolicySettings
-from risk.signal import Signal, pct, plural
+from risk.settings import LEVEL_RANK, PolicySettings
+from risk.signal import Signal, path_areas, pct, plural
 from risk.suspects import Suspect
 
 __all__ = [
@@ -22,6 +25,7 @@ __all__ = [
     "REGRESSED_ERROR_GROUPS",
     "ErrorGroupFacts",
     "TraceFacts",
+    "critical_frames",
     "new_error_groups",
     "regressed_error_groups",
     "sentence",
@@ -49,6 +53,9 @@ class ErrorGroupFacts:
     suspect: Suspect | None = None
     # Seen in the service's previous release (the one deployed just before this one).
     seen_in_previous: bool = False
+    # Every in-app frame's path, outermost first: the repository's where the release's
+    # files matched it, else as deployed (`/srv/app/payments/charge.py`).
+    frame_paths: tuple[str, ...] = ()
 
     @property
     def is_new(self) -> bool:
@@ -70,7 +77,27 @@ class TraceFacts:
     groups: tuple[ErrorGroupFacts, ...] = ()
 
 
-def sentence(group: ErrorGroupFacts, version: str) -> str:
+def critical_frames(group: ErrorGroupFacts, cfg: PolicySettings) -> tuple[str, list[str]]:
+    """The innermost frame path in a critical area, and the areas of all its frames ("", []
+    when none is)."""
+    found: set[str] = set()
+    innermost = ""
+    for path in group.frame_paths:
+        if areas := path_areas(path, cfg):
+            found.update(areas)
+            innermost = path
+    return innermost, sorted(found)
+
+
+def _area_clause(group: ErrorGroupFacts, cfg: PolicySettings) -> str:
+    path, areas = critical_frames(group, cfg)
+    if not areas:
+        return ""
+    kind = "a critical area" if len(areas) == 1 else "critical areas"
+    return f"; its frames run through {path}: {', '.join(areas)}, {kind}"
+
+
+def sentence(group: ErrorGroupFacts, version: str, cfg: PolicySettings | None = None) -> str:
     where = f" in {group.path} `{group.function}`" if group.path else ""
     if group.route_requests and group.route:
         counted = f"{group.count:,} of {plural(group.route_requests, 'request')} of {group.route}"
@@ -80,6 +107,8 @@ def sentence(group: ErrorGroupFacts, version: str) -> str:
         counted = plural(group.count, "time")
     text = f"{group.exception_type}{where}: {counted} since {version} (none before)"
     text += "; new in this release"
+    if cfg is not None:
+        text += _area_clause(group, cfg)
     if group.suspect is not None:
         s = group.suspect
         text += f"; first suspect {s.sha[:7]} '{s.subject}' ({s.author}), whose change is " + (
@@ -100,13 +129,22 @@ def new_error_groups(facts: TraceFacts | None, cfg: PolicySettings) -> list[Sign
     level = cfg.new_error_group_level
     if high_at is not None and top_share is not None and top_share >= high_at:
         level = "high"
-    sentences: Sequence[str] = [sentence(g, facts.version) for g in new[:3]]
+    in_area = [g for g in new if critical_frames(g, cfg)[1]]
+    elsewhere = [g for g in new if not critical_frames(g, cfg)[1]]
+    area_level = cfg.new_error_group_in_critical_area_level
+    if in_area and LEVEL_RANK[area_level] > LEVEL_RANK[level]:
+        level = area_level
+    # The groups in a critical area are said first: they are why the level is what it is.
+    new = in_area + elsewhere
+    sentences: Sequence[str] = [sentence(g, facts.version, cfg) for g in new[:3]]
     detail = "; ".join(sentences)
     if len(new) > 3:
         detail += f"; and {len(new) - 3} more new error groups"
     threshold = "any new error group is " + cfg.new_error_group_level
     if high_at is not None:
         threshold += f"; high from {pct(high_at)} of its route's requests"
+    threshold += f"; {area_level} when its frames run through a critical area"
+    found_areas = sorted({a for g in in_area for a in critical_frames(g, cfg)[1]})
     return [
         Signal(
             name=NEW_ERROR_GROUPS,
@@ -116,7 +154,7 @@ def new_error_groups(facts: TraceFacts | None, cfg: PolicySettings) -> list[Sign
             figure=len(new),
             threshold=threshold,
             detail=detail,
-            areas=(),
+            areas=tuple(found_areas),
         )
     ]
 

@@ -383,6 +383,42 @@ SCENARIOS = [
             ),
         ],
     ),
+    # Issue 36: one route twice as slow and more, the service's p95 and error rate flat.
+    Scenario(
+        "route_slower_one_route",
+        [
+            *(_routine(f"v45.0.{i}", touch=("catalog/search.py",)) for i in range(2)),
+            _routine(
+                "v45.0.2",
+                touch=("catalog/search.py",),
+                traffic=Traffic(SHOP_ROUTES, 150, every_seconds=10),
+            ),
+            Release(
+                "v45.1.0",
+                "Product search by colour",
+                [
+                    Commit(
+                        "feat(catalog): search products by colour",
+                        [("catalog/search.py", 46, 5)],
+                        author="Ana Lima",
+                        email="ana@example.com",
+                        hunks={"catalog/search.py": [(30, 5, 30, 46)]},
+                    ),
+                    Commit("fix(ui): the cart badge's contrast", [("ui/badge.css", 2, 2)]),
+                    Commit("docs: the search API", [("docs/search.md", 12, 0)]),
+                ],
+                p95_ms=414,
+                error_rate=0.001,
+                traffic=Traffic(
+                    SHOP_ROUTES,
+                    150,
+                    every_seconds=10,
+                    slow_route=SHOP_ROUTES[1],
+                    slow_ms=(380.0, 720.0),
+                ),
+            ),
+        ],
+    ),
     Scenario(
         "clean_docs_long_green_history",
         [

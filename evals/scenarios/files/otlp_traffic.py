@@ -35,15 +35,21 @@ PRICING_ERROR = (
 
 @dataclass
 class Traffic:
-    """What the running version served in the 30 minutes from its deploy: `requests` of each
-    route (SERVER spans of the service `shop`), and 1 in `failing_every` of `failing_route`'s
-    raising `exception` (type, message, Python stack trace), recorded on its span."""
+    """What the running version served from its deploy: `requests` of each route (SERVER spans
+    of the service `shop`), one every `every_seconds`, and 1 in `failing_every` of
+    `failing_route`'s raising `exception` (type, message, Python stack trace), recorded on its
+    span; `slow_route`'s requests taking `slow_ms` where the others take 20-90 ms."""
 
     routes: tuple[str, ...]
     requests: int = 60
     failing_route: str | None = None
     failing_every: int = 0
     exception: tuple[str, str, str] | None = None
+    # A request of each route every this many seconds.
+    every_seconds: int = 20
+    # One route slower than the others: its requests take `slow_ms` (low, high) ms.
+    slow_route: str | None = None
+    slow_ms: tuple[float, float] = (20.0, 90.0)
 
 
 def _sha(*parts: str) -> str:
@@ -64,9 +70,10 @@ def otlp_json(version: str, traffic: Traffic, deployed_at: datetime) -> str:
     spans = []
     for n in range(traffic.requests):
         for index, route in enumerate(traffic.routes):
-            start = deployed_at + timedelta(seconds=5 + n * 20 + index)
+            start = deployed_at + timedelta(seconds=5 + n * traffic.every_seconds + index)
             start_ns = int(start.timestamp()) * 10**9
             trace = _sha("trace", version, route, str(n))
+            took = traffic.slow_ms if route == traffic.slow_route else (20, 90)
             failing = (
                 route == traffic.failing_route
                 and traffic.failing_every
@@ -78,7 +85,7 @@ def otlp_json(version: str, traffic: Traffic, deployed_at: datetime) -> str:
                 "name": f"GET {route}",
                 "kind": 2,
                 "startTimeUnixNano": str(start_ns),
-                "endTimeUnixNano": str(start_ns + int(rng.uniform(20, 90) * 1e6)),
+                "endTimeUnixNano": str(start_ns + int(rng.uniform(*took) * 1e6)),
                 "attributes": [
                     _attribute("http.request.method", "GET"),
                     _attribute("http.route", route),
