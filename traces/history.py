@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Q, Sum
+from django.db.models import Sum
 
 from releases.models import Release
 from releases.release_order import earlier_releases
@@ -34,6 +34,7 @@ from traces.models import (
     Window,
 )
 from traces.route_history import route_facts
+from traces.selectors import previous_traced
 from traces.suspects import suspect_for
 
 # The earlier releases a group is looked for in: "seen before" reads ErrorRelease, which
@@ -65,14 +66,7 @@ def trace_facts(release: Release, earlier: list[int] | None = None) -> TraceFact
         group_id__in=per_group, release_id__in=earlier
     ).values_list("group_id", "release_id"):
         seen[group_id].add(release_id)
-    # The previous release that sent traces: one that sent none says nothing of a group's
-    # absence, and a group back after it is not regressed.
-    traced = set(
-        TraceIntake.objects.filter(release_id__in=earlier)
-        .filter(Q(spans__gt=0) | Q(log_records__gt=0))
-        .values_list("release_id", flat=True)
-    )
-    previous = next((pk for pk in earlier if pk in traced), None)
+    previous = previous_traced(earlier)
     requests = dict(
         RouteMinute.objects.filter(release=release, window=Window.RELEASE)
         .values("route")

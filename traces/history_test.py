@@ -15,6 +15,7 @@ from traces import services
 from traces.history import trace_signals
 from traces.otlp.grouping_test import stack
 from traces.otlp.spans import read_spans
+from traces.selectors import release_traces
 
 pytestmark = pytest.mark.django_db
 ERROR = ("KeyError", "'sku'", stack())
@@ -25,7 +26,7 @@ def test_new_then_gone_then_back_is_new_then_nothing_then_regressed() -> None:
     token = token_for(sources_services.create_token("otel", shop)[1])
     now = time.time_ns() - 60 * 10**9
     start = datetime.fromtimestamp(now / 1e9, UTC)
-    said = {}
+    said, shown = {}, {}
     for days_ago, version, failing in ((3, "1.0.0", True), (2, "1.1.0", False), (1, "1.2.0", True)):
         release = Release.objects.create(
             service=shop, version=version, deployed_at=start - timedelta(days=days_ago)
@@ -37,11 +38,14 @@ def test_new_then_gone_then_back_is_new_then_nothing_then_regressed() -> None:
         said[version] = {
             s.name: s.level for s in trace_signals(release, PolicySettings(), read_history(release))
         }
+        shown[version] = [g["status"] for g in release_traces(release)["error_groups"]]
     assert said == {
         "1.0.0": {"new_error_groups": "high"},
         "1.1.0": {},
         "1.2.0": {"regressed_error_groups": "medium"},
     }
+    # The drill-down says what the policy judged.
+    assert shown == {"1.0.0": ["new"], "1.1.0": [], "1.2.0": ["regressed"]}
 
 
 def test_a_new_group_whose_frames_run_through_payments_is_high_with_the_repository_path() -> None:
@@ -81,7 +85,7 @@ def test_a_group_is_not_regressed_after_a_release_that_sent_no_traces() -> None:
     token = token_for(sources_services.create_token("otel", shop)[1])
     now = time.time_ns() - 60 * 10**9
     start = datetime.fromtimestamp(now / 1e9, UTC)
-    said = {}
+    said, shown = {}, {}
     for days_ago, version, sent in ((3, "1.0.0", True), (2, "1.1.0", False), (1, "1.2.0", True)):
         release = Release.objects.create(
             service=shop, version=version, deployed_at=start - timedelta(days=days_ago)
@@ -92,8 +96,10 @@ def test_a_group_is_not_regressed_after_a_release_that_sent_no_traces() -> None:
         said[version] = {
             s.name: s.level for s in trace_signals(release, PolicySettings(), read_history(release))
         }
+        shown[version] = [g["status"] for g in release_traces(release)["error_groups"]]
     # 1.1.0 sent nothing: its silence is no absence of the group, which is ongoing in 1.2.0.
     assert said == {"1.0.0": {"new_error_groups": "high"}, "1.1.0": {}, "1.2.0": {}}
+    assert shown == {"1.0.0": ["new"], "1.1.0": [], "1.2.0": ["ongoing"]}
 
 
 def _traffic(start_ns: int, minutes: int, slow: dict[str, int], per_minute: int = 6) -> list:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from releases.models import Release
 from releases.release_order import earlier_releases
@@ -60,11 +60,23 @@ def route_figures(release: Release) -> list[dict[str, Any]]:
     return rows[:MAX_ROUTES_SHOWN]
 
 
-def _status(group_id: int, baseline: int, earlier: list[int], seen: dict[int, set[int]]) -> str:
+def previous_traced(earlier: list[int]) -> int | None:
+    """The most recent of `earlier` (release ids, most recent first) that sent spans or log
+    records: a release that sent none says nothing of a group's absence, so a group back after
+    it is not regressed. The policy (`traces.history`) and the drill-down read it alike."""
+    traced = set(
+        TraceIntake.objects.filter(release_id__in=earlier)
+        .filter(Q(spans__gt=0) | Q(log_records__gt=0))
+        .values_list("release_id", flat=True)
+    )
+    return next((pk for pk in earlier if pk in traced), None)
+
+
+def _status(group_id: int, baseline: int, previous: int | None, seen: dict[int, set[int]]) -> str:
     where = seen.get(group_id, set())
     if not where and not baseline:
         return "new"
-    if where and earlier and earlier[0] not in where:
+    if where and previous not in where:
         return "regressed"
     return "ongoing"
 
@@ -94,6 +106,7 @@ def release_traces(
         group_id__in=counts, release_id__in=earlier
     ).values_list("group_id", "release_id"):
         seen[group_id].add(release_id)
+    previous = previous_traced(earlier)
     exemplars, samples = {}, {}
     for group_id, ids, traces in ErrorRelease.objects.filter(release=release).values_list(
         "group_id", "exemplars", "sample_traces"
@@ -106,7 +119,7 @@ def release_traces(
         groups.append(
             {
                 "fingerprint": group.fingerprint,
-                "status": _status(group.pk, counts[group.pk]["baseline"], earlier, seen),
+                "status": _status(group.pk, counts[group.pk]["baseline"], previous, seen),
                 "exception_type": group.exception_type,
                 "message": group.message[:300],
                 "frame": (
