@@ -126,6 +126,9 @@ def test_the_second_tier_sends_detective_the_requests_unsampled() -> None:
     assert "kind != SPAN_KIND_CONSUMER" in condition
     assert "status.code != STATUS_CODE_ERROR" in condition
     assert condition.count(" and ") == 2 and " or " not in condition
+    # Batches a bounded size: Detective refuses a body over 16 MB decompressed (413).
+    [batch] = [p for p in detective["processors"] if p.split("/")[0] == "batch"]
+    assert 0 < config["processors"][batch]["send_batch_max_size"] <= 2048
     # The trace store's pipeline samples; Detective's does not.
     store = next(p for name, p in pipelines.items() if name != "traces/detective")
     assert "tail_sampling" in store["processors"]
