@@ -63,6 +63,12 @@ ROOMS: dict[str, Room] = {
         frozenset(),
         django=False,
     ),
+    # A program of its own, not part of the site: the demo's small shop, run and traced by
+    # `manage.py demo_traffic`. The seed writes its code into the demo's git repository.
+    "demo_shop": Room(
+        "the demo's instrumented service: a small Django shop, its versions' code, its runner",
+        frozenset(),
+    ),
     "releases": Room(
         "services, releases and their list, runs' and reports' tables, the verdict, the policy",
         # detective_client: `manage.py verdict --markdown` writes the CI client's summary.
@@ -79,6 +85,8 @@ ROOMS: dict[str, Room] = {
                 "sources.parsers",
                 "detective_client",
                 "detective_site.settings",
+                # The demo's seed writes the demo shop's code into its git repository.
+                "demo_shop",
             }
         ),
     ),
@@ -100,6 +108,8 @@ ROOMS: dict[str, Room] = {
                 "traces.otlp",
                 "detective_client",
                 "detective_site.settings",
+                # `manage.py demo_traffic` deploys and runs the demo shop.
+                "demo_shop",
             }
         ),
     ),

@@ -1,5 +1,6 @@
 """The demo's releases written as their pipelines would have them: a git repository per service
-(made with the `git` command, one commit per change, a tag per release), a JUnit XML report
+(made with the `git` command, one commit per change, a tag per release; the demo shop's commits
+write its real code, `demo_shop`), a JUnit XML report
 and an OpenMetrics file per release. `seed_demo` ingests these through `sources.services`, the
 path a user's own files take.
 
@@ -25,6 +26,7 @@ from xml.sax.saxutils import quoteattr
 
 from django.utils.text import slugify
 
+import demo_shop
 from risk.changes import subject_areas
 from risk.settings import DEFAULT_CRITICAL_AREAS
 from sources.demo_releases import DemoRelease
@@ -103,7 +105,11 @@ def _service_files(
         if demo.changes:
             for index, message in enumerate(demo.changes):
                 moment = created_at - timedelta(hours=2 * (len(demo.changes) - index))
-                git.commit(message, moment, number * 10 + index)
+                seed = number * 10 + index
+                if demo.shop_code:
+                    git.commit_files(message, moment, seed, demo_shop.files_of(demo.version))
+                else:
+                    git.commit(message, moment, seed)
             git_range = f"{previous_tag}..{demo.version}"
         git.tag(demo.version)
         base = directory / demo.version
@@ -187,6 +193,17 @@ class _Git:
             image = self.repo / "static" / f"{scope}.png"
             image.parent.mkdir(parents=True, exist_ok=True)
             image.write_bytes(BINARY + bytes([seed % 256]))
+        self.run("add", "-A")
+        self._commit(message, moment, AUTHORS[seed % len(AUTHORS)])
+
+    def commit_files(
+        self, message: str, moment: datetime, seed: int, files: dict[str, str]
+    ) -> None:
+        """One commit writing these files (path -> text): the demo shop's real code."""
+        for relative, text in files.items():
+            target = self.repo / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
         self.run("add", "-A")
         self._commit(message, moment, AUTHORS[seed % len(AUTHORS)])
 

@@ -1,5 +1,6 @@
-"""The demo's releases: a fictional payments web app (the default service) and a search API,
-across the range of risk, as their sources would describe them.
+"""The demo's releases: a fictional payments web app (the default service), a search API and a
+small shop whose code is real and run (`demo_shop`), across the range of risk, as their sources
+would describe them.
 
 Each release says what its pipeline would have sent: its commits (Conventional Commits
 messages; None: the git range was never sent), its test results (counts and the failing tests
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import demo_shop
 from releases.models import Severity
 
 
@@ -36,9 +38,16 @@ class DemoRelease:
     service: str | None = None  # None: the default service
     # Typed in by hand (the release managers' form) instead of ingested from files.
     by_hand: bool = False
+    # The demo shop's release (`demo_shop`): its one commit writes the shop's real code at this
+    # version, the code `manage.py demo_traffic` runs and whose spans it sends.
+    shop_code: bool = False
 
 
 SEARCH_SERVICE = "Search API"
+SHOP_SERVICE = demo_shop.SERVICE
+# Green tests and flat metrics: what the shop's 1.1.0 does wrong shows only in its traces.
+SHOP_TESTS = {"passed": 48, "failed": 0, "skipped": 0}
+SHOP_METRICS = {"error_rate": 0.004, "response_time_p95": 120}
 
 DEMO_RELEASES: list[DemoRelease] = [
     DemoRelease(
@@ -366,5 +375,28 @@ DEMO_RELEASES: list[DemoRelease] = [
         ],
         test_results={"passed": 657, "failed": 0, "skipped": 3},
         deployment_metrics={"error_rate": 0.005, "response_time_p95": 230},
+    ),
+    # The demo shop (`demo_shop`), a service that is really run: `manage.py demo_traffic`
+    # deploys each version and sends its spans to the site through the OTLP exporter. 1.1.0's
+    # rounding divides by a line's quantity, and one cart in six has a line emptied to 0.
+    DemoRelease(
+        version="v1.0.0",
+        title="The shop opens",
+        days_ago=6,
+        service=SHOP_SERVICE,
+        changes=["feat(shop): Products, cart totals and a health check"],
+        test_results=SHOP_TESTS,
+        deployment_metrics=SHOP_METRICS,
+        shop_code=True,
+    ),
+    DemoRelease(
+        version="v1.1.0",
+        title="Prices rounded per unit",
+        days_ago=0.25,
+        service=SHOP_SERVICE,
+        changes=["fix(cart): Round prices per unit"],
+        test_results=SHOP_TESTS,
+        deployment_metrics=SHOP_METRICS,
+        shop_code=True,
     ),
 ]

@@ -10,11 +10,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+import demo_shop
 from agent.events import parse_event
 from assessments import services, tasks
 from assessments.timeline import outcome
 from releases.models import AgentEvent, Conversation, Message, Release, RiskReport, RunStatus
 from releases.selectors import releases_with_latest_report
+from sources import demo_files
 from sources.demo_releases import DEMO_RELEASES
 from sources.models import Commit, CommitFile, Ingestion, MetricSample
 
@@ -121,8 +123,8 @@ def test_the_demo_is_ingested_from_git_junit_and_openmetrics() -> None:
     kinds = set(Ingestion.objects.filter(origin="seed").values_list("kind", flat=True))
     assert kinds == {"release", "commits", "junit", "metrics"}
     services = set(Release.objects.values_list("service__slug", flat=True))
-    assert services == {"default", "search-api"}
-    assert all(Release.objects.filter(service__slug=slug).count() >= 3 for slug in services)
+    assert services == {"default", "search-api", "shop"}
+    assert all(Release.objects.filter(service__slug=slug).count() >= 2 for slug in services)
     # A real git history: a range per release, a rename, a binary file, the head's SHA.
     first = Release.objects.get(service__slug="default", version="v2.0.0")
     assert (first.git_from_ref, first.git_to_ref) == ("demo-start", "v2.0.0")
@@ -134,7 +136,7 @@ def test_the_demo_is_ingested_from_git_junit_and_openmetrics() -> None:
     # Each release's summary says what the demo says, derived from the detail.
     for demo in DEMO_RELEASES:
         release = Release.objects.get(
-            service__slug="search-api" if demo.service else "default", version=demo.version
+            service__slug=demo_files.service_slug(demo), version=demo.version
         )
         if demo.test_results is None:
             assert release.test_results is None
@@ -153,6 +155,25 @@ def test_the_demo_is_ingested_from_git_junit_and_openmetrics() -> None:
         else:
             subjects = [line.rsplit(" (", 1)[0] for line in release.changes]
             assert subjects == demo.changes, demo.version
+
+
+def test_the_shops_commits_are_the_code_demo_traffic_runs() -> None:
+    """The shop's git history is its real code (demo_shop/versions), with each file's changed
+    lines: the line 1.1.0's exception runs through is one its commit changed."""
+    call_command("seed_demo", stdout=StringIO())
+    [changed] = CommitFile.objects.filter(
+        commit__release__service__slug="shop", commit__release__version="v1.1.0"
+    )
+    assert changed.path == "shop/pricing.py" and changed.hunks
+    code = demo_shop.tree_at("v1.1.0")["shop/pricing.py"].splitlines()
+    [division] = [n for n, line in enumerate(code, 1) if "/ line.quantity" in line]
+    assert any(new <= division < new + count for _, _, new, count in changed.hunks)
+    # The other services' commits carry no hunks, as before: their verdicts are unchanged.
+    assert (
+        not CommitFile.objects.filter(hunks__isnull=False)
+        .exclude(commit__release__service__slug="shop")
+        .exists()
+    )
 
 
 def test_each_release_has_the_previous_ones_figures_as_its_baseline() -> None:

@@ -23,6 +23,7 @@ from sources.services.base import (
     create_token,
     find_service,
     release_for,
+    revoke_token,
     service_for,
     upsert_release,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "ingest_prometheus",
     "previous_release",
     "release_for",
+    "revoke_token",
     "save_by_hand",
     "service_for",
     "upsert_release",

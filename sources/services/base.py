@@ -306,6 +306,10 @@ def create_token(
     return token, secret
 
 
+def revoke_token(token: IngestionToken) -> None:
+    IngestionToken.objects.filter(pk=token.pk).update(revoked=True)
+
+
 def _check_text(where: str, value: str) -> str:
     if problem := text_problem(value):
         raise IngestError(f"{where} {problem}.", 422)

@@ -24,6 +24,8 @@ from django.utils import timezone
 from assessments import filing
 from assessments import services as run_services
 from detective_client import git
+from detective_client.head import with_hunks
+from detective_client.hunks import read_hunks
 from releases.models import Conversation, Message, Release, RiskReport, RunStatus, Severity
 from sources import demo_files, services
 from sources.demo_files import DemoFiles
@@ -329,6 +331,10 @@ def _ingest(demo: DemoRelease, files: DemoFiles) -> Release:
     """The release as its pipeline would send it: the release, its git range, its JUnit XML,
     its metrics file; or typed in by hand."""
     commits = git.read_range(files.repo, files.git_range) if files.git_range else []
+    if demo.shop_code and files.git_range:
+        # The shop's pipeline runs the CI client, which sends each file's changed lines: an
+        # exception's frames are matched to them for its suspect commit.
+        commits = with_hunks(commits, read_hunks(files.repo, files.git_range))
     start, end = git.split_range(files.git_range) if files.git_range else (None, None)
     fields = ReleaseFields(
         version=demo.version,

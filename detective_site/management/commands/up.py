@@ -213,6 +213,8 @@ class Command(BaseCommand):
             help="Migrate, seed and ensure the admin user, then exit without serving.",
         )
 
+    seeded = False
+
     def handle(self, *args: Any, **options: Any) -> None:
         host: str = options["host"]
         port: int = options["port"]
@@ -255,6 +257,11 @@ class Command(BaseCommand):
                 self.style.SUCCESS(f"Detective is running at {url}")
                 + "  (log in as admin; press Ctrl+C to stop)"
             )
+            if self.seeded:
+                self.stdout.write(
+                    "The demo shop's production traffic (its spans, through OpenTelemetry): "
+                    f"`uv run manage.py demo_traffic --url {url.rstrip('/')}` in another terminal."
+                )
 
         try:
             code = supervisor.run(ready=lambda: accepts_connections(host, port), on_ready=announce)
@@ -298,6 +305,9 @@ class Command(BaseCommand):
             call_command("collectstatic", interactive=False, verbosity=max(verbosity - 1, 0))
         if not Release.objects.exists():
             call_command("seed_demo", verbosity=verbosity, stdout=self.stdout)
+            # Not run here: the shop's two processes and their requests cost seconds of CPU
+            # that a first start should not wait for (docs/using/errors-and-traces.md).
+            self.seeded = True
         admin_password = settings.CONFIG.admin_password
         generated = ensure_admin(admin_password.get_secret_value() if admin_password else None)
         if generated:

@@ -1,0 +1,1 @@
+"""The demo shop: products, a cart's total, a health check."""
