@@ -20,9 +20,11 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from detective_client.commit_graph import graph_environment
 from detective_client.git import EmptyRange, GitError, resolve, split_range
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
 ]
 
 MAX_HUNKS = 50_000
+_GRAPH_FROM = 8  # blamed paths from which a commit-graph is written for them
 _COMMIT_MARK = "\x1ecommit "
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _LOCK_FILES = frozenset(
@@ -294,17 +297,17 @@ def blame_at_head(repo: Path, rev_range: str, paths: Iterable[str]) -> list[Blam
     start, end = split_range(rev_range)
     end_sha = resolve(repo, end)
     selection = end_sha if start is None else f"{resolve(repo, start)}..{end_sha}"
+    paths = list(paths)
     found: list[BlamedLines] = []
-    for path in paths:
-        command = ["git", "-C", str(repo), "blame", "--porcelain", "-M", selection, "--", path]
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            env={**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
-            check=False,
-        )
-        if done.returncode != 0:
-            continue
-        text = done.stdout.decode("utf-8", errors="replace")
-        found += parse_blame_porcelain(path, text.splitlines())
+    # A few blames cost less than writing the graph they would read (commit_graph's note).
+    graph = graph_environment(repo, end_sha) if len(paths) >= _GRAPH_FROM else nullcontext({})
+    with graph as graph_env:
+        environment = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", **graph_env}
+        for path in paths:
+            command = ["git", "-C", str(repo), "blame", "--porcelain", "-M", selection, "--", path]
+            done = subprocess.run(command, capture_output=True, env=environment, check=False)
+            if done.returncode != 0:
+                continue
+            text = done.stdout.decode("utf-8", errors="replace")
+            found += parse_blame_porcelain(path, text.splitlines())
     return found
