@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from detective_client.git import GitError, resolve, split_range
 from detective_client.hunks import HunkRange, blame_at_head, skipped_file
 from detective_client.imports import import_graph
+from detective_client.python_trees import forget, tree_of
 from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
 from detective_client.scopes import scopes_of
 
@@ -117,9 +118,8 @@ def imported_names(test_path: str, source: str) -> list[str]:
     """What a test file imports, as written: Python modules (`from a.b import c` gives `a.b`
     and `a.b.c`), Java/Kotlin classes, JS/TS relative paths (`risk.suspects` resolves them)."""
     if test_path.endswith(".py"):
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
+        tree = tree_of(source)
+        if tree is None:
             return []
         names: list[str] = []
         for node in ast.walk(tree):
@@ -161,9 +161,8 @@ def python_scopes(source: str) -> list[ScopeTuple]:
     """Every function of a Python module: its lines, and the words of its text and of its
     enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each, the
     first its own name marked `NAME_MARK`."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    tree = tree_of(source)
+    if tree is None:
         return []
     lines = source.splitlines()
     scopes: list[ScopeTuple] = []
@@ -222,6 +221,13 @@ def _sources(repo: Path, head: str, paths: Sequence[str]) -> dict[str, str]:
 
 def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     """The head's facts for `rev_range` (its hunks already read), within the bounds."""
+    try:
+        return _read_head(repo, rev_range, hunks)
+    finally:
+        forget()  # the parsed trees are this reading's only
+
+
+def _read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     repo = Path(repo)
     head = resolve(repo, split_range(rev_range)[1])
     at_head = [p for p in _git_lines(repo, "ls-tree", "-r", "-z", "--name-only", head) if p]

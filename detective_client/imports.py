@@ -27,6 +27,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 
+from detective_client.python_trees import tree_of
+
 __all__ = ["MAX_DEPTH", "MAX_NODES", "Edges", "import_graph", "resolved_imports"]
 
 MAX_DEPTH = 6  # import steps from a test file
@@ -114,10 +116,7 @@ def _with_packages(tree: _Tree, module: str) -> list[str]:
 
 
 def _python_edges(path: str, source: str, tree: _Tree, is_test: bool) -> list[str]:
-    try:
-        parsed = ast.parse(source)
-    except (SyntaxError, ValueError):
-        parsed = None
+    parsed = tree_of(source)
     out: list[str] = []
 
     def absolute(dotted: str) -> None:
