@@ -9,9 +9,10 @@ The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one 
   itself; and the files the graph reached, with their edges. The server walks it from a
   failing test: its "code under test", and how many import steps away. Test files the range
   changed come first.
-- `blame`: for the paths the range changed that stand at the head, which commit of the range
-  last wrote each line (`hunks.blame_at_head`): exact across merged branches, where carrying
-  hunks forward misplaces a branch's lines (17 of 23 culprits first without it, 23 with).
+- `blame`: for the paths the range changed that stand at the head (not prose, pictures or
+  dotfiles: `blame_worth`), which commit of the range last wrote each line
+  (`hunks.blame_at_head`): exact across merged branches, where carrying hunks forward misplaces
+  a branch's lines (17 of 23 culprits first without it, 23 with).
 - `scopes`: for the Python, JavaScript/TypeScript and Java files among those, each function's
   lines and the words of its text, its own name first (`python_scopes`, `scopes.scopes_of`),
   so a suspect whose lines sit in the function a failing test calls or names comes first.
@@ -70,6 +71,11 @@ _TEST_NAMES = (
     r"^.+?(?:Tests?|IT)\.(?:java|kt)$",
     r"^.+\.(?:test|spec)\.[cm]?[jt]sx?$",
 )
+_PROSE_SUFFIXES = (
+    *(".md", ".markdown", ".rst", ".txt", ".adoc", ".svg", ".png", ".jpg", ".jpeg", ".gif"),
+    ".ico",
+)
+_PROSE_NAMES = ("readme", "license", "licence", "changes", "changelog", "authors", "notice")
 _TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
 _TEST_FILE_NAMES = re.compile(r"^(?:test|tests|spec)\.[cm]?[jt]sx?$")
 _JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\s*\(?\s*)['"](\.{1,2}/[^'"]+)['"]""")
@@ -100,6 +106,19 @@ def with_hunks(commits: Sequence[CommitRecord], hunks: HunkRange) -> list[Commit
                 changed.append(replace(change, hunks=()))
         out.append(replace(commit, files=tuple(changed)))
     return out
+
+
+def blame_worth(path: str) -> bool:
+    """A path whose lines a failure's frame can run through: not prose, pictures or a
+    repository's dotfiles. A `git blame` costs a walk of the range's history each (half of
+    `ingest --git-repo`'s CPU on pallets/click, 42 of its 166 paths Markdown); a path left out
+    keeps its lines carried forward from the hunks (`risk.suspects.lines_at_head`)."""
+    name = PurePosixPath(path).name.lower()
+    return not (
+        name.endswith(_PROSE_SUFFIXES)
+        or name.startswith(_PROSE_NAMES)
+        or (name.startswith(".") and "." not in name[1:])
+    )
 
 
 def looks_like_test(path: str) -> bool:
@@ -264,7 +283,8 @@ def _read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     for path, found in edges.items():
         if path not in imports and found:
             imports[path] = tuple(f"/{p}" for p in found)[:MAX_IMPORTS]
-    blamed_paths = changed[:MAX_BLAMED_PATHS]
+    worth = [p for p in changed if blame_worth(p)]
+    blamed_paths = worth[:MAX_BLAMED_PATHS]
     readable = [p for p in blamed_paths if p.endswith(".py") or scopes_of(p) is not None]
     scopes: dict[str, tuple[ScopeTuple, ...]] = {}
     for path, text in _sources(repo, head, readable).items():
@@ -274,7 +294,7 @@ def _read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     blame: dict[str, list[BlameTuple]] = {}
     for lines in blame_at_head(repo, rev_range, blamed_paths):
         blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))
-    truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS or graph_cut
+    truncated = len(ordered) > MAX_TEST_FILES or len(worth) > MAX_BLAMED_PATHS or graph_cut
     return HeadRecord(
         sha=head,
         tests=dict(imports.items()),
