@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 from detective_client.git import GitError, resolve, split_range
 from detective_client.hunks import HunkRange, blame_at_head, skipped_file
 from detective_client.imports import import_graph
-from detective_client.python_trees import forget, tree_of
+from detective_client.python_trees import forget, import_nodes, tree_of
 from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
 from detective_client.scopes import scopes_of
 
@@ -137,11 +137,8 @@ def imported_names(test_path: str, source: str) -> list[str]:
     """What a test file imports, as written: Python modules (`from a.b import c` gives `a.b`
     and `a.b.c`), Java/Kotlin classes, JS/TS relative paths (`risk.suspects` resolves them)."""
     if test_path.endswith(".py"):
-        tree = tree_of(source)
-        if tree is None:
-            return []
         names: list[str] = []
-        for node in ast.walk(tree):
+        for node in import_nodes(source):
             if isinstance(node, ast.Import):
                 names += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -251,12 +248,16 @@ def _read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     head = resolve(repo, split_range(rev_range)[1])
     at_head = [p for p in _git_lines(repo, "ls-tree", "-r", "-z", "--name-only", head) if p]
     standing = set(at_head)
-    changed: list[str] = []  # newest commit's paths first
+    seen: dict[str, None] = {}  # newest commit's paths first
     for commit in hunks.commits:
-        changed += [f.path for f in commit.files if f.path in standing and f.path not in changed]
+        for f in commit.files:
+            if f.path in standing:
+                seen.setdefault(f.path)
+    changed = list(seen)
     tests = [p for p in at_head if looks_like_test(p)]
     first = [p for p in changed if looks_like_test(p)]
-    ordered = first + [p for p in tests if p not in set(first)]
+    first_set = set(first)
+    ordered = first + [p for p in tests if p not in first_set]
     chosen = ordered[:MAX_TEST_FILES]
     # A test "file" of megabytes is data written as code (idna's 1.4 MB test_idna_uts46.py):
     # its imports are not read, which took 25 s of parsing on a busy machine.
