@@ -109,7 +109,7 @@ def measure(repo: Path, rev_range: str, scratch: Path) -> dict[str, float]:
 
 def _count(repo: Path, rev_range: str) -> int:
     done = subprocess.run(
-        ["git", "-C", str(repo), "rev-list", "--count", "--no-merges", rev_range],
+        ["git", "-C", str(repo), "rev-list", "--count", rev_range],
         capture_output=True,
         text=True,
         check=True,
