@@ -9,8 +9,8 @@ The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one 
   itself; and the files the graph reached, with their edges. The server walks it from a
   failing test: its "code under test", and how many import steps away. Test files the range
   changed come first.
-- `blame`: for the paths the range changed that stand at the head (not prose, pictures or
-  dotfiles: `blame_worth`), which commit of the range last wrote each line
+- `blame`: for the paths the range changed that stand at the head (not prose, pictures,
+  settings or dotfiles: `blame_worth`), which commit of the range last wrote each line
   (`hunks.blame_at_head`): exact across merged branches, where carrying hunks forward misplaces
   a branch's lines (17 of 23 culprits first without it, 23 with).
 - `scopes`: for the Python, JavaScript/TypeScript and Java files among those, each function's
@@ -73,7 +73,8 @@ _TEST_NAMES = (
 )
 _PROSE_SUFFIXES = (
     *(".md", ".markdown", ".rst", ".txt", ".adoc", ".svg", ".png", ".jpg", ".jpeg", ".gif"),
-    ".ico",
+    # Settings and data: read by code, never run as a frame (a template or a script is).
+    *(".ico", ".toml", ".yaml", ".yml", ".json", ".ini", ".cfg", ".csv", ".lock"),
 )
 _PROSE_NAMES = ("readme", "license", "licence", "changes", "changelog", "authors", "notice")
 _TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
@@ -109,10 +110,11 @@ def with_hunks(commits: Sequence[CommitRecord], hunks: HunkRange) -> list[Commit
 
 
 def blame_worth(path: str) -> bool:
-    """A path whose lines a failure's frame can run through: not prose, pictures or a
-    repository's dotfiles. A `git blame` costs a walk of the range's history each (half of
-    `ingest --git-repo`'s CPU on pallets/click, 42 of its 166 paths Markdown); a path left out
-    keeps its lines carried forward from the hunks (`risk.suspects.lines_at_head`)."""
+    """A path whose lines a failure's frame can run through: not prose, pictures, settings
+    and data files or a repository's dotfiles. A `git blame` costs a walk of the range's
+    history each (half of `ingest --git-repo`'s CPU on pallets/click, 42 of its 166 paths
+    Markdown); a path left out keeps its lines carried forward from the hunks
+    (`risk.suspects.lines_at_head`)."""
     name = PurePosixPath(path).name.lower()
     return not (
         name.endswith(_PROSE_SUFFIXES)

@@ -113,7 +113,8 @@ def test_prose_pictures_and_dotfiles_are_not_blamed(repo: Path) -> None:
     assert set(head.blame) == {"shop/cart.py", "shop/templates/cart.html"}
     assert head.blame["shop/templates/cart.html"] == ((1, 1, sha),)
     assert not head_module.blame_worth("docs/logo.SVG")
-    assert head_module.blame_worth("config/settings.toml")
+    assert not head_module.blame_worth("config/settings.toml")
+    assert head_module.blame_worth("scripts/release.sh")
 
 
 def test_read_head_is_bounded_and_the_changed_test_files_come_first(
