@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "memory": "bench.memory",
     "judge": "bench.judge",
     "git": "bench.git_range",
+    "ingest": "bench.git_ingest",
     "backtest": "bench.backtest",
     "junit": "bench.junit_ingest",
     "junit-readers": "bench.junit_readers",

@@ -9,9 +9,10 @@ The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one 
   itself; and the files the graph reached, with their edges. The server walks it from a
   failing test: its "code under test", and how many import steps away. Test files the range
   changed come first.
-- `blame`: for the paths the range changed that stand at the head, which commit of the range
-  last wrote each line (`hunks.blame_at_head`): exact across merged branches, where carrying
-  hunks forward misplaces a branch's lines (17 of 23 culprits first without it, 23 with).
+- `blame`: for the paths the range changed that stand at the head (not prose, pictures,
+  settings or dotfiles: `blame_worth`), which commit of the range last wrote each line
+  (`hunks.blame_at_head`): exact across merged branches, where carrying hunks forward misplaces
+  a branch's lines (17 of 23 culprits first without it, 23 with).
 - `scopes`: for the Python, JavaScript/TypeScript and Java files among those, each function's
   lines and the words of its text, its own name first (`python_scopes`, `scopes.scopes_of`),
   so a suspect whose lines sit in the function a failing test calls or names comes first.
@@ -28,6 +29,7 @@ The test-file rule and the import reading repeat `risk.suspects`' (`is_test_file
 from __future__ import annotations
 
 import ast
+import gc
 import os
 import re
 import subprocess
@@ -38,6 +40,7 @@ from pathlib import Path, PurePosixPath
 from detective_client.git import GitError, resolve, split_range
 from detective_client.hunks import HunkRange, blame_at_head, skipped_file
 from detective_client.imports import import_graph
+from detective_client.python_trees import forget, import_nodes, tree_of
 from detective_client.records import BlameTuple, CommitRecord, HeadRecord, ScopeTuple
 from detective_client.scopes import scopes_of
 
@@ -69,6 +72,12 @@ _TEST_NAMES = (
     r"^.+?(?:Tests?|IT)\.(?:java|kt)$",
     r"^.+\.(?:test|spec)\.[cm]?[jt]sx?$",
 )
+_PROSE_SUFFIXES = (
+    *(".md", ".markdown", ".rst", ".txt", ".adoc", ".svg", ".png", ".jpg", ".jpeg", ".gif"),
+    # Settings and data: read by code, never run as a frame (a template or a script is).
+    *(".ico", ".toml", ".yaml", ".yml", ".json", ".ini", ".cfg", ".csv", ".lock"),
+)
+_PROSE_NAMES = ("readme", "license", "licence", "changes", "changelog", "authors", "notice")
 _TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "testing", "spec"})
 _TEST_FILE_NAMES = re.compile(r"^(?:test|tests|spec)\.[cm]?[jt]sx?$")
 _JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\s*\(?\s*)['"](\.{1,2}/[^'"]+)['"]""")
@@ -101,6 +110,20 @@ def with_hunks(commits: Sequence[CommitRecord], hunks: HunkRange) -> list[Commit
     return out
 
 
+def blame_worth(path: str) -> bool:
+    """A path whose lines a failure's frame can run through: not prose, pictures, settings
+    and data files or a repository's dotfiles. A `git blame` costs a walk of the range's
+    history each (half of `ingest --git-repo`'s CPU on pallets/click, 42 of its 166 paths
+    Markdown); a path left out keeps its lines carried forward from the hunks
+    (`risk.suspects.lines_at_head`)."""
+    name = PurePosixPath(path).name.lower()
+    return not (
+        name.endswith(_PROSE_SUFFIXES)
+        or name.startswith(_PROSE_NAMES)
+        or (name.startswith(".") and "." not in name[1:])
+    )
+
+
 def looks_like_test(path: str) -> bool:
     """A test's source file by its name or folder (`risk.suspects.is_test_file`'s rule)."""
     parts = PurePosixPath(path).parts
@@ -117,12 +140,8 @@ def imported_names(test_path: str, source: str) -> list[str]:
     """What a test file imports, as written: Python modules (`from a.b import c` gives `a.b`
     and `a.b.c`), Java/Kotlin classes, JS/TS relative paths (`risk.suspects` resolves them)."""
     if test_path.endswith(".py"):
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return []
         names: list[str] = []
-        for node in ast.walk(tree):
+        for node in import_nodes(source):
             if isinstance(node, ast.Import):
                 names += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -161,9 +180,8 @@ def python_scopes(source: str) -> list[ScopeTuple]:
     """Every function of a Python module: its lines, and the words of its text and of its
     enclosing classes (`risk.suspects.python_scopes`' rule), at most `MAX_WORDS` each, the
     first its own name marked `NAME_MARK`."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    tree = tree_of(source)
+    if tree is None:
         return []
     lines = source.splitlines()
     scopes: list[ScopeTuple] = []
@@ -222,16 +240,34 @@ def _sources(repo: Path, head: str, paths: Sequence[str]) -> dict[str, str]:
 
 def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     """The head's facts for `rev_range` (its hunks already read), within the bounds."""
+    # The syntax trees are hundreds of thousands of objects without cycles: the collector's
+    # passes over them were ~40 % of the reading's own CPU on pallets/click (0.8-1.0 s -> 0.46-
+    # 0.55 s with it paused; issue 39, item 3). It runs again when the reading ends.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_head(repo, rev_range, hunks)
+    finally:
+        forget()  # the parsed trees are this reading's only
+        if collecting:
+            gc.enable()
+
+
+def _read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     repo = Path(repo)
     head = resolve(repo, split_range(rev_range)[1])
     at_head = [p for p in _git_lines(repo, "ls-tree", "-r", "-z", "--name-only", head) if p]
     standing = set(at_head)
-    changed: list[str] = []  # newest commit's paths first
+    seen: dict[str, None] = {}  # newest commit's paths first
     for commit in hunks.commits:
-        changed += [f.path for f in commit.files if f.path in standing and f.path not in changed]
+        for f in commit.files:
+            if f.path in standing:
+                seen.setdefault(f.path)
+    changed = list(seen)
     tests = [p for p in at_head if looks_like_test(p)]
     first = [p for p in changed if looks_like_test(p)]
-    ordered = first + [p for p in tests if p not in set(first)]
+    first_set = set(first)
+    ordered = first + [p for p in tests if p not in first_set]
     chosen = ordered[:MAX_TEST_FILES]
     # A test "file" of megabytes is data written as code (idna's 1.4 MB test_idna_uts46.py):
     # its imports are not read, which took 25 s of parsing on a busy machine.
@@ -258,7 +294,8 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     for path, found in edges.items():
         if path not in imports and found:
             imports[path] = tuple(f"/{p}" for p in found)[:MAX_IMPORTS]
-    blamed_paths = changed[:MAX_BLAMED_PATHS]
+    worth = [p for p in changed if blame_worth(p)]
+    blamed_paths = worth[:MAX_BLAMED_PATHS]
     readable = [p for p in blamed_paths if p.endswith(".py") or scopes_of(p) is not None]
     scopes: dict[str, tuple[ScopeTuple, ...]] = {}
     for path, text in _sources(repo, head, readable).items():
@@ -268,7 +305,7 @@ def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     blame: dict[str, list[BlameTuple]] = {}
     for lines in blame_at_head(repo, rev_range, blamed_paths):
         blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))
-    truncated = len(ordered) > MAX_TEST_FILES or len(changed) > MAX_BLAMED_PATHS or graph_cut
+    truncated = len(ordered) > MAX_TEST_FILES or len(worth) > MAX_BLAMED_PATHS or graph_cut
     return HeadRecord(
         sha=head,
         tests=dict(imports.items()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 from pathlib import Path
 
@@ -97,6 +98,25 @@ def test_read_head_sends_imports_blame_and_functions(repo: Path) -> None:
     assert not head.truncated
     # Through JSON and back, as the server reads it.
     assert type(head).from_json(head.to_json()) == head
+
+
+def test_prose_pictures_and_dotfiles_are_not_blamed(repo: Path) -> None:
+    (repo / "shop/cart.py").write_text("def total(items):\n    return sum(items, 0)\n")
+    (repo / "docs").mkdir()
+    (repo / "docs/cart.md").write_text("# The cart\n")
+    (repo / "README").write_text("Shop\n")
+    (repo / ".gitignore").write_text("*.pyc\n")
+    (repo / "shop/templates").mkdir()
+    (repo / "shop/templates/cart.html").write_text("<p>{{ total }}</p>\n")
+    sha = _commit(repo, "feat: docs and a template")
+    head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
+    assert gc.isenabled()  # paused while the trees are read, running again after
+    # A template can be a frame's file; Markdown, a README and .gitignore never are.
+    assert set(head.blame) == {"shop/cart.py", "shop/templates/cart.html"}
+    assert head.blame["shop/templates/cart.html"] == ((1, 1, sha),)
+    assert not head_module.blame_worth("docs/logo.SVG")
+    assert not head_module.blame_worth("config/settings.toml")
+    assert head_module.blame_worth("scripts/release.sh")
 
 
 def test_read_head_is_bounded_and_the_changed_test_files_come_first(

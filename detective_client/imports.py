@@ -27,6 +27,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 
+from detective_client.python_trees import import_nodes
+
 __all__ = ["MAX_DEPTH", "MAX_NODES", "Edges", "import_graph", "resolved_imports"]
 
 MAX_DEPTH = 6  # import steps from a test file
@@ -114,10 +116,6 @@ def _with_packages(tree: _Tree, module: str) -> list[str]:
 
 
 def _python_edges(path: str, source: str, tree: _Tree, is_test: bool) -> list[str]:
-    try:
-        parsed = ast.parse(source)
-    except (SyntaxError, ValueError):
-        parsed = None
     out: list[str] = []
 
     def absolute(dotted: str) -> None:
@@ -149,7 +147,7 @@ def _python_edges(path: str, source: str, tree: _Tree, is_test: bool) -> list[st
             init = _join(package, "__init__.py")
             out.append(sub if sub is not None else init)
 
-    for node in ast.walk(parsed) if parsed is not None else ():
+    for node in import_nodes(source):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 absolute(alias.name)

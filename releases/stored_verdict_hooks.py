@@ -72,6 +72,15 @@ def release_saved(instance: Release, created: bool, raw: bool = False, **kwargs:
     if raw or created:
         return  # a new release has no report and no run: its defaults are its verdict
     if fields is None or fields & frozenset(DATA_FIELDS):
+        # With no report and no run the verdict is the new release's defaults whatever its
+        # data (the data only decide whether a report awaits a person): two EXISTS instead of
+        # the four statements of a refresh, on every summary a release's ingestion writes
+        # (the backtest saves each release twice; issue 39, item 3).
+        if (
+            not RiskReport.objects.filter(release_id=instance.pk).exists()
+            and not Conversation.objects.filter(release_id=instance.pk).exists()
+        ):
+            return
         refresh_stored_verdict(instance)
 
 

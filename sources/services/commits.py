@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from django.db import transaction
+from django.db import connection, models, transaction
 
 from detective_client.conventional import classify
 from detective_client.head import (
@@ -119,6 +120,89 @@ def _fill_hunks(release: Release, commits: Sequence[CommitRecord]) -> int:
     return len(filled)
 
 
+# Commits and their files are inserted with one executemany per batch, without a model instance
+# each: on pallets/click's 3,261 commits and 5,184 files, `bulk_create`'s per-object and
+# per-field work was most of `ingest_commits` (issue 39, item 3). The values are checked and
+# bounded above, as the model's fields would.
+_COMMIT_COLUMNS = (
+    "release_id",
+    "ingestion_id",
+    "sha",
+    "author_name",
+    "author_email",
+    "authored_at",
+    "message",
+    "parents",
+    "change_type",
+    "scope",
+    "breaking",
+)
+_PARENTS = _COMMIT_COLUMNS.index("parents")
+_FILE_COLUMNS = (
+    "path",
+    "old_path",
+    "added",
+    "deleted",
+    "binary",
+    "generated",
+    "vendored",
+    "removed",
+    "hunks",
+    "commit_id",
+)
+_CHANGE_TYPES = frozenset(ChangeType.values)
+
+
+def _insert(
+    cursor: Any, model: type[models.Model], columns: Sequence[str], rows: list[Any]
+) -> None:
+    table = connection.ops.quote_name(model._meta.db_table)
+    names = ", ".join(connection.ops.quote_name(name) for name in columns)
+    marks = ", ".join(["%s"] * len(columns))
+    for start in range(0, len(rows), BATCH):
+        cursor.executemany(
+            f"INSERT INTO {table} ({names}) VALUES ({marks})", rows[start : start + BATCH]
+        )
+
+
+def _insert_commits(
+    release: Release,
+    ingestion_id: int,
+    rows: list[tuple[Any, ...]],
+    files: list[list[tuple[Any, ...]]],
+) -> list[tuple[Any, ...]]:
+    """The commits' rows, then their files' with the commits' ids; the files' rows inserted."""
+    ops = connection.ops
+    commit_rows = [
+        (
+            *row[:5],
+            ops.adapt_datetimefield_value(row[5]),
+            row[6],
+            ops.adapt_json_value(row[_PARENTS], None),
+            *row[8:],
+        )
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        _insert(cursor, Commit, _COMMIT_COLUMNS, commit_rows)
+        ids = dict(
+            Commit.objects.filter(release=release, ingestion_id=ingestion_id).values_list(
+                "sha", "id"
+            )
+        )
+        file_rows = [
+            (
+                *change[:8],
+                None if change[8] is None else ops.adapt_json_value(change[8], None),
+                ids[row[2]],
+            )
+            for row, changes in zip(rows, files, strict=True)
+            for change in changes
+        ]
+        _insert(cursor, CommitFile, _FILE_COLUMNS, file_rows)
+    return [change for changes in files for change in changes]
+
+
 def ingest_commits(
     release: Release,
     commits: Sequence[CommitRecord],
@@ -153,60 +237,54 @@ def ingest_commits(
             _store_head(release, head)
         filled = _fill_hunks(release, commits)
         known = set(Commit.objects.filter(release=release).values_list("sha", flat=True))
-        rows: list[Commit] = []
-        files: list[list[CommitFile]] = []
+        rows: list[tuple[Any, ...]] = []
+        files: list[list[tuple[Any, ...]]] = []
         for commit in commits:
             if commit.sha in known:
                 continue
             known.add(commit.sha)
             where = f"commit {commit.sha[:12]}"
             conventional = classify(_check_text(f"{where}: the message", commit.message))
-            kind = conventional.type if conventional.type in ChangeType.values else "other"
+            kind = conventional.type if conventional.type in _CHANGE_TYPES else "other"
             rows.append(
-                Commit(
-                    release=release,
-                    ingestion=ingestion,
-                    sha=commit.sha,
-                    author_name=_check_text(where, commit.author_name)[:200],
-                    author_email=_check_text(where, commit.author_email)[:254],
-                    authored_at=commit.authored_at,
-                    message=commit.message,
-                    parents=list(commit.parents),
-                    change_type=kind,
-                    scope=(conventional.scope or "")[:100],
-                    breaking=conventional.breaking,
+                (
+                    release.pk,
+                    ingestion.pk,
+                    commit.sha,
+                    _check_text(where, commit.author_name)[:200],
+                    _check_text(where, commit.author_email)[:254],
+                    commit.authored_at,
+                    commit.message,
+                    list(commit.parents),
+                    kind,
+                    (conventional.scope or "")[:100],
+                    conventional.breaking,
                 )
             )
             files.append(
                 [
-                    CommitFile(
-                        path=_check_text(where, change.path)[:1000],
-                        old_path=_check_text(where, change.old_path or "")[:1000],
-                        added=change.added,
-                        deleted=change.deleted,
-                        binary=change.added is None,
-                        generated=change.generated,
-                        vendored=change.vendored,
-                        removed=change.removed,
-                        hunks=None if change.hunks is None else [list(h) for h in change.hunks],
+                    (
+                        _check_text(where, change.path)[:1000],
+                        _check_text(where, change.old_path or "")[:1000],
+                        change.added,
+                        change.deleted,
+                        change.added is None,
+                        change.generated,
+                        change.vendored,
+                        change.removed,
+                        None if change.hunks is None else [list(h) for h in change.hunks],
                     )
                     for change in commit.files
                 ]
             )
-        Commit.objects.bulk_create(rows, batch_size=BATCH)
-        stored_files: list[CommitFile] = []
-        for row, changes in zip(rows, files, strict=True):
-            for change in changes:
-                change.commit = row
-                stored_files.append(change)
-        CommitFile.objects.bulk_create(stored_files, batch_size=BATCH)
+        stored_files = _insert_commits(release, ingestion.pk, rows, files)
         ingestion.counts = {
             "commits": len(rows),
             "already_stored": len(commits) - len(rows),
-            "merges": sum(len(row.parents) > 1 for row in rows),
+            "merges": sum(len(row[_PARENTS]) > 1 for row in rows),
             "files": len(stored_files),
         }
-        with_hunks = sum(f.hunks is not None for f in stored_files) + filled
+        with_hunks = sum(f[-1] is not None for f in stored_files) + filled
         if with_hunks:
             ingestion.counts["files_with_hunks"] = with_hunks
         ingestion.save(update_fields=["counts"])

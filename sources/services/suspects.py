@@ -20,7 +20,14 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from detective_client import git
-from detective_client.hunks import MAX_HUNKS, FileHunks, Hunk, blame_at_head, read_hunks
+from detective_client.hunks import (
+    MAX_HUNKS,
+    FileHunks,
+    Hunk,
+    HunkRange,
+    blame_at_head,
+    read_hunks,
+)
 from detective_client.imports import import_graph
 from detective_client.scopes import scopes_of
 from risk import suspect_reach as reach
@@ -89,9 +96,12 @@ def stored_form(
     }
 
 
-def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
+def compute_suspects(
+    release: Release, repo: Path, rev_range: str, hunks: HunkRange | None = None
+) -> int:
     """Ranks the suspects of each failed test case of `release` and stores them; returns how
-    many failures got at least one suspect."""
+    many failures got at least one suspect. `hunks`: the range's, when the caller read them
+    already (`read_hunks` with its default bound), so the log is not read twice."""
     failed = list(
         release.test_cases.filter(status__in=[TestStatus.FAILED, TestStatus.ERROR]).order_by(
             "suite", "classname", "name", "attempt"
@@ -102,7 +112,8 @@ def compute_suspects(release: Release, repo: Path, rev_range: str) -> int:
     _, end = git.split_range(rev_range)
     head = git.resolve(repo, end)
     paths = _git(repo, "ls-tree", "-r", "--name-only", head).splitlines()
-    hunks = read_hunks(repo, rev_range, limit=MAX_HUNKS)
+    if hunks is None:
+        hunks = read_hunks(repo, rev_range, limit=MAX_HUNKS)
     records = {c.sha: c for c in release.commits.all()}
     commits = [
         ranking.RangeCommit(

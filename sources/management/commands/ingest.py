@@ -124,6 +124,7 @@ class Command(BaseCommand):
         from_ref = to_ref = head = None
         commits = None
         facts = None
+        hunks = None
         if options["git_repo"]:
             commits = git.read_range(options["git_repo"], options["git_range"])
             start, end = git.split_range(options["git_range"])
@@ -167,7 +168,7 @@ class Command(BaseCommand):
                 )
         if options["git_repo"]:
             # The checkout is at hand only here: the failures' suspects are ranked now.
-            found = compute_suspects(release, options["git_repo"], options["git_range"])
+            found = compute_suspects(release, options["git_repo"], options["git_range"], hunks)
             self._say("suspects", True, {"failures with suspects": found})
         if options["metrics_file"]:
             path = options["metrics_file"]
