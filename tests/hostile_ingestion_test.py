@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,16 +43,17 @@ def commit(**changes: Any) -> dict[str, Any]:
     }
 
 
+STORED = (Service, Release, Ingestion, Commit, CommitFile, MetricSample)
+# One statement for the six counts: the fuzz counts before and after each of its 2,400 requests,
+# and six ORM counts were a third of its time (cProfile of test_fuzz_releases).
+COUNTS = "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM {m._meta.db_table})" for m in STORED)
+
+
 def stored() -> tuple[int, ...]:
     """What ingestion writes, counted: a refused request must leave all of it as it was."""
-    return (
-        Service.objects.count(),
-        Release.objects.count(),
-        Ingestion.objects.count(),
-        Commit.objects.count(),
-        CommitFile.objects.count(),
-        MetricSample.objects.count(),
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(COUNTS)
+        return tuple(cursor.fetchone())
 
 
 @pytest.fixture
