@@ -40,7 +40,7 @@ from pathlib import PurePosixPath
 from typing import Protocol
 
 from risk.schema_evidence import schema_changes, shared_words
-from risk.scope_evidence import NamedScope, call_reach, name_counts, named_scope, why_named
+from risk.scope_evidence import NamedScope, modules_named, why_named
 
 __all__ = [
     "NEAR_LINES",
@@ -480,17 +480,10 @@ def rank_suspects(
     # changed function holds (IntRange) says more than one every function holds (convert).
     tied: dict[tuple[str, str], NamedScope] = {}
     wanted = failure.names | failure.called
-    for path in failure.exercised:
-        module_scopes = (scopes or {}).get(path, ())
-        if not module_scopes:
-            continue
-        reach = call_reach(module_scopes, wanted)
-        counts = name_counts(module_scopes, wanted)
-        for r in owned.get(path, []):
-            found = named_scope(r, module_scopes, wanted, reach, counts)
-            key = (path, r.sha)
-            if found is not None and (key not in tied or found.key < tied[key].key):
-                tied[key] = found
+    for (path, r), found in modules_named(failure.exercised, scopes or {}, owned, wanted):
+        key = (path, r.sha)
+        if key not in tied or found.key < tied[key].key:
+            tied[key] = found
     for commit in commits:
         if commit.automated:
             continue
@@ -513,7 +506,7 @@ def rank_suspects(
                 )
                 reason = (
                     f"{_short(commit.sha)} '{commit.subject}' changed {changed.path}, which "
-                    f"{failure.test_path} exercises: "
+                    f"{failure.test_path or 'the failing test'} exercises: "
                     + "; ".join(why)
                     + ("" if stands else " (its lines there were rewritten later in the range)")
                 )
@@ -568,7 +561,7 @@ _KEY_WORDS: dict[str, tuple[str, ...]] = {
     ),
     UNDER_TEST: (
         "",
-        "the name it shares with the test is rarer in its module ({} against {} functions)",
+        "the name that ties it to the test is rarer ({} against {} functions)",
         "the test calls the function it changed, where the other's only mentions the name",
         "the test is named after the file it changed",
         "the test reaches it in fewer import steps ({} against {})",
