@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -154,35 +155,43 @@ class Suspect:
     reason: str
 
 
-def _cuts(hunks: Sequence[HunkLike]) -> list[tuple[int, int, int | None]]:
-    """For the parent's numbering: (first line, shift, None) spans, or (first, 0, end) removed."""
-    spans: list[tuple[int, int, int | None]] = []
-    shift = 0
-    for hunk in sorted(hunks, key=lambda h: h.old_start):
-        if hunk.old_count:
-            spans.append((hunk.old_start, 0, hunk.old_start + hunk.old_count - 1))
-        shift += hunk.new_count - hunk.old_count
-        spans.append((hunk.old_start + max(hunk.old_count, 1), shift, None))
-    return spans
+class _Cuts:
+    """A commit's hunks in the parent's numbering: the removed line spans, and from which line
+    on how far the lines move; searched by bisection, as a file rewritten by many commits
+    (idna's generated tables) carries thousands of ranges through thousands of hunks."""
 
-
-def _carry(start: int, end: int, hunks: Sequence[HunkLike]) -> list[tuple[int, int]]:
-    """Where lines `start`..`end` of the parent stand after a commit's hunks; removed ones go."""
-    spans = _cuts(hunks)
-    breaks = sorted({start, *(s for s, _, _ in spans if start < s <= end)})
-    breaks += [b for (_, _, e) in spans if e is not None and start <= e < end for b in [e + 1]]
-    breaks = sorted(set(breaks))
-    out: list[tuple[int, int]] = []
-    for index, first in enumerate(breaks):
-        last = breaks[index + 1] - 1 if index + 1 < len(breaks) else end
-        if any(e is not None and s <= first <= e for s, _, e in spans):
-            continue
+    def __init__(self, hunks: Sequence[HunkLike]) -> None:
+        self.removed_starts: list[int] = []
+        self.removed_ends: list[int] = []
+        self.shift_at: list[int] = []
+        self.shift_by: list[int] = []
         shift = 0
-        for s, value, e in spans:
-            if e is None and first >= s:
-                shift = value
-        out.append((first + shift, last + shift))
-    return out
+        for hunk in sorted(hunks, key=lambda h: h.old_start):
+            if hunk.old_count:
+                self.removed_starts.append(hunk.old_start)
+                self.removed_ends.append(hunk.old_start + hunk.old_count - 1)
+            shift += hunk.new_count - hunk.old_count
+            self.shift_at.append(hunk.old_start + max(hunk.old_count, 1))
+            self.shift_by.append(shift)
+
+    def carry(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Where lines `start`..`end` of the parent stand after the hunks; removed ones go."""
+        starts, ends, at = self.removed_starts, self.removed_ends, self.shift_at
+        breaks = {start}
+        breaks.update(at[bisect_right(at, start) : bisect_right(at, end)])
+        breaks.update(starts[bisect_right(starts, start) : bisect_right(starts, end)])
+        breaks.update(e + 1 for e in ends[bisect_left(ends, start) : bisect_left(ends, end)])
+        ordered = sorted(breaks)
+        out: list[tuple[int, int]] = []
+        for index, first in enumerate(ordered):
+            last = ordered[index + 1] - 1 if index + 1 < len(ordered) else end
+            cut = bisect_right(starts, first) - 1
+            if cut >= 0 and ends[cut] >= first:
+                continue
+            moved = bisect_right(at, first) - 1
+            shift = self.shift_by[moved] if moved >= 0 else 0
+            out.append((first + shift, last + shift))
+        return out
 
 
 def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange]]:
@@ -192,10 +201,11 @@ def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange
         for changed in commit.files:
             ranges = owned.pop(changed.old_path, []) if changed.old_path else []
             ranges += owned.pop(changed.path, [])
+            cuts = _Cuts(changed.hunks)
             carried = [
                 ChangedRange(changed.path, s, e, r.sha, r.deleted)
                 for r in ranges
-                for s, e in _carry(r.start, r.end, changed.hunks)
+                for s, e in cuts.carry(r.start, r.end)
             ]
             for hunk in changed.hunks:
                 if hunk.new_count:
