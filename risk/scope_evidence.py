@@ -6,6 +6,7 @@ client or a checkout read (`risk.suspects.Scope`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -204,7 +205,12 @@ def modules_named(
 
 def why_named(found: NamedScope, test: str, called: frozenset[str]) -> str:
     """The evidence in words: "its change is in `loads`, which test_newline_escape calls"."""
-    who = f"{test} calls" if found.name in called else "the failure names"
+    if found.name in called:
+        who = f"{test} calls"
+    elif re.search(rf"\[.*\b{re.escape(found.name)}\b", test):  # test_cli[cmd_bump-args1]
+        who = f"{test}'s parameters name"
+    else:
+        who = "the failure names"
     scope = f"`{found.scope}`" if found.scope else "a function"
     if found.called and found.scope == found.name:
         return f"its change is in {scope}, which {who}"

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import ast
 import re
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Protocol
 
+from risk.line_carry import Cuts
 from risk.schema_evidence import schema_changes, shared_words
 from risk.scope_evidence import NamedScope, modules_named, why_named
 
@@ -155,45 +155,6 @@ class Suspect:
     reason: str
 
 
-class _Cuts:
-    """A commit's hunks in the parent's numbering: the removed line spans, and from which line
-    on how far the lines move; searched by bisection, as a file rewritten by many commits
-    (idna's generated tables) carries thousands of ranges through thousands of hunks."""
-
-    def __init__(self, hunks: Sequence[HunkLike]) -> None:
-        self.removed_starts: list[int] = []
-        self.removed_ends: list[int] = []
-        self.shift_at: list[int] = []
-        self.shift_by: list[int] = []
-        shift = 0
-        for hunk in sorted(hunks, key=lambda h: h.old_start):
-            if hunk.old_count:
-                self.removed_starts.append(hunk.old_start)
-                self.removed_ends.append(hunk.old_start + hunk.old_count - 1)
-            shift += hunk.new_count - hunk.old_count
-            self.shift_at.append(hunk.old_start + max(hunk.old_count, 1))
-            self.shift_by.append(shift)
-
-    def carry(self, start: int, end: int) -> list[tuple[int, int]]:
-        """Where lines `start`..`end` of the parent stand after the hunks; removed ones go."""
-        starts, ends, at = self.removed_starts, self.removed_ends, self.shift_at
-        breaks = {start}
-        breaks.update(at[bisect_right(at, start) : bisect_right(at, end)])
-        breaks.update(starts[bisect_right(starts, start) : bisect_right(starts, end)])
-        breaks.update(e + 1 for e in ends[bisect_left(ends, start) : bisect_left(ends, end)])
-        ordered = sorted(breaks)
-        out: list[tuple[int, int]] = []
-        for index, first in enumerate(ordered):
-            last = ordered[index + 1] - 1 if index + 1 < len(ordered) else end
-            cut = bisect_right(starts, first) - 1
-            if cut >= 0 and ends[cut] >= first:
-                continue
-            moved = bisect_right(at, first) - 1
-            shift = self.shift_by[moved] if moved >= 0 else 0
-            out.append((first + shift, last + shift))
-        return out
-
-
 def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange]]:
     """Every commit's changed lines in the head's numbering, by path (`commits` newest first)."""
     owned: dict[str, list[ChangedRange]] = {}
@@ -201,7 +162,7 @@ def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange
         for changed in commit.files:
             ranges = owned.pop(changed.old_path, []) if changed.old_path else []
             ranges += owned.pop(changed.path, [])
-            cuts = _Cuts(changed.hunks)
+            cuts = Cuts(changed.hunks)
             carried = [
                 ChangedRange(changed.path, s, e, r.sha, r.deleted)
                 for r in ranges
@@ -509,11 +470,12 @@ def rank_suspects(
                 why = [why_named(scoped, test_name, failure.called)] if scoped else []
                 if named:
                     why.append("the test is named after it")
-                why.append(
-                    "the test imports it"
-                    if steps <= 1
-                    else f"the test reaches it in {steps} import steps"
-                )
+                if not failure.test_path:  # a doctest page: `defining_modules`
+                    why.append("it defines a function the failure's text calls")
+                elif steps <= 1:
+                    why.append("the test imports it")
+                else:
+                    why.append(f"the test reaches it in {steps} import steps")
                 reason = (
                     f"{_short(commit.sha)} '{commit.subject}' changed {changed.path}, which "
                     f"{failure.test_path or 'the failing test'} exercises: "
