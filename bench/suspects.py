@@ -1,8 +1,8 @@
 """Benchmark: the culprit's rank among the suspects on synthetic histories that reproduce the
 shapes of real bugs (issue 38; `bench/suspect_shapes.py`, `bench/suspect_shapes_calls.py`):
-Python run by pytest, JavaScript in jest-junit's default report. The figure is the rank of each shape's culprit (1 = first) over
-its failing tests (the worst of them), ranked from what the CI client sends; the target is
-every culprit first."""
+Python run by pytest, JavaScript in jest-junit's default report. The figure is the rank of each
+shape's culprit (1 = first) over its failing tests (the worst of them), ranked from what the CI
+client sends; the target is every culprit first."""
 
 from __future__ import annotations
 
