@@ -188,9 +188,19 @@ _MESSAGE_STOP = frozenset(
 )
 
 
+# A node stack frame in a dependency or node itself (`at Immediate.next (…/node_modules/tape/…)`):
+# the runner's own functions, which name no code of the project.
+_FOREIGN_FRAME = re.compile(r"\bat:? [^\n()]*?\(?(?:node:|[^\s()]*node_modules/)[^\s()]*\)?")
+
+_PATH = re.compile(r"[^\s()'\"]*/[^\s()'\"]*")
+
+
 def message_names(message: str) -> frozenset[str]:
-    """The identifiers a failure's message names (an exception, a method, a class)."""
-    return frozenset(w for w in _WORD.findall(message) if w not in _MESSAGE_STOP)
+    """The identifiers a failure's message names (an exception, a method, a class), less the
+    runner's own frames'."""
+    # A path's folders (`/tmp/…/test/num.js`) are no names either.
+    words = _WORD.findall(_PATH.sub(" ", _FOREIGN_FRAME.sub(" ", message)))
+    return frozenset(w for w in words if w not in _MESSAGE_STOP)
 
 
 def python_scopes(source: str) -> list[Scope]:
