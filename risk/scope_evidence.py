@@ -122,16 +122,27 @@ def _chain_key(chain: tuple[str, ...], counts: dict[str, int]) -> tuple[int, int
     return (chain_rarity(chain, counts), len(chain), chain[0])
 
 
+_CALLERS = "<-"  # a key of `link_counts`: how many other functions name a function
+
+
 def link_counts(scopes: Sequence[ScopeLike], names: frozenset[str]) -> dict[str, int]:
-    """`name_counts` of `names` and of every function's name (a call chain's links)."""
-    return name_counts(scopes, names | {s.name for s in scopes if s.name})
+    """`name_counts` of `names`, and for every function's name (a call chain's links), keyed
+    `_CALLERS` + name, in how many other functions' text it occurs (its callers)."""
+    counts = name_counts(scopes, names)
+    defined = {s.name for s in scopes if s.name}
+    for scope in scopes:
+        for word in (scope.words & defined) - {scope.name}:
+            counts[_CALLERS + word] = counts.get(_CALLERS + word, 0) + 1
+    return counts
 
 
 def chain_rarity(chain: tuple[str, ...], counts: dict[str, int]) -> int:
-    """A call chain is as telling as its commonest link: `bump_build` → `_increment_string` →
-    `match` → `compare` → `_cmp` says little of `_cmp` when `match` is in many functions' text
-    (a regular expression's `match` as well as the method)."""
-    return max(counts.get(name, 0) for name in chain)
+    """A call chain is as telling as its commonest link: the root's rarity, or a later link's
+    number of callers where that is larger. `bump_build` → `_increment_string` → `match` →
+    `compare` → `_cmp` says little of `_cmp` when `match` is in many functions' text (a regular
+    expression's `match` as well as the method); `loads` → `parse_pair` → `unescape`, each
+    called from one place, says as much as `loads`."""
+    return max([counts.get(chain[0], 0), *(counts.get(_CALLERS + link, 0) for link in chain[1:])])
 
 
 def named_scope(
