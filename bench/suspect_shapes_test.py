@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.suspect_shapes import SHAPES, Shape, run_shape
+from bench.suspect_shapes_calls import CALL_SHAPES
 
 # What the first suspect's evidence must say, shape by shape.
 WHY = {
@@ -32,10 +33,22 @@ WHY = {
         'which `classNames` calls (through `appendValue`), which "joins strings" calls'
     ),
     "root test.js (debug)": 'its change is in `humanize`, which "humanize seconds" calls',
+    "call across modules (python-semver CLI)": (
+        "changed src/semverish/version.py, which tests/test_cli.py exercises: its change is in "
+        "`bump_minor`, which `cmd_bump` calls, which test_cli[cmd_bump-args0-1.3.0]'s "
+        "parameters name; the test reaches it in 2 import steps; first, ahead of"
+    ),
+    "doctest page (python-semver docs)": (
+        "changed units/length.py, which the failing test exercises: its change is in "
+        "`to_metres`, which usage.rst calls; it defines a function the failure's text calls"
+    ),
 }
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
+ALL = (*SHAPES, *CALL_SHAPES)
+
+
+@pytest.mark.parametrize("shape", ALL, ids=[s.name for s in ALL])
 def test_the_culprit_is_first_and_the_evidence_says_why(shape: Shape, tmp_path: Path) -> None:
     if shape.language == "javascript" and shutil.which("node") is None:
         pytest.skip("node is not installed")

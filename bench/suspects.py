@@ -1,8 +1,8 @@
 """Benchmark: the culprit's rank among the suspects on synthetic histories that reproduce the
-shapes of real bugs (issue 38; `bench/suspect_shapes.py`): Python run by pytest, JavaScript in
-jest-junit's default report. The figure is the rank of each shape's culprit (1 = first) over
-its failing tests (the worst of them), ranked from what the CI client sends; the target is
-every culprit first."""
+shapes of real bugs (issue 38; `bench/suspect_shapes.py`, `bench/suspect_shapes_calls.py`):
+Python run by pytest, JavaScript in jest-junit's default report. The figure is the rank of each
+shape's culprit (1 = first) over its failing tests (the worst of them), ranked from what the CI
+client sends; the target is every culprit first."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import shutil
 
 from bench.harness import Context, Result, Skip
 from bench.suspect_shapes import SHAPES, run_shape
+from bench.suspect_shapes_calls import CALL_SHAPES
 
 NAME = "suspects"
 
@@ -19,7 +20,7 @@ async def run(ctx: Context) -> list[Result]:
     if shutil.which("git") is None:
         raise Skip("the git command is not installed")
     rows: list[Result] = []
-    for index, shape in enumerate(SHAPES):
+    for index, shape in enumerate((*SHAPES, *CALL_SHAPES)):
         if shape.language == "javascript" and shutil.which("node") is None:
             ctx.say(f"{shape.name}: node is not installed, left out")
             continue

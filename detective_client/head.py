@@ -14,7 +14,9 @@ The client sends, with the commits (each file's `-U0` hunks, `with_hunks`), one 
   (`hunks.blame_at_head`): exact across merged branches, where carrying hunks forward misplaces
   a branch's lines (17 of 23 culprits first without it, 23 with).
 - `scopes`: for the Python, JavaScript/TypeScript and Java files among those, each function's
-  lines and the words of its text, its own name first (`python_scopes`, `scopes.scopes_of`),
+  lines and the words of its text, its own name first (`python_scopes`, `scopes.scopes_of`);
+  for the files the import graph reached that the range did not change, the words that name
+  a function (its calls, followed across modules),
   so a suspect whose lines sit in the function a failing test calls or names comes first.
 
 Bounded, so a monorepo's job stays quick and its request small: at most `MAX_TEST_FILES` test
@@ -33,7 +35,7 @@ import gc
 import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
@@ -59,6 +61,7 @@ MAX_TEST_FILES = 2_000
 MAX_IMPORTS = 200
 MAX_BLAMED_PATHS = 300
 MAX_SCOPES = 2_000  # functions a file
+MAX_SCOPED_PATHS = MAX_BLAMED_PATHS  # files whose functions are sent (the server's bound)
 MAX_SOURCE_CHARS = 500_000  # a file read for its imports
 MAX_WORDS = 300  # words a function
 CALL_MARK = "call:"  # a call in a test file (`calls_in_file`), `risk.suspect_reach.CALL_MARK`
@@ -238,6 +241,42 @@ def _sources(repo: Path, head: str, paths: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _add_call_scopes(
+    scopes: dict[str, tuple[ScopeTuple, ...]],
+    edges: Mapping[str, Sequence[str]],
+    texts: Mapping[str, str],
+    is_test: Callable[[str], bool],
+) -> None:
+    """The functions of the files the import graph reached that the range did not change, each
+    with only the words that name a function of the files sent (its calls): what a call from
+    the test crosses on its way to a changed function in another module (python-semver's CLI
+    test calls `cmd_bump` in cli.py, whose table names `bump_minor` in version.py). Up to
+    `MAX_SCOPED_PATHS` files in all, the changed ones' first: a server checks that bound."""
+    # In the graph's order (breadth first from the tests), so the bound cuts the farthest.
+    reached = list(dict.fromkeys([*edges, *(q for found in edges.values() for q in found)]))
+    wanted = [
+        p for p in reached
+        if p not in scopes and p in texts and not is_test(p)
+        and (p.endswith(".py") or scopes_of(p) is not None)
+    ][: max(0, MAX_SCOPED_PATHS - len(scopes))]  # fmt: skip
+    read: dict[str, list[ScopeTuple]] = {}
+    for path in wanted:
+        reader = python_scopes if path.endswith(".py") else scopes_of(path)
+        if reader is not None and (found := reader(texts[path])[:MAX_SCOPES]):
+            read[path] = found
+    defined = {
+        words[0][len(NAME_MARK) :]
+        for found in (*scopes.values(), *read.values())
+        for _, _, words in found
+        if words and words[0].startswith(NAME_MARK)
+    }
+    for path, found in read.items():
+        scopes[path] = tuple(
+            (start, end, (words[0], *(w for w in words[1:] if w in defined)))
+            for start, end, words in found
+        )
+
+
 def read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
     """The head's facts for `rev_range` (its hunks already read), within the bounds."""
     # The syntax trees are hundreds of thousands of objects without cycles: the collector's
@@ -302,6 +341,7 @@ def _read_head(repo: Path, rev_range: str, hunks: HunkRange) -> HeadRecord:
         reader = python_scopes if path.endswith(".py") else scopes_of(path)
         if reader is not None:
             scopes[path] = tuple(reader(text)[:MAX_SCOPES])
+    _add_call_scopes(scopes, edges, texts, looks_like_test)
     blame: dict[str, list[BlameTuple]] = {}
     for lines in blame_at_head(repo, rev_range, blamed_paths):
         blame.setdefault(lines.path, []).append((lines.start, lines.end, lines.sha))

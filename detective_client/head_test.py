@@ -211,3 +211,27 @@ def test_a_test_file_of_megabytes_is_not_read_for_imports(
     _commit(repo, "test: a big one")
     head = read_head(repo, "v1..HEAD", read_hunks(repo, "v1..HEAD"))
     assert "tests/test_other.py" not in head.tests and "tests/test_cart.py" in head.tests
+
+
+def test_reached_files_the_range_left_alone_send_their_calls_only(repo: Path) -> None:
+    # The test calls `cmd_bump` in cli.py (unchanged), whose table names `bump_minor` in
+    # version.py (changed): cli.py's functions travel with the words that name a function.
+    (repo / "shop/version.py").write_text(
+        "def bump_minor(v):\n    return v + 1\n\n\ndef unused(v):\n    return v\n"
+    )
+    (repo / "shop/cli.py").write_text(
+        "from shop.version import bump_minor\n\n\n"
+        "def cmd_bump(args):\n    table = {'minor': 'bump_minor'}\n    return table[args]\n"
+    )
+    (repo / "tests/test_cli.py").write_text("from shop.cli import cmd_bump\n")
+    _commit(repo, "cli")
+    _git(repo, "tag", "v1.1")
+    (repo / "shop/version.py").write_text(
+        "def bump_minor(v):\n    return v + 2\n\n\ndef unused(v):\n    return v\n"
+    )
+    _commit(repo, "bump by two")
+    head = read_head(repo, "v1.1..HEAD", read_hunks(repo, "v1.1..HEAD"))
+    assert head.scopes["shop/cli.py"] == ((4, 6, ("def:cmd_bump", "bump_minor", "cmd_bump")),)
+    assert head.scopes["shop/cart.py"] == ((1, 2, ("def:total", "total")),)  # no `items`
+    assert "return" in head.scopes["shop/version.py"][0][2]  # a changed file: all its words
+    assert "shop/old.py" not in head.scopes  # no test reaches it

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from risk.suspects import exercised_by_names, is_test_file
 
@@ -23,7 +24,9 @@ __all__ = [
     "called_names",
     "calls_in_test",
     "calls_near",
+    "defining_modules",
     "import_distances",
+    "parameter_names",
 ]
 
 MAX_IMPORT_DEPTH = 8
@@ -112,3 +115,27 @@ def calls_near(names: Sequence[str], lines: Sequence[int]) -> frozenset[str]:
         if not lines or any(f - CALL_WINDOW <= line <= f for f in lines):
             found.add(name)
     return frozenset(found) - _COMMON_CALLS
+
+
+_PARAMETER_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+
+
+def parameter_names(test_name: str, defined: Iterable[str]) -> frozenset[str]:
+    """The functions a parametrized test's id names (`test_cli[cmd_bump-args2-expectation2]`:
+    pytest writes a function parameter by its name): those of `defined`, the functions at the
+    head, only, so an id's values (`1.3.2-patch`) name nothing."""
+    _, bracket, rest = test_name.partition("[")
+    if not bracket:
+        return frozenset()
+    return frozenset(_PARAMETER_WORD.findall(rest)) & frozenset(defined)
+
+
+def defining_modules(names: frozenset[str], scopes: Mapping[str, Sequence[Any]]) -> dict[str, int]:
+    """For a failure whose test file is unknown (a doctest in a `.rst` page, whose examples
+    run in a namespace a conftest fills): the modules that define a function its text calls,
+    one step away, as if the test imported them."""
+    return {
+        path: 1
+        for path, found in scopes.items()
+        if not is_test_file(path) and any(getattr(s, "name", "") in names for s in found)
+    }

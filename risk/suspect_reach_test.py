@@ -236,3 +236,23 @@ def test_a_name_in_many_functions_links_no_call() -> None:
     reached = call_reach(scopes, frozenset({"f0"}))
     assert [scopes[i].name for i in reached] == ["f0"]
     assert {scopes[i].name for i in call_reach(scopes, frozenset({"parse"}))} == {"parse", "_cmp"}
+
+
+def test_a_parametrized_id_names_functions() -> None:
+    from risk.suspect_reach import parameter_names
+
+    defined = {"cmd_bump", "cmd_check", "patch_it"}
+    assert parameter_names("test_cli[cmd_bump-args2-expectation2]", defined) == {"cmd_bump"}
+    assert parameter_names("test_next[1.3.2-patch-1.3.3]", defined) == frozenset()
+    assert parameter_names("test_cli", defined) == frozenset()
+
+
+def test_a_doctest_page_exercises_the_modules_defining_what_it_calls() -> None:
+    from risk.suspect_reach import defining_modules
+
+    scopes = {
+        "units/length.py": python_scopes("def to_metres(x):\n    return x\n"),
+        "units/area.py": python_scopes("def square(x):\n    return x\n"),
+        "tests/test_length.py": python_scopes("def to_metres(x):\n    return x\n"),
+    }
+    assert defining_modules(frozenset({"to_metres", "parse"}), scopes) == {"units/length.py": 1}

@@ -39,8 +39,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Protocol
 
+from risk.line_carry import Cuts
 from risk.schema_evidence import schema_changes, shared_words
-from risk.scope_evidence import NamedScope, call_reach, name_counts, named_scope, why_named
+from risk.scope_evidence import NamedScope, modules_named, why_named
 
 __all__ = [
     "NEAR_LINES",
@@ -154,37 +155,6 @@ class Suspect:
     reason: str
 
 
-def _cuts(hunks: Sequence[HunkLike]) -> list[tuple[int, int, int | None]]:
-    """For the parent's numbering: (first line, shift, None) spans, or (first, 0, end) removed."""
-    spans: list[tuple[int, int, int | None]] = []
-    shift = 0
-    for hunk in sorted(hunks, key=lambda h: h.old_start):
-        if hunk.old_count:
-            spans.append((hunk.old_start, 0, hunk.old_start + hunk.old_count - 1))
-        shift += hunk.new_count - hunk.old_count
-        spans.append((hunk.old_start + max(hunk.old_count, 1), shift, None))
-    return spans
-
-
-def _carry(start: int, end: int, hunks: Sequence[HunkLike]) -> list[tuple[int, int]]:
-    """Where lines `start`..`end` of the parent stand after a commit's hunks; removed ones go."""
-    spans = _cuts(hunks)
-    breaks = sorted({start, *(s for s, _, _ in spans if start < s <= end)})
-    breaks += [b for (_, _, e) in spans if e is not None and start <= e < end for b in [e + 1]]
-    breaks = sorted(set(breaks))
-    out: list[tuple[int, int]] = []
-    for index, first in enumerate(breaks):
-        last = breaks[index + 1] - 1 if index + 1 < len(breaks) else end
-        if any(e is not None and s <= first <= e for s, _, e in spans):
-            continue
-        shift = 0
-        for s, value, e in spans:
-            if e is None and first >= s:
-                shift = value
-        out.append((first + shift, last + shift))
-    return out
-
-
 def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange]]:
     """Every commit's changed lines in the head's numbering, by path (`commits` newest first)."""
     owned: dict[str, list[ChangedRange]] = {}
@@ -192,10 +162,11 @@ def lines_at_head(commits: Sequence[RangeCommit]) -> dict[str, list[ChangedRange
         for changed in commit.files:
             ranges = owned.pop(changed.old_path, []) if changed.old_path else []
             ranges += owned.pop(changed.path, [])
+            cuts = Cuts(changed.hunks)
             carried = [
                 ChangedRange(changed.path, s, e, r.sha, r.deleted)
                 for r in ranges
-                for s, e in _carry(r.start, r.end, changed.hunks)
+                for s, e in cuts.carry(r.start, r.end)
             ]
             for hunk in changed.hunks:
                 if hunk.new_count:
@@ -217,9 +188,19 @@ _MESSAGE_STOP = frozenset(
 )
 
 
+# A node stack frame in a dependency or node itself (`at Immediate.next (…/node_modules/tape/…)`):
+# the runner's own functions, which name no code of the project.
+_FOREIGN_FRAME = re.compile(r"\bat:? [^\n()]*?\(?(?:node:|[^\s()]*node_modules/)[^\s()]*\)?")
+
+_PATH = re.compile(r"[^\s()'\"]*/[^\s()'\"]*")
+
+
 def message_names(message: str) -> frozenset[str]:
-    """The identifiers a failure's message names (an exception, a method, a class)."""
-    return frozenset(w for w in _WORD.findall(message) if w not in _MESSAGE_STOP)
+    """The identifiers a failure's message names (an exception, a method, a class), less the
+    runner's own frames'."""
+    # A path's folders (`/tmp/…/test/num.js`) are no names either.
+    words = _WORD.findall(_PATH.sub(" ", _FOREIGN_FRAME.sub(" ", message)))
+    return frozenset(w for w in words if w not in _MESSAGE_STOP)
 
 
 def python_scopes(source: str) -> list[Scope]:
@@ -480,17 +461,10 @@ def rank_suspects(
     # changed function holds (IntRange) says more than one every function holds (convert).
     tied: dict[tuple[str, str], NamedScope] = {}
     wanted = failure.names | failure.called
-    for path in failure.exercised:
-        module_scopes = (scopes or {}).get(path, ())
-        if not module_scopes:
-            continue
-        reach = call_reach(module_scopes, wanted)
-        counts = name_counts(module_scopes, wanted)
-        for r in owned.get(path, []):
-            found = named_scope(r, module_scopes, wanted, reach, counts)
-            key = (path, r.sha)
-            if found is not None and (key not in tied or found.key < tied[key].key):
-                tied[key] = found
+    for (path, r), found in modules_named(failure.exercised, scopes or {}, owned, wanted):
+        key = (path, r.sha)
+        if key not in tied or found.key < tied[key].key:
+            tied[key] = found
     for commit in commits:
         if commit.automated:
             continue
@@ -506,14 +480,15 @@ def rank_suspects(
                 why = [why_named(scoped, test_name, failure.called)] if scoped else []
                 if named:
                     why.append("the test is named after it")
-                why.append(
-                    "the test imports it"
-                    if steps <= 1
-                    else f"the test reaches it in {steps} import steps"
-                )
+                if not failure.test_path:  # a doctest page: `defining_modules`
+                    why.append("it defines a function the failure's text calls")
+                elif steps <= 1:
+                    why.append("the test imports it")
+                else:
+                    why.append(f"the test reaches it in {steps} import steps")
                 reason = (
                     f"{_short(commit.sha)} '{commit.subject}' changed {changed.path}, which "
-                    f"{failure.test_path} exercises: "
+                    f"{failure.test_path or 'the failing test'} exercises: "
                     + "; ".join(why)
                     + ("" if stands else " (its lines there were rewritten later in the range)")
                 )
@@ -568,7 +543,7 @@ _KEY_WORDS: dict[str, tuple[str, ...]] = {
     ),
     UNDER_TEST: (
         "",
-        "the name it shares with the test is rarer in its module ({} against {} functions)",
+        "the name that ties it to the test is rarer ({} against {} functions)",
         "the test calls the function it changed, where the other's only mentions the name",
         "the test is named after the file it changed",
         "the test reaches it in fewer import steps ({} against {})",

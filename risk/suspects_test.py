@@ -291,3 +291,18 @@ _TEST_REPO = [
 )
 def test_file_of_test_case(classname: str, file: str | None, expected: str) -> None:
     assert file_of_test_case(classname, file, _TEST_REPO) == expected
+
+
+def test_the_runners_frames_and_paths_name_nothing() -> None:
+    from risk.suspects import message_names
+
+    text = (
+        "expected: { hex: 3735928559 }\n"
+        "at: Test.<anonymous> (/w/minimist/test/num.js:15:4)\n"
+        "stack: Error: should be deeply equivalent     at Test.assert [as _assert] "
+        "(/w/node_modules/tape/lib/test.js:548:48)     at Immediate.next [as _onImmediate] "
+        "(/w/node_modules/tape/lib/results.js:175:7)     at appendClass (/w/dedupe.js:4:5)"
+    )
+    names = message_names(text)
+    assert "appendClass" in names  # the project's own frame
+    assert not names & {"next", "Immediate", "_onImmediate", "tapeDeepEqual", "minimist", "num"}

@@ -43,13 +43,14 @@ _PYTEST_LOCATION = re.compile(
 )
 _PYTEST_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(?P<func>\w+)\s*\(")
 _PYTEST_SEPARATOR = re.compile(r"^(?:_ ){3,}_?\s*$")
+_STACK_JOINED = re.compile(r"(?<=\S)\s{2,}(?=at \S)")
 _JAVA = re.compile(
     r"^\s*at (?:[\w.$/@-]+/)?(?P<cls>[\w$.]+)\.(?P<method>[\w$<>]+)"
     r"\((?P<file>[\w$-]+\.(?:java|kt|scala|groovy)):(?P<line>\d+)\)"
 )
 # An ES module's frames are URLs (`file:///repo/tests/x.js:18:10`): the path is what follows.
 _NODE = re.compile(
-    r"^\s*at (?:(?P<func>.+?) \()?(?:file://)?(?P<path>(?:[A-Za-z]:\\|/|\.{0,2}/?)?[^\s():]"
+    r"^\s*at:? (?:(?P<func>.+?) \()?(?:file://)?(?P<path>(?:[A-Za-z]:\\|/|\.{0,2}/?)?[^\s():]"
     r"[^():]*\.(?:[cm]?[jt]sx?|vue|svelte)):(?P<line>\d+):\d+\)?\s*$"
 )
 # Frames of the runtime and the test frameworks, when no file list says what the repository holds.
@@ -203,7 +204,9 @@ def read_frames(text: str, repo_paths: RepoPaths | Iterable[str] | None = None) 
     if java:
         return java
     node = []
-    for line in lines:
+    # tap-junit writes a TAP report's stack on one line ("…:548:48)     at Test.<anonymous> (…"),
+    # and tape's own diagnostics name the assertion's frame as `at: Test.<anonymous> (…)`.
+    for line in _STACK_JOINED.sub("\n", text).splitlines():
         hit = _NODE.match(line)
         if hit:
             function = (hit["func"] or "").replace("Object.<anonymous>", "").strip()

@@ -180,3 +180,17 @@ def test_an_es_modules_frames_are_urls() -> None:
 def test_text_with_no_frames() -> None:
     assert read_frames("Expected value did not match.") == []
     assert read_frames("") == []
+
+
+def test_a_tap_report_in_junit() -> None:
+    # tap-junit: tape's `at:` line, then the stack written on one line.
+    text = (
+        "operator: deepEqual\n"
+        "at: Test.<anonymous> (/w/mm/test/num.js:15:4)\n"
+        "stack: Error: should be deeply equivalent     at Test.assert [as _assert] "
+        "(/w/mm/node_modules/tape/lib/test.js:548:48)     at Test.<anonymous> "
+        "(/w/mm/test/num.js:15:4)     at Test.run (/w/mm/node_modules/tape/lib/test.js:151:28)"
+    )
+    frames = read_frames(text, ["test/num.js", "index.js"])
+    assert [(f.path, f.line) for f in frames if f.in_repo] == [("test/num.js", 15)] * 2
+    assert len(frames) == 4

@@ -301,12 +301,18 @@ def rank_from_head(
     graph = {n[1:] for names in tests.values() for n in names if n.startswith("/")}
     paths = sorted(set(changed) | set(tests) | set(blame) | graph)
     out: list[dict[str, Any]] = []
+    defined = {s.name for found in scopes.values() for s in found if s.name}
     for case in cases:
         text = case.traceback or case.failure_message
         frames = read_frames(text, paths)
         test_path = ranking.file_of_test_case(case.classname, case.file, paths, case.suite, frames)
         starts = ranking.test_files(test_path, frames)
+        called = reach.called_names(text) | reach.calls_near(
+            tests.get(test_path, ()), [f.line for f in frames if f.path == test_path]
+        )
         distances = reach.import_distances(starts, tests, paths)
+        if not starts:
+            distances = reach.defining_modules(called, scopes)
         named: frozenset[str] = frozenset()
         for t in starts:
             named |= ranking.namesakes(t, paths)
@@ -315,13 +321,11 @@ def rank_from_head(
             frames=frames,
             exercised=frozenset(p for p in distances if p not in starts),
             namesakes=named,
-            names=ranking.message_names(case.failure_message),
+            names=ranking.message_names(case.failure_message)
+            | reach.parameter_names(case.name, defined),
             distances=distances,
             test_name=case.name,
-            called=reach.called_names(text)
-            | reach.calls_near(
-                tests.get(test_path, ()), [f.line for f in frames if f.path == test_path]
-            ),
+            called=called,
             schema_error=schema_error(f"{case.failure_message}\n{case.traceback}"),
         )
         ranked = ranking.rank_suspects(failure, commits, at, scopes=scopes)[:MAX_SUSPECTS]
