@@ -30,7 +30,7 @@ from django.db.models.functions import Cast, NullIf
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from releases import data_fingerprint
+from releases import data_fingerprint, verdicts
 from releases.models import (
     DEFAULT_SERVICE_SLUG,
     Conversation,
@@ -228,11 +228,16 @@ class ReleaseDetail:
         return self.reports[::-1]
 
 
-def find_release(version: str, service: str | None = None) -> Release | None:
-    """This version of the service named by its slug or name (any case); None: the default."""
+def find_release(
+    version: str, service: str | None = None, *, with_policy: bool = False
+) -> Release | None:
+    """This version of the service named by its slug or name (any case); None: the default.
+    `with_policy`: the policy in force read in the same statement, for judging it
+    (`verdicts.with_policy_in_force`)."""
     slug = Q(service__slug=service or DEFAULT_SERVICE_SLUG)
     wanted = slug | Q(service__name__iexact=service) if service else slug
-    return Release.objects.select_related("service").filter(wanted, version=version).first()
+    found = Release.objects.select_related("service").filter(wanted, version=version)
+    return (verdicts.with_policy_in_force(found) if with_policy else found).first()
 
 
 def release_or_404(version: str, service: str | None = None) -> Release:
