@@ -77,7 +77,8 @@ def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
     over its latest report: a person's decision; else, while the report waits for review, the
     higher of the model's and the policy's; else the filed one), and `latest_severity` (the
     model's), `latest_policy_severity`, `latest_needs_review`, `latest_report_id`,
-    `decision_kind`: read from the verdict stored on the release (`releases/stored_verdict.py`,
+    `decision_kind`, `by_policy` (the severity is the policy's: no model filed on the data
+    the release has now): read from the verdict stored on the release (`releases/stored_verdict.py`,
     written with every change), not computed per row."""
     return releases.annotate(
         effective_severity=_none_if_empty("verdict_severity"),
@@ -86,6 +87,7 @@ def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
         latest_needs_review=F("verdict_needs_review"),
         latest_report_id=F("verdict_report_id"),
         decision_kind=_none_if_empty("verdict_decision_kind"),
+        by_policy=F("verdict_by_policy"),
     )
 
 

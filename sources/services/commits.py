@@ -18,6 +18,7 @@ from detective_client.hunks import MAX_HUNKS
 from detective_client.imports import MAX_NODES
 from detective_client.records import CommitRecord, HeadRecord
 from releases.models import Release
+from releases.stored_verdict import refreshed_once
 from risk.changes import NO_CHANGES
 from sources import summary
 from sources.models import (
@@ -119,6 +120,7 @@ def _fill_hunks(release: Release, commits: Sequence[CommitRecord]) -> int:
     return len(filled)
 
 
+@refreshed_once
 def ingest_commits(
     release: Release,
     commits: Sequence[CommitRecord],
