@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from bench.harness import Context, Result
+from bench.site import migrated_copy
 
 NAME = "otlp"
 SPANS = {"quick": 51_200, "full": 1_024_000}
@@ -36,9 +37,7 @@ def measure(mode: str, spans: int, scratch: Path) -> dict[str, float]:
     }
     env.pop("DATABASE_URL", None)
     if mode == "view":
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True
-        )
+        migrated_copy(scratch, scratch.parent)
     done = subprocess.run(
         [sys.executable, "-m", "bench.otlp_child", mode, str(spans)],
         cwd=ROOT,

@@ -139,7 +139,8 @@ def test_the_full_page_keeps_the_filters_it_was_asked_for(
         ({"severity": "high"}, ["v2.1.0"]),
         ({"severity": "low"}, ["v2.3.0"]),
         ({"severity": "none"}, ["v2.2.0"]),
-        ({"severity": "medium"}, []),
+        # Never assessed by a model: the policy's verdict counts, as the gate's does (issue 39).
+        ({"severity": "medium"}, ["v2.2.0"]),
         ({"severity": "bogus"}, ["v2.3.0", "v2.2.0", "v2.1.0"]),  # unknown: ignored
         ({"run": "failed"}, ["v2.1.0"]),
         ({"run": "running"}, ["v2.3.0"]),
