@@ -26,6 +26,7 @@ from pathlib import Path
 
 from bench.git_range import _blob
 from bench.harness import Context, Result, Skip
+from bench.site import migrated_copy
 
 NAME = "backtest"
 TAGS = 100
@@ -95,7 +96,9 @@ def floor_cpu(repo: Path) -> float:
     return _children_cpu() - before
 
 
-def backtest(repo: Path, scratch: Path) -> tuple[float, str, float]:
+def backtest(
+    repo: Path, scratch: Path, template_root: Path | None = None
+) -> tuple[float, str, float]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "detective_site.settings",
@@ -103,7 +106,7 @@ def backtest(repo: Path, scratch: Path) -> tuple[float, str, float]:
     }
     env.pop("DATABASE_URL", None)
     manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    migrated_copy(scratch, template_root or scratch.parent)
     started, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(
         [*manage, "backtest", "--service", "bench", "--git-repo", str(repo), "--tags", "v*"],
@@ -127,7 +130,7 @@ async def run(ctx: Context) -> list[Result]:
     scratch = ctx.scratch / "backtest"
     ctx.say(f"making a repository of {tags} tags with git fast-import")
     repo = await asyncio.to_thread(make_repository, scratch / "repo", tags)
-    seconds, totals, cpu = await asyncio.to_thread(backtest, repo, scratch)
+    seconds, totals, cpu = await asyncio.to_thread(backtest, repo, scratch, ctx.scratch)
     ctx.say(totals)
     wall = Result(
         NAME,
@@ -145,7 +148,7 @@ async def run(ctx: Context) -> list[Result]:
         return [wall]
     one = await asyncio.to_thread(make_repository, scratch / "one", 2)
     (scratch / "one-db").mkdir(exist_ok=True)
-    _, _, cpu_one = await asyncio.to_thread(backtest, one, scratch / "one-db")
+    _, _, cpu_one = await asyncio.to_thread(backtest, one, scratch / "one-db", ctx.scratch)
     floor = await asyncio.to_thread(floor_cpu, repo)
     floor_one = await asyncio.to_thread(floor_cpu, one)
     per_release = (cpu - cpu_one) / (tags - 2)

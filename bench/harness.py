@@ -248,6 +248,10 @@ class Report:
     results: list[Result] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)  # benchmark -> why it did not run
     durations_s: dict[str, float] = field(default_factory=dict)
+    # CPU seconds of each benchmark (this process and the children it waited for), and the
+    # 1-minute load average when it ended: on the shared machine the wall time waits for a core.
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    load_after: dict[str, float] = field(default_factory=dict)
 
     def add(self, rows: Iterable[Result]) -> None:
         self.results.extend(rows)
@@ -259,6 +263,8 @@ class Report:
             "started_at": self.started_at,
             "machine": machine(),
             "durations_s": self.durations_s,
+            "cpu_s": self.cpu_s,
+            "load_after": self.load_after,
             "failures": self.failures,
             "results": [_row_json(row) for row in self.results],
         }

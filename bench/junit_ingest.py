@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from bench.harness import Context, Result
+from bench.site import migrated_copy
 
 NAME = "junit"
 CASES = 100_000
@@ -92,7 +93,7 @@ def ingest(report: Path, scratch: Path) -> dict[str, object]:
         "DETECTIVE_DATA_DIR": str(scratch),
     }
     env.pop("DATABASE_URL", None)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    migrated_copy(scratch, scratch.parent)
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(report)],
         cwd=ROOT,

@@ -32,7 +32,7 @@ from bench.junit_shapes import write_mixed_report as write_report
 
 NAME = "junit-readers"
 CASES = 100_000
-QUICK_CASES = 20_000
+QUICK_CASES = 10_000
 CALLGRIND_CASES = 10_000
 TARGET_RATIO = 1.5
 READERS = ("floor", "defusedxml", "parser")

@@ -339,6 +339,11 @@ async def instruction_rows(ctx: Context) -> list[Result]:
     """Callgrind's instructions per model call, Detective against the floor (the target's
     measure: the same however busy the machine is). Both contestants are counted at once,
     each in a child process of its own (`bench.instructions`)."""
+    if ctx.quick:
+        # Two children under valgrind took 30 to 75 s and more of the 90 s `--quick` has
+        # (docs/developing/benchmarks.md); the full run counts them.
+        ctx.say(f"{NAME}: instruction counts run without --quick only")
+        return []
     if not callgrind.available():
         ctx.say(f"{NAME}: instruction counts: {callgrind.SKIPPED}")
         return []

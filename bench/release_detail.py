@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.harness import Context, Result, Stats
 from bench.junit_ingest import CASES, QUICK_CASES, ROOT, write_report
-from bench.site import environment
+from bench.site import environment, migrated_copy
 
 NAME = "detail"
 TARGET_P95_MS = 100.0
@@ -85,14 +85,7 @@ def measure(report: Path, scratch: Path, rounds: int) -> dict[str, Any]:
     # Production settings (DEBUG off: cached templates), as the pages benchmark's site.
     env = environment(scratch, DETECTIVE_API_TOKEN=API_KEY)
     env.pop("DATABASE_URL", None)
-    for command in (["migrate"], ["collectstatic", "--noinput"]):
-        subprocess.run(
-            [sys.executable, "manage.py", *command, "-v0"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+    migrated_copy(scratch, scratch.parent, static=True)
     args = [str(report), str(rounds), json.dumps(PAGES), json.dumps(sorted(HTMX)), API_KEY]
     done = subprocess.run(
         [sys.executable, "-c", CHILD, *args],

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
+import resource
 import tempfile
 import time
 import traceback
@@ -72,7 +74,7 @@ async def run_benchmarks(
 async def _each(names: Sequence[str], ctx: Context, report: Report, deadline: float) -> None:
     console = ctx.console
     for name in names:
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), _cpu_s()
         console.print(f"[bold]{name}[/bold]")
         try:
             module = importlib.import_module(BENCHMARKS[name])
@@ -88,6 +90,45 @@ async def _each(names: Sequence[str], ctx: Context, report: Report, deadline: fl
             console.print(f"[red]{name} failed[/red]")
             console.print(traceback.format_exc(), markup=False, highlight=False)
         report.durations_s[name] = round(time.perf_counter() - started, 2)
+        report.cpu_s[name] = round(_cpu_s() - cpu_before, 2)
+        report.load_after[name] = round(os.getloadavg()[0], 2)
+        console.print(
+            f"[dim]{name}: {report.durations_s[name]:.1f} s wall, {report.cpu_s[name]:.1f} s CPU"
+            f" (load {report.load_after[name]:.1f})[/dim]"
+        )
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and all it started: the children it has waited for, and
+    those still running (the sites and drivers a benchmark keeps for later ones), with what
+    they have waited for in turn (Linux's /proc; without it, the waited-for ones only)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return total + _running_descendants_cpu_s()
+
+
+def _running_descendants_cpu_s() -> float:
+    parent_of: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # After the command's closing parenthesis: state, ppid, ... utime (14th field)
+            # stime, cutime, cstime.
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.parent.name)
+        parent_of[pid] = int(fields[1])
+        ticks[pid] = sum(int(value) for value in fields[11:15])
+    mine = {os.getpid()}
+    grew = True
+    while grew:
+        found = {pid for pid, parent in parent_of.items() if parent in mine} - mine
+        grew = bool(found)
+        mine |= found
+    mine.discard(os.getpid())
+    return sum(ticks[pid] for pid in mine) / os.sysconf("SC_CLK_TCK")
 
 
 def crashed(report: Report) -> list[str]:

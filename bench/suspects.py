@@ -14,6 +14,13 @@ from bench.suspect_shapes import SHAPES, run_shape
 from bench.suspect_shapes_calls import CALL_SHAPES
 
 NAME = "suspects"
+# --quick: one shape of each kind (a test package, a schema change with setup errors, node's
+# require through package.json); each builds its history with git and runs its test runner.
+QUICK_SHAPES = (
+    "tests package (tomli)",
+    "schema change, setup errors",
+    "require('../') (commander.js)",
+)
 
 
 async def run(ctx: Context) -> list[Result]:
@@ -21,6 +28,8 @@ async def run(ctx: Context) -> list[Result]:
         raise Skip("the git command is not installed")
     rows: list[Result] = []
     for index, shape in enumerate((*SHAPES, *CALL_SHAPES)):
+        if ctx.quick and shape.name not in QUICK_SHAPES:
+            continue
         if shape.language == "javascript" and shutil.which("node") is None:
             ctx.say(f"{shape.name}: node is not installed, left out")
             continue

@@ -30,7 +30,7 @@ from django.db.models.functions import Cast, NullIf
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from releases import data_fingerprint
+from releases import data_fingerprint, verdicts
 from releases.models import (
     DEFAULT_SERVICE_SLUG,
     Conversation,
@@ -77,7 +77,8 @@ def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
     over its latest report: a person's decision; else, while the report waits for review, the
     higher of the model's and the policy's; else the filed one), and `latest_severity` (the
     model's), `latest_policy_severity`, `latest_needs_review`, `latest_report_id`,
-    `decision_kind`: read from the verdict stored on the release (`releases/stored_verdict.py`,
+    `decision_kind`, `by_policy` (the severity is the policy's: no model filed on the data
+    the release has now): read from the verdict stored on the release (`releases/stored_verdict.py`,
     written with every change), not computed per row."""
     return releases.annotate(
         effective_severity=_none_if_empty("verdict_severity"),
@@ -86,6 +87,7 @@ def with_severity_shown(releases: QuerySet[Release]) -> QuerySet[Release]:
         latest_needs_review=F("verdict_needs_review"),
         latest_report_id=F("verdict_report_id"),
         decision_kind=_none_if_empty("verdict_decision_kind"),
+        by_policy=F("verdict_by_policy"),
     )
 
 
@@ -228,11 +230,16 @@ class ReleaseDetail:
         return self.reports[::-1]
 
 
-def find_release(version: str, service: str | None = None) -> Release | None:
-    """This version of the service named by its slug or name (any case); None: the default."""
+def find_release(
+    version: str, service: str | None = None, *, with_policy: bool = False
+) -> Release | None:
+    """This version of the service named by its slug or name (any case); None: the default.
+    `with_policy`: the policy in force read in the same statement, for judging it
+    (`verdicts.with_policy_in_force`)."""
     slug = Q(service__slug=service or DEFAULT_SERVICE_SLUG)
     wanted = slug | Q(service__name__iexact=service) if service else slug
-    return Release.objects.select_related("service").filter(wanted, version=version).first()
+    found = Release.objects.select_related("service").filter(wanted, version=version)
+    return (verdicts.with_policy_in_force(found) if with_policy else found).first()
 
 
 def release_or_404(version: str, service: str | None = None) -> Release:

@@ -14,6 +14,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from releases import stored_verdict
 from releases.models import Release, RiskPolicy, RiskReport
 from risk.policy import PolicySettings, threshold_order_problems
 
@@ -52,12 +53,16 @@ def new_policy_version(
         raise ValueError(" ".join(problems))
     with transaction.atomic():
         latest = RiskPolicy.objects.select_for_update().order_by("-version").first()
-        return RiskPolicy.objects.create(
+        policy = RiskPolicy.objects.create(
             version=(latest.version if latest else 0) + 1,
             thresholds=settings.model_dump(mode="json"),
             note=note,
             created_by=user if user is not None and user.pk else None,
         )
+        # The releases whose stored severity is the policy's own (no model filed on their data
+        # now) are judged again by this version; a report's severity stays what it was filed.
+        stored_verdict.refresh_all(Release.objects.filter(verdict_by_policy=True))
+        return policy
 
 
 def hash_token(token: str) -> str:

@@ -3,33 +3,38 @@
 Computing the severity that counts inside the list's query (a CASE over the latest report's
 subqueries, once per release) made the sort by risk, home and the review desk take seconds at
 10,000 releases. So the verdict is computed for one release at a time, by the one function
-that decides it (`release_verdict.build_verdict`, over the rows `recorded_verdict` reads),
-and its output is written onto the release's `verdict_*` columns, which the lists filter, sort
-and count by (indexed). What is stored is the recorded verdict: the reports', decisions' and
-runs'. Where no model filed on the release's data now, the gate (`verdict_of`: the verdict
-API, `manage.py verdict`, the client and the release page) goes by the policy's verdict
-instead (issue 37), which reads the release's history; the lists do not store that one yet.
+that decides it (`release_verdict.verdict_of`: the reports', decisions' and runs' verdict, or
+the policy's where no model filed on the data the release has now, issue 37), and its output is
+written onto the release's `verdict_*` columns, which the lists filter, sort and count by
+(indexed). So a list, a count, the desk, the release page, the verdict API and the gate say the
+same severity. The policy's verdict reads the release's history (6 queries, 17 to 270 ms at a
+team's size), so a write refreshes once however many rows it saves (`once`).
 
 `refresh_stored_verdict(release)` is the one door: every write that can change the verdict
 calls it in the same transaction (a report filed, a decision, a run started, claimed, ended,
-failed or cancelled, release data that changed, a row deleted; `releases/apps.py` connects
-the model signals for the writes that go through `save()` and `delete()`, and the run
-services call it after their `update()`s). `refresh_all` does the same for many releases at
-once (the data migration, a new policy version, the benchmarks' bulk loads).
+failed or cancelled, release data or a source that changed, a row deleted; `releases/apps.py`
+connects the model signals for the writes that go through `save()` and `delete()`, and the run
+services call it after their `update()`s). Inside `once()` (a service that writes several rows
+of one release: `upsert_release`, the ingestions) the refreshes asked for are made once a
+release, at the block's end, still in its transaction. `refresh_all` does the same for many
+releases at once (after `migrate`, the benchmarks' bulk loads).
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, ParamSpec, TypeVar
 
 from django.db import transaction
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from releases.models import DATA_FIELDS, Conversation, Release, ReviewDecision, RiskReport
-from releases.release_verdict import ReleaseVerdict, build_verdict, recorded_verdict
+from releases.release_verdict import ReleaseVerdict, build_verdict, gate_verdict, verdict_of
 from releases.severity import SEVERITY_RANK
 
 BATCH = 500
@@ -46,18 +51,27 @@ STORED_FIELDS = (
     "verdict_run_id",
     "verdict_run_status",
     "verdict_awaits_review",
+    "verdict_by_policy",
+)
+P = ParamSpec("P")
+T = TypeVar("T")
+# The releases whose refresh waits for the end of the `once()` block (None: outside one).
+_pending: ContextVar[dict[int, Release | int] | None] = ContextVar(
+    "stored_verdict_pending", default=None
 )
 
 
 def computed_values(release: Release) -> dict[str, Any]:
-    """What the release's `verdict_*` columns should hold now: `recorded_verdict` (three queries)
-    and one more for the latest two reports' severity and review mark."""
+    """What the release's `verdict_*` columns should hold now: `verdict_of`, the gate's verdict
+    (three queries; where no model filed on the data now, one for the data's fingerprint and
+    the policy's judgement), and one more for the latest two reports' severity and review
+    mark."""
     latest_two = list(
         RiskReport.objects.filter(release=release)
         .order_by("-filed_at", "-id")
         .values_list("severity", "needs_review")[:2]
     )
-    return values_of(release, recorded_verdict(release), latest_two)
+    return values_of(release, verdict_of(release), latest_two)
 
 
 def values_of(
@@ -87,24 +101,74 @@ def values_of(
         "verdict_run_id": uuid.UUID(verdict.run_id) if verdict.run_id else None,
         "verdict_run_status": verdict.run_status or "",
         "verdict_awaits_review": awaiting,
+        "verdict_by_policy": verdict.by_policy,
     }
 
 
 def refresh_stored_verdict(release: Release | int | None) -> None:
     """Write the release's verdict, as computed now, onto its row (and onto the instance
-    given). Call it in the transaction of the write that changed the verdict."""
+    given). Call it in the transaction of the write that changed the verdict; inside `once()`
+    it is made at the block's end."""
     if release is None:
         return
+    pending = _pending.get()
+    if pending is None:
+        _refresh_now(release)
+        return
+    pk = release.pk if isinstance(release, Release) else release
+    if pk is not None and not isinstance(pending.get(pk), Release):
+        pending[pk] = release  # the instance, when one is given, gets the values too
+
+
+def _refresh_now(release: Release | int, *, reread: bool = False) -> None:
+    """`reread`: read the row again (a deferred refresh: the instance given may predate the
+    block's later writes), and give the instance the values too."""
     with transaction.atomic():
         row = (
-            release if isinstance(release, Release) else Release.objects.filter(pk=release).first()
+            release
+            if isinstance(release, Release) and not reread
+            else Release.objects.select_related("service")
+            .filter(pk=release.pk if isinstance(release, Release) else release)
+            .first()
         )
         if row is None or row.pk is None:
             return  # deleted meanwhile (a release's rows go before it)
         values = computed_values(row)
         Release.objects.filter(pk=row.pk).update(**values)
-        for name, value in values.items():
-            setattr(row, name, value)
+        for target in {id(row): row, id(release): release}.values():
+            if isinstance(target, Release):
+                for name, value in values.items():
+                    setattr(target, name, value)
+
+
+@contextmanager
+def once() -> Iterator[None]:
+    """One transaction in which the stored verdict is refreshed once a release, at its end,
+    however many of its rows were written (a release saved, then its ingestion recorded)."""
+    if _pending.get() is not None:
+        yield  # an outer block refreshes
+        return
+    pending: dict[int, Release | int] = {}
+    token = _pending.set(pending)
+    try:
+        with transaction.atomic():
+            yield
+            _pending.set(None)
+            for release in pending.values():
+                _refresh_now(release, reread=True)
+    finally:
+        _pending.reset(token)
+
+
+def refreshed_once(function: Callable[P, T]) -> Callable[P, T]:
+    """`function` run inside `once()`."""
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        with once():
+            return function(*args, **kwargs)
+
+    return wrapper
 
 
 def refresh_all(releases: QuerySet[Release] | None = None) -> int:
@@ -139,7 +203,7 @@ def _refreshed(rows: list[Release]) -> Iterator[Release]:
     pks = [row.pk for row in rows]
     reports: dict[int, list[RiskReport]] = {}
     for report in _newest(
-        RiskReport.objects.filter(release_id__in=pks).select_related("policy"),
+        RiskReport.objects.filter(release_id__in=pks).select_related("policy", "conversation"),
         "release_id",
         ("-filed_at", "-id"),
         2,
@@ -168,7 +232,7 @@ def _refreshed(rows: list[Release]) -> Iterator[Release]:
         found = reports.get(row.pk, [])
         report = found[0] if found else None
         decision = decisions.get(report.pk) if report is not None else None
-        verdict = build_verdict(row, report, decision, runs.get(row.pk))
+        verdict = gate_verdict(row, report, build_verdict(row, report, decision, runs.get(row.pk)))
         latest_two = [(r.severity, r.needs_review) for r in found]
         for name, value in values_of(row, verdict, latest_two).items():
             setattr(row, name, value)

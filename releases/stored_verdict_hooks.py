@@ -67,21 +67,33 @@ def run_deleted(instance: Conversation, **_: Any) -> None:
 
 
 def release_saved(instance: Release, created: bool, raw: bool = False, **kwargs: Any) -> None:
-    """New data can put a release's report on the desk, or take it off (missing data)."""
+    """New data can put a release's report on the desk, or take it off (missing data), and
+    changes the policy's verdict, which is a new release's (it has no report)."""
     fields = _named(kwargs.get("update_fields"))
-    if raw or created:
-        return  # a new release has no report and no run: its defaults are its verdict
-    if fields is None or fields & frozenset(DATA_FIELDS):
-        # With no report and no run the verdict is the new release's defaults whatever its
-        # data (the data only decide whether a report awaits a person): two EXISTS instead of
-        # the four statements of a refresh, on every summary a release's ingestion writes
-        # (the backtest saves each release twice; issue 39, item 3).
-        if (
-            not RiskReport.objects.filter(release_id=instance.pk).exists()
-            and not Conversation.objects.filter(release_id=instance.pk).exists()
-        ):
-            return
+    if raw:
+        return
+    if created or fields is None or fields & frozenset(DATA_FIELDS):
         refresh_stored_verdict(instance)
+
+
+# The sources a release's data fingerprint hashes (releases/data_fingerprint.py): a new one
+# can make the release's report stale, and the policy's verdict the gate's.
+_SOURCE_KINDS = frozenset({"commits", "junit", "metrics"})
+
+
+def source_saved(instance: Any, raw: bool = False, **kwargs: Any) -> None:
+    """An ingestion (sources.models.Ingestion, connected by sources/apps.py): its content's
+    hash is part of the release's data fingerprint; one still being read is not."""
+    fields = _named(kwargs.get("update_fields"))
+    if raw or instance.kind not in _SOURCE_KINDS or instance.content_hash.startswith("reading:"):
+        return
+    if fields is None or "content_hash" in fields:
+        refresh_stored_verdict(instance.release_id)
+
+
+def source_deleted(instance: Any, **_: Any) -> None:
+    if instance.kind in _SOURCE_KINDS:
+        refresh_stored_verdict(instance.release_id)
 
 
 def fill_after_migrate(**_: Any) -> None:

@@ -32,6 +32,9 @@ class VerdictColumns(models.Model):
     # On the review desk: the latest report, undecided, is marked for review, changed the
     # verdict since the previous one, or the release's data is incomplete.
     verdict_awaits_review = models.BooleanField(default=False, editable=False)
+    # The severity is the policy's own: no model filed on the data the release has now (the
+    # gate's verdict, `release_verdict.gate_verdict`; issue 39).
+    verdict_by_policy = models.BooleanField(default=False, editable=False)
 
     class Meta:
         abstract = True

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import JSONField, QuerySet, Subquery
+
 from releases.models import Conversation, Message, Release, RiskPolicy
 from releases.release_order import earlier_releases
 from risk.digest import digest
@@ -50,6 +52,33 @@ def current_policy() -> RiskPolicy:
             version=1, defaults={"thresholds": PolicySettings().model_dump(mode="json")}
         )
     return policy
+
+
+def with_policy_in_force(releases: QuerySet[Release]) -> QuerySet[Release]:
+    """The releases with the policy in force read in their own statement (three scalar
+    subqueries on the policy's version index): judging one of them then reads no policy of
+    its own (`policy_in_force`). The summary API's budget is 6 queries."""
+    newest = RiskPolicy.objects.order_by("-version")
+    return releases.annotate(
+        policy_in_force_id=Subquery(newest.values("pk")[:1]),
+        policy_in_force_version=Subquery(newest.values("version")[:1]),
+        policy_in_force_thresholds=Subquery(
+            newest.values("thresholds")[:1], output_field=JSONField()
+        ),
+    )
+
+
+def policy_in_force(release: Release) -> RiskPolicy:
+    """The policy in force: the one read with the release (`with_policy_in_force`), else read
+    now. The one read with it is for reading (its id, version and thresholds), never saved."""
+    pk = getattr(release, "policy_in_force_id", None)
+    if pk is None:
+        return current_policy()
+    return RiskPolicy(
+        pk=pk,
+        version=release.policy_in_force_version,  # type: ignore[attr-defined]
+        thresholds=release.policy_in_force_thresholds,  # type: ignore[attr-defined]
+    )
 
 
 def settings_of(policy: RiskPolicy) -> PolicySettings:

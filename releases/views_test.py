@@ -139,7 +139,8 @@ def test_the_full_page_keeps_the_filters_it_was_asked_for(
         ({"severity": "high"}, ["v2.1.0"]),
         ({"severity": "low"}, ["v2.3.0"]),
         ({"severity": "none"}, ["v2.2.0"]),
-        ({"severity": "medium"}, []),
+        # Never assessed by a model: the policy's verdict counts, as the gate's does (issue 39).
+        ({"severity": "medium"}, ["v2.2.0"]),
         ({"severity": "bogus"}, ["v2.3.0", "v2.2.0", "v2.1.0"]),  # unknown: ignored
         ({"run": "failed"}, ["v2.1.0"]),
         ({"run": "running"}, ["v2.3.0"]),
@@ -484,9 +485,11 @@ def test_the_release_list_sorts_by_risk_error_rate_p95_and_assessment(
     def order(sort: str) -> list[str]:
         return rows(admin_client.get(reverse("releases:list"), {"sort": sort}).content.decode())
 
+    # Never assessed by a model, "unknown" counts at the policy's verdict on its data (its
+    # metrics missing: medium), as the gate does (issue 39).
+    assert order("-risk") == ["risky", "unknown", "slow"]
+    assert order("risk") == ["slow", "unknown", "risky"]
     # Releases without the figure come last, whichever the direction.
-    assert order("-risk") == ["risky", "slow", "unknown"]
-    assert order("risk") == ["slow", "risky", "unknown"]
     assert order("-error_rate") == ["risky", "slow", "unknown"]
     assert order("-p95") == ["slow", "risky", "unknown"]
     assert order("-assessed") == ["risky", "slow", "unknown"]

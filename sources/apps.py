@@ -13,3 +13,18 @@ class SourcesConfig(AppConfig):
         from sources.judging import judge_release
 
         policy_judge.install(judge_release)
+
+        # A new source changes the release's data fingerprint, so the stored verdict (the
+        # policy's where its report is now stale): releases/stored_verdict_hooks.py.
+        from django.db.models.signals import post_delete, post_save
+
+        from releases import stored_verdict_hooks
+        from sources.models import Ingestion
+
+        uid = "stored_verdict.source"
+        post_save.connect(
+            stored_verdict_hooks.source_saved, sender=Ingestion, dispatch_uid=f"{uid}.saved"
+        )
+        post_delete.connect(
+            stored_verdict_hooks.source_deleted, sender=Ingestion, dispatch_uid=f"{uid}.deleted"
+        )

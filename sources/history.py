@@ -27,8 +27,9 @@ from django.db.models import (
     TextField,
     Value,
     When,
+    Window,
 )
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, DenseRank
 
 from releases.models import Release
 from releases.release_order import earlier_releases
@@ -62,6 +63,10 @@ MAX_EARLIER_PATHS = 50_000
 SETUP_ERROR = "failed on setup"
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 _FAILED_ONCE = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.FLAKY)
+_OF_INTEREST = (*_FAILED_ONCE, TestStatus.SKIPPED)
+_SKIPPED_ONLY = Case(
+    When(status=TestStatus.SKIPPED, then=Value(1)), default=Value(0), output_field=IntegerField()
+)
 
 
 def read_history(
@@ -140,52 +145,44 @@ def test_histories(
     by label); and whether the release has test results at all. `renames`: the release's
     renamed test files, when the caller read them already (`_test_renames`)."""
     own = TestCase.objects.filter(release=release)
+    refs = list(refs) if refs is not None else earlier(release, window)
+    versions = {ref.id: ref.version for ref in refs}
     if labels is None:
         # The failing ones, then the skipped ones, for the policy's "newly skipped"
         # (risk/history_signals.py): failures first, so a suite skipped whole never crowds
-        # them out. One query (the summary's budget is 6).
-        skipped_only = Case(
-            When(status=TestStatus.SKIPPED, then=Value(1)),
-            default=Value(0),
-            output_field=IntegerField(),
-        )
-        wanted = list(
-            dict.fromkeys(
-                (classname, name)
-                for _, classname, name in own.filter(status__in=(*_FAILED_ONCE, TestStatus.SKIPPED))
-                .annotate(skipped_only=skipped_only)
-                .order_by("skipped_only", "classname", "name")
-                .values_list("skipped_only", "classname", "name")
-                .distinct()[:MAX_TESTS]
+        # them out. Their names are a subquery of the one query below (the summary's budget is
+        # 6 queries): the first MAX_TESTS (skipped_only, classname, name) by a dense rank.
+        ranked = (
+            own.filter(status__in=_OF_INTEREST)
+            .annotate(
+                rank=Window(
+                    DenseRank(),
+                    order_by=[_SKIPPED_ONLY.asc(), F("classname").asc(), F("name").asc()],
+                )
             )
+            .filter(rank__lte=MAX_TESTS)
+            .values("name")
         )
+        named: Q = Q(name__in=ranked)
+        # Whether the release has test results at all: any one of its rows.
+        any_own: Q = Q(pk__in=own.order_by().values("pk")[:1])
     else:
-        wanted = [_split(label) for label in labels[:MAX_TESTS]]
-    if not wanted:
-        return (), own.exists()
-    names = sorted({name for _, name in wanted})
-    keys = set(wanted)
-    # A test file renamed in the range keeps its tests' history: their earlier results are
-    # read under the old file's classname too ("tests.test_old.T" for "tests.test_new.T").
-    renames = list(renames) if renames is not None else _test_renames(release)
-    alias = {
-        (old, name): (classname, name)
-        for classname, name in wanted
-        if renames and (old := _renamed_from(classname, renames)) is not None
-    }
-    # Each stored (classname, name) of interest -> the wanted key it counts for.
-    counts_for = {**{key: key for key in keys}, **alias}
-
-    refs = list(refs) if refs is not None else earlier(release, window)
-    versions = {ref.id: ref.version for ref in refs}
-    # One query: every attempt here (last one last), every result in the window's releases,
-    # and the failures over the service's whole past (for the first release each failed in).
-    rows = (
+        given = [_split(label) for label in labels[:MAX_TESTS]]
+        if not given:
+            return (), own.exists()
+        named, any_own = Q(name__in=sorted({name for _, name in given})), Q(pk__in=[])
+    # One query: every attempt here at the tests of interest (last one last), their results in
+    # the window's releases and their failures over the service's whole past (for the first
+    # release each failed in); and one row of the release's own, whatever it is.
+    rows = list(
         TestCase.objects.filter(
-            Q(release_id=release.pk)
-            | Q(release_id__in=list(versions))
-            | Q(release_id__in=_earlier_ids(release), status__in=_FAILED_ONCE),
-            name__in=names,
+            (
+                Q(release_id=release.pk)
+                | Q(release_id__in=list(versions))
+                | Q(release_id__in=_earlier_ids(release), status__in=_FAILED_ONCE)
+            )
+            & named
+            | any_own
         )
         .annotate(
             order_at=Coalesce("release__deployed_at", "release__created_at"),
@@ -210,6 +207,33 @@ def test_histories(
             "setup",
         )
     )
+    has_tests = any(row[0] == release.pk for row in rows)
+    if labels is None:
+        # The same selection as the rank above, made here from the rows it let through.
+        of_interest = sorted(
+            {
+                (status == TestStatus.SKIPPED, row_classname, row_name)
+                for row_id, _, row_classname, row_name, _, status, *_ in rows
+                if row_id == release.pk and status in _OF_INTEREST
+            }
+        )
+        wanted = list(dict.fromkeys((c, n) for _, c, n in of_interest))[:MAX_TESTS]
+    else:
+        wanted = given
+    if not wanted:
+        return (), has_tests
+    keys = set(wanted)
+    # A test file renamed in the range keeps its tests' history: their earlier results are
+    # read under the old file's classname too ("tests.test_old.T" for "tests.test_new.T").
+    renames = list(renames) if renames is not None else _test_renames(release)
+    alias = {
+        (old, name): (classname, name)
+        for classname, name in wanted
+        if renames and (old := _renamed_from(classname, renames)) is not None
+    }
+    # Each stored (classname, name) of interest -> the wanted key it counts for.
+    counts_for = {**{key: key for key in keys}, **alias}
+
     attempts: dict[tuple[str, str], list[str]] = defaultdict(list)
     where: dict[tuple[str, str], tuple[str, str]] = {}
     # The suspects of its last failing attempt that has them (sources/services/suspects.py).

@@ -4,15 +4,19 @@ services, ingested through the sources' own services (JUnit XML, commits, metric
 from __future__ import annotations
 
 import io
+import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from detective_client.records import CommitRecord, FileChangeRecord
 from releases.models import Release
-from releases.verdicts import previous_p95
+from releases.verdicts import current_policy, previous_p95
+from sources import history as history_reads
 from sources import services
 from sources.history import change_facts, read_history
 from sources.judging import judge_release
@@ -243,9 +247,20 @@ def test_the_queries_do_not_grow_with_the_releases(checkout: list[Release]) -> N
         read_history(checkout[3], window=10)
     with CaptureQueriesContext(connection) as many:
         read_history(checkout[-1], window=10)
-    # The earlier releases, the failing tests, their history, the commits, the policy (for the
-    # service's metric names: judge_release hands it over), the samples.
-    assert len(many) == len(few) <= 6
+    # The earlier releases, the tests (those failing here, their history and whether there are
+    # any, in one), the commits, the policy (for the service's metric names: judge_release
+    # hands it over), the samples.
+    assert len(many) == len(few) == 5, [q["sql"][:120] for q in many.captured_queries]
+
+
+def test_a_release_without_failures_reads_its_tests_in_one_query(checkout: list[Release]) -> None:
+    clean = release("checkout", "v2.1.0", 9)
+    junit(clean, test_charge="passed", test_refund="passed")
+    with CaptureQueriesContext(connection) as tests_read:
+        found, has_tests = history_reads.test_histories(clean, window=10)
+    assert (found, has_tests) == ((), True)
+    assert len(tests_read) == 2  # the earlier releases, then the tests
+    assert history_reads.test_histories(release("checkout", "v2.2.0", 10), window=10) == ((), False)
 
 
 def test_the_summary_the_agent_reads_takes_six_queries(checkout: list[Release]) -> None:
@@ -253,9 +268,29 @@ def test_the_summary_the_agent_reads_takes_six_queries(checkout: list[Release]) 
     latest = Release.objects.select_related("service").get(pk=checkout[-1].pk)
     with CaptureQueriesContext(connection) as queries:
         digest = judge_release(latest).for_agent()
-    # Six, and one for the release's error groups from its traces (issue 36).
-    assert len(queries) <= 7, [q["sql"][:120] for q in queries.captured_queries]
+    # The policy, the earlier releases, the history's three of its own (tests, commits,
+    # samples) and the release's error groups from its traces (issue 36).
+    assert len(queries) == 6, [q["sql"][:120] for q in queries.captured_queries]
     assert digest["version"] == latest.version
+
+
+def test_the_summary_api_takes_six_queries_the_release_and_policy_in_one(
+    checkout: list[Release], client: Client, settings: Any
+) -> None:
+    """Issue 39: the summary API <= 6 queries (it took 8: the release and the policy apart,
+    and the failing tests apart from their history)."""
+    settings.DETECTIVE_API_KEY = "k" * 40
+    latest = checkout[-1]
+    path = f"/api/releases/{latest.version}/summary?service=checkout"
+    headers = {"Authorization": f"Bearer {'k' * 40}"}
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.get(path, headers=headers)
+    assert answer.status_code == 200, answer.content
+    assert len(queries) == 6, [q["sql"][:120] for q in queries.captured_queries]
+    # The same summary as judging the release read on its own (the policy read apart).
+    alone = judge_release(Release.objects.select_related("service").get(pk=latest.pk))
+    assert answer.json() == json.loads(json.dumps(alone.for_agent(), default=str))
+    assert answer.json()["policy"]["version"] == current_policy().version
 
 
 def test_a_release_without_detail_has_an_empty_history_and_the_same_verdict() -> None:

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from releases.models import Release
 from releases.release_order import earlier_releases
-from releases.verdicts import Judged, current_policy, p95_of, previous_p95, settings_of
+from releases.verdicts import Judged, p95_of, policy_in_force, previous_p95, settings_of
 from risk.history import ReleaseRef
 from risk.policy import evaluate
 from risk.run_counts import ran_count
@@ -25,9 +25,11 @@ from sources.judging_hooks import extra_signals
 def judge_release(release: Release, *, carried: EarlierCommits | None = None) -> Judged:
     """The policy's verdict on a release with its history: the policy, the earlier releases
     (with the previous p95 among them) and the history's few queries (sources/history.py),
-    each read once. `carried`: the earlier releases' commits, for a caller that judges a
-    service's releases in order (`sources.earlier_commits`); the verdict is the same."""
-    policy = current_policy()
+    each read once (the policy with the release when it was read so:
+    `verdicts.with_policy_in_force`). `carried`: the earlier releases' commits, for a caller
+    that judges a service's releases in order (`sources.earlier_commits`); the verdict is the
+    same."""
+    policy = policy_in_force(release)
     settings = settings_of(policy)
     window = settings.history_releases
     wanted = max(window, 1)

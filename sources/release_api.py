@@ -60,14 +60,17 @@ class Caller:
         own = self.run.release.service
         return service.casefold() in (own.slug.casefold(), own.name.casefold())
 
-    def release(self, version: str, service: str | None = None) -> Release | None:
+    def release(
+        self, version: str, service: str | None = None, *, with_policy: bool = False
+    ) -> Release | None:
         """The release this caller means by `version`: a run's own release (whatever its
-        service), else that version of `service` (its slug or name; none: the default)."""
+        service), else that version of `service` (its slug or name; none: the default);
+        `with_policy`: read with the policy in force, for judging it."""
         if self.run is not None and self.run.release is not None:
             return self.run.release if self.run.release.version == version else None
         if not validation.is_valid_version(version):
             return None
-        return selectors.find_release(version, service)
+        return selectors.find_release(version, service, with_policy=with_policy)
 
 
 def api_error(status: int, message: str, **extra: Any) -> JsonResponse:
@@ -156,12 +159,12 @@ def named_release(
 
 
 def _own_release(
-    caller: Caller, version: str, service: str | None = None
+    caller: Caller, version: str, service: str | None = None, *, with_policy: bool = False
 ) -> Release | JsonResponse:
     if not caller.may_touch(version) or not caller.may_touch_service(service):
         own = caller.run.release  # type: ignore[union-attr]
         return api_error(403, f"This token is for release {own.version} only.")
-    release = caller.release(version, service)
+    release = caller.release(version, service, with_policy=with_policy)
     if release is None:
         of = f" of the service {service!r}" if service else ""
         return api_error(404, f"No release {version!r}{of}.")
@@ -184,7 +187,7 @@ def release_summary(request: HttpRequest, version: str) -> HttpResponseBase:
             asynchronous=isinstance(request, ASGIRequest),
             brief=wants_brief(request),
         )
-    release = _own_release(caller, version, named_service(request))
+    release = _own_release(caller, version, named_service(request), with_policy=True)
     if isinstance(release, JsonResponse):
         return release
     # The data as it is, and beside it the policy's signals (the model reads them instead of

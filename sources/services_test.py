@@ -224,7 +224,21 @@ def test_a_long_ranges_list_puts_the_failures_suspects_first_and_keeps_the_oldes
     # The oldest commit is a failure's first suspect, the second oldest another's second.
     case = TestCase.objects.filter(release=target, status="failed").first()
     assert case is not None
-    case.suspects = {"ranked": [{"sha": "00" * 20}, {"sha": "01" * 20}]}
+    # As the ranking stores them (the stored verdict's policy judgement reads them whole).
+    ranked = [
+        {
+            "sha": sha * 20,
+            "subject": f"Tidy {int(sha)}",
+            "author": "A",
+            "tier": "touched",
+            "path": "src/x.py",
+            "line": None,
+            "distance": None,
+            "reason": "touched the file",
+        }
+        for sha in ("00", "01")
+    ]
+    case.suspects = {"ranked": ranked}
     case.save(update_fields=["suspects"])
     summary.rank_changes_again(target)
     target.refresh_from_db()

@@ -18,6 +18,7 @@ from django.utils.text import slugify
 
 from detective_client.records import text_problem as name_problem
 from releases.models import Release, Service
+from releases.stored_verdict import refreshed_once
 from releases.validation import service_name_problem, text_problem
 from sources import release_hooks
 from sources.models import (
@@ -197,6 +198,7 @@ def _digest(value: Any) -> str:
     ).hexdigest()
 
 
+@refreshed_once
 def upsert_release(fields: ReleaseFields, origin: Origin) -> tuple[Release, bool]:
     """Create the release of this service and version, or update the fields given: (release,
     created). Validated by the model (the same checks as the admin's form)."""

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from releases.models import Release
+from releases.stored_verdict import refreshed_once
 from sources.models import (
     MetricWindow,
 )
@@ -37,6 +38,7 @@ class HandSummary:
     deployment_metrics: dict[str, Any] | None = None
 
 
+@refreshed_once
 def save_by_hand(
     fields: ReleaseFields,
     typed: HandSummary,

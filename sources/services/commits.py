@@ -19,6 +19,7 @@ from detective_client.hunks import MAX_HUNKS
 from detective_client.imports import MAX_NODES
 from detective_client.records import CommitRecord, HeadRecord
 from releases.models import Release
+from releases.stored_verdict import refreshed_once
 from risk.changes import NO_CHANGES
 from sources import summary
 from sources.models import (
@@ -203,6 +204,7 @@ def _insert_commits(
     return [change for changes in files for change in changes]
 
 
+@refreshed_once
 def ingest_commits(
     release: Release,
     commits: Sequence[CommitRecord],

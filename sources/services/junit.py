@@ -10,6 +10,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from releases.models import Release
+from releases.stored_verdict import refreshed_once
 from sources import summary
 from sources.models import (
     Ingestion,
@@ -49,6 +50,7 @@ class _Duplicate(Exception):
         self.ingestion = ingestion
 
 
+@refreshed_once
 def ingest_junit(
     release: Release,
     stream: IO[bytes],

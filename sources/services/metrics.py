@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from releases import verdicts
 from releases.models import Release
+from releases.stored_verdict import refreshed_once
 from sources import summary
 from sources.models import (
     MetricSample,
@@ -33,6 +34,7 @@ from sources.services.base import (
 # ---- metrics -----------------------------------------------------------------------------------
 
 
+@refreshed_once
 def ingest_metrics(
     release: Release,
     samples: Iterable[MetricSampleRecord],
@@ -113,6 +115,7 @@ def previous_release(release: Release) -> Release | None:
     )
 
 
+@refreshed_once
 def ingest_prometheus(
     release: Release,
     client: prometheus.PrometheusClient,
@@ -214,6 +217,7 @@ NO_BASELINE = (
 )
 
 
+@refreshed_once
 def ingest_metrics_file(
     release: Release,
     samples: Iterable[MetricSampleRecord],
