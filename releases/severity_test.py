@@ -6,6 +6,7 @@ from collections.abc import Callable
 import pytest
 
 from releases.models import Release, ReviewDecision, RiskReport
+from releases.release_verdict import verdict_of
 from releases.selectors import reports_with_severity_shown, with_severity_shown
 from releases.severity import higher, severity_that_counts
 
@@ -69,8 +70,11 @@ def test_the_function_and_the_query_agree_on_every_combination(
             filed=filed, policy=policy, needs_review=needs_review, decided=decided
         )
         releases[release.pk] = expected[report.pk]
+    # A release no model assessed counts with the gate's verdict: the policy's on its data.
     unassessed = make_release("v999.0.0")
-    releases[unassessed.pk] = None
+    by_policy = verdict_of(unassessed)
+    assert by_policy.report_id is None and by_policy.policy_severity is not None
+    releases[unassessed.pk] = by_policy.severity
 
     shown = dict(
         reports_with_severity_shown(RiskReport.objects.all()).values_list("pk", "severity_shown")
