@@ -160,6 +160,18 @@ def once() -> Iterator[None]:
         _pending.reset(token)
 
 
+@contextmanager
+def never_read() -> Iterator[None]:
+    """Writes whose stored verdict nobody reads, since they are rolled back (the backtest's
+    scratch service): the refreshes they ask for are dropped, where each would judge the
+    release with its whole history (issue 39: the backtest carries history from tag to tag)."""
+    token = _pending.set({})
+    try:
+        yield
+    finally:
+        _pending.reset(token)
+
+
 def refreshed_once(function: Callable[P, T]) -> Callable[P, T]:
     """`function` run inside `once()`."""
 

@@ -36,6 +36,7 @@ from typing import Any
 from django.db import transaction
 
 from detective_client import git
+from releases import stored_verdict
 from releases.models import Release, Service
 from risk.settings import LEVEL_RANK
 from risk.signal import PolicyVerdict, severity_of
@@ -242,7 +243,8 @@ def replay(
         ),
     )
     name = service if keep else f"{SCRATCH_PREFIX}{service}"
-    with transaction.atomic():
+    # Kept, each release's stored verdict is written once at the end; rolled back, never.
+    with transaction.atomic(), stored_verdict.once() if keep else stored_verdict.never_read():
         if not keep:
             scratch = services.service_for(name, Origin("command"), create=True)
             if Release.objects.filter(service=scratch).exists():
