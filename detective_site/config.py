@@ -1,9 +1,10 @@
 """Detective's configuration: environment variables, read and validated once at start-up.
+Over 600 lines: every variable is read and checked here in one pass, so that a start-up names
+every bad value at once; split by subsystem, each part would need the whole environment again.
 
 Every setting comes from the environment (or a `.env` file in the project root). A bad value
 stops start-up with a `ConfigError` that names the variable and says what is expected.
-`settings.py` builds Django's settings from the validated `DetectiveConfig`.
-"""
+`settings.py` builds Django's settings from the validated `DetectiveConfig`."""
 
 from __future__ import annotations
 
